@@ -1,0 +1,438 @@
+/**
+ * @file kvjit.h
+ * @brief kvjit: CUDA kernels compiled at run time with NVRTC for the exact GPU,
+ *        cached on disk, launched through the CUDA Driver API.
+ *
+ * One public header. It needs no CUDA header: streams are `struct CUstream_st *`
+ * (the same type as `CUstream` / `cudaStream_t`), device pointers are plain pointers.
+ *
+ * Conventions (libgit2-like):
+ *  - Every fallible function returns a ::kvjit_status; KVJIT_OK is 0, errors are negative.
+ *  - Out-parameters come first after the object the function acts on.
+ *  - On error, kvjit_last_error() holds a one-line, thread-local detail naming the argument,
+ *    the value and, where there is one, the CUresult / nvrtcResult name.
+ *  - Option structs carry a `version` field; initialise them with their `_INIT` macro so that
+ *    fields added later get their defaults.
+ *
+ * Threads: a ::kvjit_context may be shared by any number of threads. Programs and kernels it
+ * hands out are immutable, owned by the context, valid until kvjit_context_destroy(), and may be
+ * launched from any thread on any stream of any CUDA context of the process.
+ */
+#ifndef KVJIT_H
+#define KVJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(KVJIT_BUILDING) && defined(__GNUC__)
+#define KVJIT_API __attribute__((visibility("default")))
+#else
+#define KVJIT_API
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Version                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#define KVJIT_VERSION_MAJOR 0
+#define KVJIT_VERSION_MINOR 1
+#define KVJIT_VERSION_PATCH 0
+/** MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
+#define KVJIT_VERSION_NUMBER (KVJIT_VERSION_MAJOR * 10000 + KVJIT_VERSION_MINOR * 100 + KVJIT_VERSION_PATCH)
+
+/** @return KVJIT_VERSION_NUMBER of the library actually loaded. */
+KVJIT_API unsigned kvjit_version_number(void);
+/** @return "MAJOR.MINOR.PATCH" of the library actually loaded (static string). */
+KVJIT_API const char *kvjit_version_string(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/** X(NAME, value, message): the one table that codes, names and messages come from. */
+#define KVJIT_STATUS_MAP(X)                                                                      \
+  X(OK, 0, "success")                                                                            \
+  X(ERR_INVALID_ARGUMENT, -1, "invalid argument")                                                \
+  X(ERR_UNSUPPORTED, -2, "not supported on this device or build")                                \
+  X(ERR_NO_DRIVER, -3, "no CUDA driver (libcuda.so.1 could not be loaded or initialised)")        \
+  X(ERR_NO_DEVICE, -4, "no CUDA device or no current CUDA context")                              \
+  X(ERR_CUDA, -5, "a CUDA driver call failed")                                                   \
+  X(ERR_NVRTC, -6, "an NVRTC call failed")                                                       \
+  X(ERR_COMPILE, -7, "the kernel source did not compile")                                        \
+  X(ERR_NOT_FOUND, -8, "not found")                                                              \
+  X(ERR_OUT_OF_MEMORY, -9, "out of host memory")                                                 \
+  X(ERR_IO, -10, "file system error")                                                            \
+  X(ERR_CORRUPT, -11, "corrupt cache entry")                                                     \
+  X(ERR_BUSY, -12, "resource busy")                                                              \
+  X(ERR_INTERNAL, -13, "internal error")
+
+/** Result of every fallible kvjit call. */
+typedef enum kvjit_status {
+#define KVJIT_STATUS_ENUM_(name, value, msg) KVJIT_##name = (value),
+  KVJIT_STATUS_MAP(KVJIT_STATUS_ENUM_)
+#undef KVJIT_STATUS_ENUM_
+} kvjit_status;
+
+/** @return the enumerator's name without prefix ("ERR_COMPILE"), or "UNKNOWN". Static. */
+KVJIT_API const char *kvjit_status_name(kvjit_status status);
+/** @return a one-line description of the code. Static. */
+KVJIT_API const char *kvjit_status_string(kvjit_status status);
+/**
+ * @return the calling thread's detail of its last failed kvjit call ("" when none). The string
+ * stays valid until the thread's next kvjit call.
+ */
+KVJIT_API const char *kvjit_last_error(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Context                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Library context: cache configuration, the table of loaded programs, counters. */
+typedef struct kvjit_context kvjit_context;
+
+/** Tri-state for options whose default comes from the environment. */
+#define KVJIT_FROM_ENV (-1)
+
+#define KVJIT_CONTEXT_OPTIONS_VERSION 1
+
+/** Options of kvjit_context_create(). Strings are copied. */
+typedef struct kvjit_context_options {
+  unsigned version;           /**< KVJIT_CONTEXT_OPTIONS_VERSION */
+  /** Writable cache dir. NULL: $KVJIT_CACHE_DIR, else $XDG_CACHE_HOME/kvjit, else ~/.cache/kvjit. */
+  const char *cache_dir;
+  /** Colon-separated read-only cache dirs searched first. NULL: $KVJIT_CACHE_PATH. */
+  const char *cache_path;
+  /** 1: no disk cache at all (memory only); 0: disk cache; KVJIT_FROM_ENV: $KVJIT_CACHE_DISABLE. */
+  int disable_cache;
+  /** Byte budget of the writable dir, kept by LRU eviction. 0: $KVJIT_CACHE_MAX_SIZE or 2 GiB. */
+  uint64_t cache_max_bytes;
+  /** 1: one stderr line per compile, bad entry, degraded dir. KVJIT_FROM_ENV: $KVJIT_LOG. */
+  int log;
+  /** Longest wait for another process compiling the same key, ms. 0: $KVJIT_LOCK_TIMEOUT_MS or 60000. */
+  unsigned lock_timeout_ms;
+  /** File that records every store_kv_cache variant used (one line each). NULL: $KVJIT_MANIFEST. */
+  const char *manifest_path;
+  /** 1: load entries from dirs other users can write. KVJIT_FROM_ENV: $KVJIT_CACHE_ALLOW_SHARED. */
+  int allow_shared_dirs;
+} kvjit_context_options;
+
+#define KVJIT_CONTEXT_OPTIONS_INIT                                                               \
+  { KVJIT_CONTEXT_OPTIONS_VERSION, NULL, NULL, KVJIT_FROM_ENV, 0, KVJIT_FROM_ENV, 0, NULL,         \
+    KVJIT_FROM_ENV }
+
+/**
+ * Create a context. Needs no CUDA driver. An unusable cache dir is not an error: the context
+ * falls back to memory only and says so once (stderr, and kvjit_context_cache_info()).
+ * @param out receives the context; destroy it with kvjit_context_destroy().
+ * @param options NULL for all defaults.
+ */
+KVJIT_API kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_options *options);
+
+/** Unload everything the context loaded and free it. Accepts NULL. No launch may be in flight. */
+KVJIT_API void kvjit_context_destroy(kvjit_context *ctx);
+
+/** Counters of a context since its creation (or the last kvjit_context_reset_stats()). */
+typedef struct kvjit_stats {
+  uint64_t memory_hits;      /**< served from the in-memory table */
+  uint64_t disk_hits;        /**< served from a cache file */
+  uint64_t compiles;         /**< successful NVRTC compiles */
+  uint64_t compile_failures; /**< failed compiles (each remembered, not retried) */
+  uint64_t compile_ns;       /**< wall time spent in NVRTC */
+  uint64_t bad_entries;      /**< cache files rejected (and quarantined where writable) */
+  uint64_t disk_writes;      /**< cache files published */
+  uint64_t write_failures;   /**< cache files that could not be written (memory-only fallback) */
+  uint64_t lock_waits;       /**< times another process was compiling the same key */
+  uint64_t lock_timeouts;    /**< waits that ran out and compiled privately */
+  uint64_t loads;            /**< cuLibraryLoadData calls */
+  uint64_t evictions;        /**< cache files evicted to keep the byte budget */
+} kvjit_stats;
+
+/** Copy the counters into @p out. */
+KVJIT_API kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out);
+
+/** Where the context caches, as resolved at creation. Strings are owned by the context. */
+typedef struct kvjit_cache_info {
+  const char *write_dir;      /**< writable dir, or NULL when memory-only */
+  const char *read_dirs;      /**< colon-separated read-only dirs searched first ("" if none) */
+  const char *degraded_reason; /**< why the writable dir is unusable, or NULL */
+  uint64_t max_bytes;         /**< byte budget of write_dir */
+} kvjit_cache_info;
+
+KVJIT_API kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Targets and the driver                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Architectures NVRTC can build cubins for, as compute capability numbers (75 = sm_75).
+ * @param out array of @p capacity ints (may be NULL when capacity is 0).
+ * @param count receives how many NVRTC supports (may exceed capacity).
+ */
+KVJIT_API kvjit_status kvjit_nvrtc_archs(int *out, size_t capacity, size_t *count);
+
+/** NVRTC version, e.g. major 13 minor 0. */
+KVJIT_API kvjit_status kvjit_nvrtc_version(int *major, int *minor);
+
+/** CUDA driver version (e.g. 13000); KVJIT_ERR_NO_DRIVER without one. */
+KVJIT_API kvjit_status kvjit_driver_version(int *version);
+
+/** Number of CUDA devices; KVJIT_ERR_NO_DRIVER without a driver. */
+KVJIT_API kvjit_status kvjit_device_count(int *count);
+
+/** Name (NUL-terminated, truncated to @p capacity) and compute capability of a device. */
+KVJIT_API kvjit_status kvjit_device_info(int ordinal, char *name, size_t capacity, int *sm);
+
+/**
+ * Compute capability of the device of the calling thread's current CUDA context (90 for sm_90).
+ * Without a current context, that of device 0.
+ */
+KVJIT_API kvjit_status kvjit_current_sm(int *sm);
+
+/** Parse "sm_90", "sm_90a", "90" or "9.0" into 90; KVJIT_ERR_INVALID_ARGUMENT otherwise. */
+KVJIT_API kvjit_status kvjit_parse_arch(const char *text, int *sm);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Generic loader                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/** A header the program includes, given in memory. */
+typedef struct kvjit_header {
+  const char *name;   /**< as written in #include "..." */
+  const char *source; /**< NUL-terminated contents */
+} kvjit_header;
+
+#define KVJIT_PROGRAM_DESC_VERSION 1
+
+/** Everything that defines a program. Nothing is retained after the call returns. */
+typedef struct kvjit_program_desc {
+  unsigned version;          /**< KVJIT_PROGRAM_DESC_VERSION */
+  const char *name;          /**< program name for NVRTC and logs, e.g. "my_kernels.cu" */
+  const char *source;        /**< NUL-terminated CUDA source */
+  const char *const *options; /**< NVRTC options, order kept; no --gpu-architecture (see arch) */
+  size_t num_options;
+  const kvjit_header *headers;
+  size_t num_headers;
+  /** Kernels wanted: extern "C" names or C++ name expressions such as "scale<128, float>". */
+  const char *const *kernels;
+  size_t num_kernels;
+  /** Target compute capability (90 = sm_90); 0 = the current device's. */
+  int arch;
+} kvjit_program_desc;
+
+#define KVJIT_PROGRAM_DESC_INIT { KVJIT_PROGRAM_DESC_VERSION, NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0 }
+
+/** A compiled (and, when a driver is there, loaded) program. Owned by its context. */
+typedef struct kvjit_program kvjit_program;
+/** A launchable kernel of a loaded program. Owned by its context. */
+typedef struct kvjit_kernel kvjit_kernel;
+
+/** How a program was obtained. */
+typedef enum kvjit_origin {
+  KVJIT_FROM_MEMORY = 1,  /**< already in this context */
+  KVJIT_FROM_DISK = 2,    /**< read from a cache file */
+  KVJIT_FROM_COMPILE = 3  /**< compiled by NVRTC in this call */
+} kvjit_origin;
+
+/**
+ * Get a program: memory table, then the disk cache, then NVRTC; then load it into the driver
+ * (cuLibraryLoadData, once per context). Two threads asking for the same program compile it once.
+ * @param out receives the program. On KVJIT_ERR_COMPILE it still receives the failed program so
+ *            that kvjit_program_log() can be read; a failed compile is remembered, not retried.
+ * @param origin optional; receives where the program came from.
+ * @return KVJIT_ERR_NO_DRIVER without a driver (use kvjit_program_compile() to only compile).
+ */
+KVJIT_API kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
+                                         const kvjit_program_desc *desc);
+
+/**
+ * Make sure the program is in the disk cache for desc->arch (which must be set when there is no
+ * GPU); needs no driver. Does not load it.
+ * @param origin optional; KVJIT_FROM_DISK when it was already cached, KVJIT_FROM_COMPILE otherwise.
+ */
+KVJIT_API kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin,
+                                             const kvjit_program_desc *desc);
+
+/** Compiler log of the program ("" when NVRTC printed nothing or the program came from disk). */
+KVJIT_API const char *kvjit_program_log(const kvjit_program *program);
+/** The cache key of the program as 32 hex digits. */
+KVJIT_API const char *kvjit_program_key(const kvjit_program *program);
+/** Compute capability the program was built for; negative when it is PTX finished by the driver. */
+KVJIT_API int kvjit_program_arch(const kvjit_program *program);
+
+/**
+ * Kernel of a loaded program by the name given in desc->kernels (exact string), or by index when
+ * @p name is NULL.
+ */
+KVJIT_API kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **out,
+                                            const char *name, size_t index);
+
+/** Launch configuration for kvjit_launch(). */
+typedef struct kvjit_launch_config {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;       /**< dynamic shared memory */
+  struct CUstream_st *stream;  /**< NULL: the legacy default stream */
+  /** 1: set CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (PDL; sm_90+). */
+  int programmatic_serialization;
+} kvjit_launch_config;
+
+#define KVJIT_LAUNCH_CONFIG_INIT { { 1, 1, 1 }, { 1, 1, 1 }, 0, NULL, 0 }
+
+/**
+ * Launch a kernel with cuLaunchKernelEx in the calling thread's current CUDA context.
+ * @param args array of pointers to each kernel argument, as for cuLaunchKernel.
+ */
+KVJIT_API kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config *config, void **args);
+
+/* ------------------------------------------------------------------------------------------ */
+/* store_kv_cache                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum kvjit_index_type {
+  KVJIT_INDEX_INT32 = 1,
+  KVJIT_INDEX_INT64 = 2
+} kvjit_index_type;
+
+typedef enum kvjit_pdl_mode {
+  KVJIT_PDL_AUTO = 0, /**< on for sm_90 and newer */
+  KVJIT_PDL_ON = 1,   /**< KVJIT_ERR_UNSUPPORTED before sm_90 */
+  KVJIT_PDL_OFF = 2
+} kvjit_pdl_mode;
+
+/** No reserved padding slot. */
+#define KVJIT_NO_SKIP_SLOT (-1)
+
+#define KVJIT_STORE_KV_ARGS_VERSION 1
+
+/**
+ * Arguments of kvjit_store_kv_cache(): for each i < batch with s = indices[i * index_stride],
+ * copy k row i to k_cache row s and v row i to v_cache row s. Rows are bytes; any dtype.
+ * Slots s < 0 (padding) and s == skip_slot are skipped; s >= num_slots is skipped and counted
+ * (kvjit_store_kv_cache_oob_count()).
+ */
+typedef struct kvjit_store_kv_args {
+  unsigned version;       /**< KVJIT_STORE_KV_ARGS_VERSION */
+  const void *k;          /**< device pointer, batch rows */
+  const void *v;          /**< device pointer, or NULL with v_cache NULL to store K only (MLA) */
+  void *k_cache;          /**< device pointer, num_slots rows */
+  void *v_cache;          /**< device pointer, or NULL with v NULL */
+  const void *indices;    /**< device pointer to batch slot ids */
+  kvjit_index_type index_type;
+  int64_t index_stride;   /**< in elements; 0 means 1 */
+  int64_t batch;          /**< number of tokens; 0 is a no-op */
+  int64_t k_row_bytes;    /**< bytes of one K row */
+  int64_t v_row_bytes;    /**< bytes of one V row; 0 means k_row_bytes (ignored when K only) */
+  int64_t k_stride;       /**< bytes between K rows; 0 means k_row_bytes */
+  int64_t v_stride;       /**< bytes between V rows; 0 means v_row_bytes */
+  int64_t k_cache_stride; /**< bytes between K cache rows; 0 means k_row_bytes */
+  int64_t v_cache_stride; /**< bytes between V cache rows; 0 means v_row_bytes */
+  int64_t num_slots;      /**< rows in each cache */
+  int64_t skip_slot;      /**< reserved padding slot, or KVJIT_NO_SKIP_SLOT */
+  int split;              /**< parts each row is split into across thread groups; 0: automatic */
+  kvjit_pdl_mode pdl;
+  struct CUstream_st *stream; /**< NULL: the legacy default stream */
+} kvjit_store_kv_args;
+
+#define KVJIT_STORE_KV_ARGS_INIT                                                                 \
+  { KVJIT_STORE_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 0, 0, 0, 0, 0, \
+    0, 0, 0, KVJIT_NO_SKIP_SLOT, 0, KVJIT_PDL_AUTO, NULL }
+
+/**
+ * Store K and V rows into the cache (asynchronous on args->stream; capturable in CUDA graphs).
+ * Once the variant is loaded (see kvjit_store_kv_cache_prepare()), the call validates, looks the
+ * variant up without a lock and launches: no allocation, no compile.
+ * @return KVJIT_ERR_INVALID_ARGUMENT / KVJIT_ERR_UNSUPPORTED (nothing launched) with the argument
+ *         and value in kvjit_last_error().
+ */
+KVJIT_API kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args *args);
+
+/**
+ * Validate @p args and load the variant a kvjit_store_kv_cache() call with the same arguments
+ * (pointers with the same alignment, any batch in the same size class) will use, without
+ * launching: call it before CUDA graph capture. Device pointers are not dereferenced.
+ */
+KVJIT_API kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_kv_args *args);
+
+/**
+ * Slot ids at or past num_slots seen by store_kv_cache kernels of this context in the current
+ * CUDA context since the last reset. Synchronises with the device.
+ * @param reset non-zero to zero the counter after reading it.
+ */
+KVJIT_API kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
+
+/** A store_kv_cache variant, as the prewarm CLI and manifests describe it. */
+typedef struct kvjit_store_kv_variant {
+  int arch;               /**< compute capability, 0 = current device */
+  int64_t k_row_bytes;
+  int64_t v_row_bytes;    /**< 0: K only */
+  kvjit_index_type index_type;
+  kvjit_pdl_mode pdl;     /**< AUTO resolves from arch */
+  int split;              /**< 0: every split the automatic choice may pick */
+  int vector_bytes;       /**< widest access the pointers allow: 16, 8, 4, 2 or 1; 0 = 16 */
+} kvjit_store_kv_variant;
+
+/**
+ * Compile (no driver needed) into the disk cache every kernel a store with this variant may use.
+ * @param compiled optional; receives how many kernels were compiled now.
+ * @param cached optional; receives how many were already in the cache.
+ */
+KVJIT_API kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
+                                                    unsigned *compiled, unsigned *cached);
+
+/**
+ * Format a variant as one manifest line (no newline), the format of cache/MANIFEST.md.
+ * @return KVJIT_ERR_INVALID_ARGUMENT if @p capacity is too small.
+ */
+KVJIT_API kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out,
+                                                     size_t capacity);
+/** Parse one manifest line (trailing newline and comments allowed). */
+KVJIT_API kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Cache maintenance (used by the CLI)                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+/** One cache file, as kvjit_cache_list() reports it. */
+typedef struct kvjit_cache_entry_info {
+  const char *path;       /**< full path */
+  const char *key;        /**< 32 hex digits */
+  const char *program;    /**< program name */
+  const char *kernels;    /**< kernel names, comma-separated */
+  int arch;               /**< compute capability; negative for PTX */
+  uint64_t bytes;         /**< file size */
+  int64_t mtime;          /**< last use (seconds since the epoch) */
+  kvjit_status status;    /**< KVJIT_OK or KVJIT_ERR_CORRUPT (with verify) */
+} kvjit_cache_entry_info;
+
+/** Called once per entry; return non-zero to stop. */
+typedef int (*kvjit_cache_visit_fn)(const kvjit_cache_entry_info *entry, void *user);
+
+/**
+ * Visit each entry of the writable cache dir (and, when @p include_read_dirs, the read-only ones).
+ * With @p verify, each payload checksum is checked and a bad writable entry is quarantined.
+ * @param bad optional; receives the number of bad entries found.
+ */
+KVJIT_API kvjit_status kvjit_cache_list(kvjit_context *ctx, int include_read_dirs, int verify,
+                                        kvjit_cache_visit_fn visit, void *user, uint64_t *bad);
+
+/**
+ * Evict least recently used entries of the writable dir until it holds at most @p max_bytes.
+ * Also sweeps stale temp files and old quarantined files.
+ * @param removed_entries, removed_bytes optional.
+ */
+KVJIT_API kvjit_status kvjit_cache_prune(kvjit_context *ctx, uint64_t max_bytes, uint64_t *removed_entries,
+                                         uint64_t *removed_bytes);
+
+/** Remove every entry of the writable dir. */
+KVJIT_API kvjit_status kvjit_cache_clear(kvjit_context *ctx, uint64_t *removed_entries);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVJIT_H */

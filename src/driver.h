@@ -1,0 +1,70 @@
+/*
+ * The CUDA driver, loaded at run time: dlopen("libcuda.so.1") and every entry point through
+ * cuGetProcAddress with the ABI version of its PFN_*_vNNNNN typedef, once per process.
+ * libcuda is never linked, so kvjit and its CLI run where there is no driver.
+ */
+#ifndef KVJIT_DRIVER_H
+#define KVJIT_DRIVER_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "kvjit.h"
+
+typedef struct kvjit_driver {
+  int version; /* cuDriverGetVersion */
+  PFN_cuGetErrorName_v6000 cuGetErrorName;
+  PFN_cuDeviceGetCount_v2000 cuDeviceGetCount;
+  PFN_cuDeviceGet_v2000 cuDeviceGet;
+  PFN_cuDeviceGetName_v2000 cuDeviceGetName;
+  PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
+  PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
+  PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
+  PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
+  PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
+  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
+  PFN_cuDevicePrimaryCtxRelease_v11000 cuDevicePrimaryCtxRelease;
+  PFN_cuCtxCreate_v3020 cuCtxCreate;
+  PFN_cuCtxDestroy_v4000 cuCtxDestroy;
+  PFN_cuLibraryLoadData_v12000 cuLibraryLoadData;
+  PFN_cuLibraryUnload_v12000 cuLibraryUnload;
+  PFN_cuLibraryGetKernel_v12000 cuLibraryGetKernel;
+  PFN_cuLibraryGetGlobal_v12000 cuLibraryGetGlobal;
+  PFN_cuKernelGetAttribute_v12000 cuKernelGetAttribute;
+  PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
+  PFN_cuMemAlloc_v3020 cuMemAlloc;
+  PFN_cuMemFree_v3020 cuMemFree;
+  PFN_cuMemcpyHtoD_v3020 cuMemcpyHtoD;
+  PFN_cuMemcpyDtoH_v3020 cuMemcpyDtoH;
+  PFN_cuMemcpyDtoD_v3020 cuMemcpyDtoD;
+  PFN_cuMemsetD8_v3020 cuMemsetD8;
+  PFN_cuMemsetD32_v3020 cuMemsetD32;
+  PFN_cuStreamCreate_v2000 cuStreamCreate;
+  PFN_cuStreamDestroy_v4000 cuStreamDestroy;
+  PFN_cuStreamSynchronize_v2000 cuStreamSynchronize;
+  PFN_cuStreamBeginCapture_v10010 cuStreamBeginCapture;
+  PFN_cuStreamEndCapture_v10000 cuStreamEndCapture;
+  PFN_cuGraphInstantiateWithFlags_v11040 cuGraphInstantiateWithFlags;
+  PFN_cuGraphLaunch_v10000 cuGraphLaunch;
+  PFN_cuGraphExecDestroy_v10000 cuGraphExecDestroy;
+  PFN_cuGraphDestroy_v10000 cuGraphDestroy;
+  PFN_cuEventCreate_v2000 cuEventCreate;
+  PFN_cuEventDestroy_v4000 cuEventDestroy;
+  PFN_cuEventRecord_v2000 cuEventRecord;
+  PFN_cuEventSynchronize_v2000 cuEventSynchronize;
+  PFN_cuEventElapsedTime_v2000 cuEventElapsedTime;
+} kvjit_driver;
+
+/**
+ * The process-wide driver table, loaded and initialised (cuInit) on first use, thread-safely.
+ * @return KVJIT_ERR_NO_DRIVER (with the reason in the last error) when libcuda cannot be used.
+ */
+kvjit_status kvjit_driver_get(const kvjit_driver **out);
+
+/** Turn a CUresult into a status with a last-error line "what: CUDA_ERROR_X". */
+kvjit_status kvjit_cuda_fail(const kvjit_driver *drv, CUresult res, const char *what);
+
+/** Compute capability (e.g. 90) of the current context's device, or device 0 without one. */
+kvjit_status kvjit_driver_current_sm(const kvjit_driver *drv, int *sm, CUdevice *device);
+
+#endif

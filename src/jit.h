@@ -1,0 +1,51 @@
+/*
+ * The JIT layer's internals that ops (store_kv_cache) build on: programs, kernels, the context's
+ * lock-free fast table for hot paths, and the manifest recorder. Public entry points are in kvjit.h.
+ */
+#ifndef KVJIT_JIT_H
+#define KVJIT_JIT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "driver.h"
+#include "key.h"
+#include "kvjit.h"
+
+struct kvjit_kernel {
+  CUkernel handle;                    /* context-independent handle from cuLibraryGetKernel */
+  const struct kvjit_program *program;
+  const char *name;                   /* as the caller asked for it */
+  const char *lowered;                /* mangled name NVRTC produced */
+};
+
+/** 128-bit exact key of a hot-path table entry (ops pack their variant into it; no hashing). */
+typedef struct kvjit_fast_key {
+  uint64_t a, b;
+} kvjit_fast_key;
+
+/**
+ * Lock-free lookup in the context's fast table: NULL when absent. Safe from any thread, no
+ * allocation, no syscall. Entries are never removed while the context lives.
+ */
+const kvjit_kernel *kvjit_fast_lookup(const kvjit_context *ctx, kvjit_fast_key key);
+
+/**
+ * Publish key -> kernel (idempotent; the first insert of a key wins).
+ * @return KVJIT_ERR_BUSY when the table is full (the caller still has its kernel: launch it anyway).
+ */
+kvjit_status kvjit_fast_insert(kvjit_context *ctx, kvjit_fast_key key, const kvjit_kernel *kernel);
+
+/** Visit every kernel in the fast table (not on a hot path). */
+void kvjit_fast_foreach(const kvjit_context *ctx, void (*visit)(const kvjit_kernel *kernel, void *user), void *user);
+
+/** Device address of a __device__ variable of a loaded program, in the current CUDA context. */
+kvjit_status kvjit_program_global(const kvjit_program *program, CUdeviceptr *ptr, size_t *bytes, const char *name);
+
+/** Append one line (no newline needed) to the context's manifest file, if it has one. Best effort. */
+void kvjit_context_record(kvjit_context *ctx, const char *line);
+
+/** 1 when KVJIT_LOG / options.log asked for per-compile log lines. */
+int kvjit_context_logging(const kvjit_context *ctx);
+
+#endif

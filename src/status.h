@@ -1,0 +1,22 @@
+/* Status codes and the thread-local last-error detail (internal). */
+#ifndef KVJIT_STATUS_INTERNAL_H
+#define KVJIT_STATUS_INTERNAL_H
+
+#include "kvjit.h"
+
+#if defined(__GNUC__)
+#define KVJIT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define KVJIT_PRINTF(fmt, args)
+#endif
+
+/** Set the thread's last-error detail and return @p status, so that `return kvjit_fail(...)` reads well. */
+kvjit_status kvjit_fail(kvjit_status status, const char *fmt, ...) KVJIT_PRINTF(2, 3);
+
+/** Clear the thread's last-error detail (at the start of public calls that succeed silently). */
+void kvjit_clear_error(void);
+
+/** Write one "kvjit: ..." line to stderr (logging and warnings). */
+void kvjit_log_line(const char *fmt, ...) KVJIT_PRINTF(1, 2);
+
+#endif
