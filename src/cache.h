@@ -1,0 +1,78 @@
+/*
+ * The on-disk cache: where it lives, reading and checking entries, publishing them atomically,
+ * the per-key cross-process compile lock, quarantine and LRU eviction. Entry layout: entry.h.
+ *
+ * Layout of a cache dir D (format version 1):
+ *   D/v1/<32 hex key>.kvjit   entries (one per key)
+ *   D/v1/.tmp-...             temp files being written (swept when stale)
+ *   D/v1/quarantine/          bad entries moved aside
+ *   D/v1/lock                 the lock file: one byte-range OFD lock per key
+ * Readers never lock; writers publish with temp + fsync + rename.
+ */
+#ifndef KVJIT_CACHE_H
+#define KVJIT_CACHE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "entry.h"
+#include "key.h"
+#include "kvjit.h"
+
+typedef struct kvjit_cache kvjit_cache;
+
+typedef struct kvjit_cache_config {
+  const char *write_dir; /* NULL: resolve from the environment */
+  const char *read_dirs; /* NULL: $KVJIT_CACHE_PATH */
+  int disabled;          /* 1: memory only */
+  uint64_t max_bytes;
+  unsigned lock_timeout_ms;
+  int allow_shared;
+  int log;               /* -1 warnings only, 0 silent, 1 verbose */
+} kvjit_cache_config;
+
+typedef struct kvjit_cache_counters {
+  atomic_uint_fast64_t bad_entries, disk_writes, write_failures, lock_waits, lock_timeouts, evictions;
+} kvjit_cache_counters;
+
+/** Open (never fails because of a dir: an unusable dir degrades to memory only, with one warning). */
+kvjit_status kvjit_cache_open(kvjit_cache **out, const kvjit_cache_config *config);
+void kvjit_cache_close(kvjit_cache *cache);
+
+const kvjit_cache_counters *kvjit_cache_get_counters(const kvjit_cache *cache);
+void kvjit_cache_get_info(const kvjit_cache *cache, kvjit_cache_info *out);
+
+/**
+ * Find a good entry for @p key (read-only dirs first, then the writable one). Bad entries are
+ * counted, quarantined when writable, and skipped.
+ * @param data receives the malloc'd file bytes (free them); @p view points into them.
+ * @return KVJIT_OK or KVJIT_ERR_NOT_FOUND.
+ */
+kvjit_status kvjit_cache_read(kvjit_cache *cache, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view);
+
+/** A held per-key compile lock. */
+typedef struct kvjit_cache_lock {
+  int fd;
+} kvjit_cache_lock;
+
+/**
+ * Take the per-key lock, waiting at most the configured timeout for another process compiling it.
+ * @return 1 if the lock is held (unlock it), 0 if not (no writable dir, or the wait ran out:
+ *         compile privately).
+ */
+int kvjit_cache_lock_key(kvjit_cache *cache, const kvjit_key *key, kvjit_cache_lock *lock);
+void kvjit_cache_unlock_key(kvjit_cache_lock *lock);
+
+/** Publish an encoded entry (temp + fsync + rename). Failure degrades quietly to memory-only. */
+kvjit_status kvjit_cache_write(kvjit_cache *cache, const kvjit_key *key, const uint8_t *data, size_t len);
+
+/** 1 when there is a usable writable dir. */
+int kvjit_cache_writable(const kvjit_cache *cache);
+
+kvjit_status kvjit_cache_visit(kvjit_cache *cache, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
+                               void *user, uint64_t *bad);
+kvjit_status kvjit_cache_evict(kvjit_cache *cache, uint64_t max_bytes, uint64_t *removed_entries,
+                               uint64_t *removed_bytes);
+kvjit_status kvjit_cache_remove_all(kvjit_cache *cache, uint64_t *removed_entries);
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * The cache entry file format (one self-describing file per key). Specified in cache/FORMAT.md;
+ * this file and entry.c are the only code that knows the layout.
+ */
+#ifndef KVJIT_ENTRY_H
+#define KVJIT_ENTRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "key.h"
+#include "kvjit.h"
+
+#define KVJIT_ENTRY_MAGIC "KVJITENT"
+#define KVJIT_ENTRY_FIXED_BYTES 72u
+
+/** What an entry says about itself besides the payload. */
+typedef struct kvjit_entry_meta {
+  kvjit_key key;
+  int nvrtc_major, nvrtc_minor;
+  int arch;
+  kvjit_payload_kind kind;
+  int64_t created;
+  const char *program;           /* NUL-terminated */
+  size_t num_kernels;
+  const char *const *kernels;    /* names as asked */
+  const char *const *lowered;    /* lowered (mangled) names */
+} kvjit_entry_meta;
+
+/** A parsed entry: pointers into the caller's buffer (strings are NOT NUL-terminated). */
+typedef struct kvjit_entry_view {
+  kvjit_key key;
+  int nvrtc_major, nvrtc_minor;
+  int arch;
+  kvjit_payload_kind kind;
+  int64_t created;
+  const char *program;
+  size_t program_len;
+  uint32_t num_kernels;
+  const uint8_t *kernel_table; /* num_kernels × (u16 len, name, u16 len, lowered) */
+  const uint8_t *payload;
+  uint64_t payload_len;
+} kvjit_entry_view;
+
+/** Serialise meta + payload into a new malloc'd buffer. */
+kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entry_meta *meta, const void *payload,
+                                size_t payload_len);
+
+/**
+ * Check and parse a whole file's bytes: magic, version, header checksum, exact size, the expected
+ * key (when @p expect is not NULL) and, when @p check_payload, the payload checksum.
+ * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
+ */
+kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
+                               int check_payload);
+
+/** Kernel @p index of a parsed entry (index < view->num_kernels). */
+void kvjit_entry_kernel(const kvjit_entry_view *view, uint32_t index, const char **name, size_t *name_len,
+                        const char **lowered, size_t *lowered_len);
+
+#endif

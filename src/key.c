@@ -1,0 +1,85 @@
+/*
+ * Canonical key encoding. Every field is length-prefixed (u64 little-endian) and tagged, so no two
+ * different inputs encode alike ("ab"+"c" vs "a"+"bc"). Nothing machine-specific (paths, hostnames)
+ * goes in, so a cache built on one machine hits on another with the same NVRTC.
+ */
+#include "key.h"
+
+#include <string.h>
+
+#include "xxh.h"
+
+static void put_u64(XXH3_state_t *st, uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  XXH3_128bits_update(st, b, sizeof b);
+}
+
+static void put_bytes(XXH3_state_t *st, char tag, const void *data, size_t len) {
+  XXH3_128bits_update(st, &tag, 1);
+  put_u64(st, (uint64_t)len);
+  if (len > 0) XXH3_128bits_update(st, data, len);
+}
+
+static void put_str(XXH3_state_t *st, char tag, const char *s) {
+  if (s == NULL) {
+    /* NULL and "" differ for headers' names only in theory; tag them apart anyway. */
+    put_bytes(st, (char)(tag | 0x40), "", 0);
+    return;
+  }
+  put_bytes(st, tag, s, strlen(s));
+}
+
+void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
+  XXH3_state_t st;
+  XXH3_128bits_reset(&st);
+  put_str(&st, 'M', "kvjit-cache-key");
+  put_u64(&st, KVJIT_CACHE_FORMAT_VERSION);
+  put_u64(&st, (uint64_t)target->nvrtc_major);
+  put_u64(&st, (uint64_t)target->nvrtc_minor);
+  put_u64(&st, (uint64_t)target->arch);
+  put_u64(&st, (uint64_t)target->kind);
+  put_u64(&st, (uint64_t)desc->num_options);
+  for (size_t i = 0; i < desc->num_options; i++) put_str(&st, 'O', desc->options[i]);
+  put_str(&st, 'S', desc->source);
+  put_u64(&st, (uint64_t)desc->num_headers);
+  for (size_t i = 0; i < desc->num_headers; i++) {
+    put_str(&st, 'H', desc->headers[i].name);
+    put_str(&st, 'C', desc->headers[i].source);
+  }
+  put_u64(&st, (uint64_t)desc->num_kernels);
+  for (size_t i = 0; i < desc->num_kernels; i++) put_str(&st, 'K', desc->kernels[i]);
+  /* The program name reaches NVRTC (it appears in diagnostics and __FILE__), so it shapes the output. */
+  put_str(&st, 'N', desc->name);
+  XXH128_hash_t h = XXH3_128bits_digest(&st);
+  out->high = h.high64;
+  out->low = h.low64;
+}
+
+void kvjit_key_hex(const kvjit_key *key, char out[33]) {
+  static const char digits[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    out[i] = digits[(key->high >> (60 - 4 * i)) & 0xf];
+    out[16 + i] = digits[(key->low >> (60 - 4 * i)) & 0xf];
+  }
+  out[32] = '\0';
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+int kvjit_key_parse_hex(kvjit_key *out, const char *hex) {
+  uint64_t parts[2] = {0, 0};
+  for (int i = 0; i < 32; i++) {
+    int v = hex_value(hex[i]);
+    if (v < 0) return -1;
+    parts[i / 16] = (parts[i / 16] << 4) | (uint64_t)v;
+  }
+  if (hex[32] != '\0' && hex[32] != '.') return -1;
+  out->high = parts[0];
+  out->low = parts[1];
+  return 0;
+}
