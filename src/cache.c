@@ -267,7 +267,7 @@ static int read_file(int dirfd_unused, const char *path, uint8_t **data, size_t 
   return 0;
 }
 
-static void quarantine(kvjit_cache *c, const char *dir, const char *name) {
+static void quarantine(const char *dir, const char *name) {
   char from[PATH_MAX], to[PATH_MAX];
   if (snprintf(from, sizeof from, "%s/%s", dir, name) >= (int)sizeof from) return;
   if (snprintf(to, sizeof to, "%s/quarantine/%s.%ld.%ld.bad", dir, name, (long)time(NULL), (long)getpid()) >=
@@ -320,7 +320,7 @@ static int try_dir(kvjit_cache *c, const char *dir, int writable, const char *na
              writable ? "quarantined, recompiling" : "skipped");
     kvjit_log_line("%s", line);
   }
-  if (writable) quarantine(c, dir, name);
+  if (writable) quarantine(dir, name);
   return -1;
 }
 
@@ -560,7 +560,7 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
       if (bad) (*bad)++;
       if (verify) {
         atomic_fetch_add(&c->counters.bad_entries, 1);
-        if (writable) quarantine(c, dir, e->d_name);
+        if (writable) quarantine(dir, e->d_name);
       }
     }
     if (visit && visit(&info, user)) *stop = 1;
