@@ -1,0 +1,343 @@
+#!/usr/bin/env bash
+# cli suite: the kvjit executable's commands, exit codes and messages, on temp cache dirs.
+# Needs NVRTC (prewarm compiles for sm_90 / sm_100), no GPU and no driver.
+# Usage: bash tests/test_cli.sh /path/to/kvjit
+set -euo pipefail
+
+KVJIT=${1:?usage: test_cli.sh /path/to/kvjit}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvjit-cli.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+# Nothing from the caller's environment leaks in; nothing lands in ~/.cache.
+unset KVJIT_CACHE_PATH KVJIT_MANIFEST KVJIT_CACHE_MAX_SIZE KVJIT_CACHE_DISABLE
+export KVJIT_CACHE_DIR="$TMP/env-default"
+export KVJIT_LOG=0
+
+# A small variant set keeps the suite quick: 2 variants, a few kernels each.
+SMALL=(--k-row-bytes 256,512 --index int64 -j 2)
+
+# --- helpers (each case runs in a subshell with set -e; fail exits it) -----------------------
+
+fail() {
+  echo "#   $*" >&2
+  if [[ -s "$TMP/out" ]]; then sed 's/^/#   stdout: /' "$TMP/out" | head -20 >&2; fi
+  if [[ -s "$TMP/err" ]]; then sed 's/^/#   stderr: /' "$TMP/err" | head -20 >&2; fi
+  exit 1
+}
+
+# kvjit ARGS...: runs the CLI, stdout in $TMP/out, stderr in $TMP/err, status in $RC.
+kvjit() {
+  RC=0
+  "$KVJIT" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+}
+
+expect_rc() { [[ $RC -eq $1 ]] || fail "exit status $RC, expected $1"; }
+expect_out() { grep -Eq -- "$1" "$TMP/out" || fail "stdout lacks /$1/"; }
+expect_err() { grep -Eq -- "$1" "$TMP/err" || fail "stderr lacks /$1/"; }
+
+# Cache entry files of a dir (quarantined ones excluded).
+entries() { find "$1" -name '*.kvjit' -not -path '*/quarantine/*' -type f 2>/dev/null; }
+entry_count() { entries "$1" | wc -l; }
+entry_bytes() { entries "$1" | xargs -r stat -c %s | awk '{ s += $1 } END { print s + 0 }'; }
+
+# The numbers of prewarm's summary line:
+# "prewarm: N variants: C compiled, A already cached, F failed; kernels: KC compiled, KA already cached; ..."
+summary() {
+  local line
+  line=$(grep '^prewarm: ' "$TMP/out") || fail "no summary line"
+  [[ $line =~ ^prewarm:\ ([0-9]+)\ variants:\ ([0-9]+)\ compiled,\ ([0-9]+)\ already\ cached,\ ([0-9]+)\ failed\;\ kernels:\ ([0-9]+)\ compiled,\ ([0-9]+)\ already\ cached ]] ||
+    fail "summary line not understood: $line"
+  VARIANTS=${BASH_REMATCH[1]} COMPILED=${BASH_REMATCH[2]} CACHED=${BASH_REMATCH[3]} FAILED=${BASH_REMATCH[4]}
+  KERNELS_COMPILED=${BASH_REMATCH[5]} KERNELS_CACHED=${BASH_REMATCH[6]}
+}
+
+# Variant lines of --dry-run output (the rest are # comments).
+dry_run_count() { grep -cv '^#' "$TMP/out" || true; }
+
+no_driver() {
+  "$KVJIT" info 2>/dev/null | grep -q '^driver: *none'
+}
+
+# --- cases ------------------------------------------------------------------------------------
+
+test_prewarm_then_all_cached() {
+  local dir="$TMP/prewarm"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 2 && $COMPILED -eq 2 && $CACHED -eq 0 && $FAILED -eq 0 ]] || fail "first run: $VARIANTS/$COMPILED/$CACHED/$FAILED"
+  [[ $KERNELS_COMPILED -ge 2 && $KERNELS_CACHED -eq 0 ]] || fail "first run kernels: $KERNELS_COMPILED/$KERNELS_CACHED"
+  # Not a terminal: one plain line per variant, no progress bar.
+  [[ $(grep -c '^\[[12]/2\] sm_90 ' "$TMP/err") -eq 2 ]] || fail "expected one line per variant"
+  if grep -q $'\r' "$TMP/err"; then fail "progress bar drawn without a terminal"; fi
+  [[ $(entry_count "$dir") -eq $KERNELS_COMPILED ]] || fail "$(entry_count "$dir") files for $KERNELS_COMPILED kernels"
+  # --cache-dir wins over $KVJIT_CACHE_DIR.
+  [[ $(entry_count "$KVJIT_CACHE_DIR") -eq 0 ]] || fail "entries written to \$KVJIT_CACHE_DIR"
+
+  local kernels=$KERNELS_COMPILED
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 2 && $COMPILED -eq 0 && $CACHED -eq 2 && $FAILED -eq 0 ]] || fail "second run: $VARIANTS/$COMPILED/$CACHED/$FAILED"
+  [[ $KERNELS_COMPILED -eq 0 && $KERNELS_CACHED -eq $kernels ]] || fail "second run kernels: $KERNELS_COMPILED/$KERNELS_CACHED"
+}
+
+test_prewarm_env_cache_dir() {
+  export KVJIT_CACHE_DIR="$TMP/from-env"
+  kvjit prewarm --arch 90 --k-row-bytes 128 --index int32 -j 1
+  expect_rc 0
+  [[ $(entry_count "$TMP/from-env") -ge 1 ]] || fail "nothing in \$KVJIT_CACHE_DIR"
+}
+
+test_dry_run() {
+  local dir="$TMP/dry"
+  # The default job: llama-3.1-8b, bf16+fp8, tp 1,2,4,8 -> rows 2048..128 B, x int32/int64.
+  kvjit prewarm --arch sm_90 --dry-run --cache-dir "$dir"
+  expect_rc 0
+  [[ $(dry_run_count) -eq 10 ]] || fail "default: $(dry_run_count) variants, expected 10"
+  expect_out '^# .*10 variants'
+  [[ $(entry_count "$dir") -eq 0 ]] || fail "--dry-run compiled something"
+
+  # Same rows from 8B and 70B, bf16 and fp16: deduplicated.
+  kvjit prewarm --arch sm_90,sm_100 -n --model llama-3.1-8b,llama-3.1-70b --dtype bf16,fp16,fp8
+  expect_rc 0
+  [[ $(dry_run_count) -eq 20 ]] || fail "two archs: $(dry_run_count) variants, expected 20"
+
+  # tp above the KV heads replicates: one head per rank (qwen2.5-7b has 4).
+  kvjit prewarm --arch sm_90 -n --model qwen2.5-7b --dtype bf16 --tp 4,8 --index int64
+  expect_rc 0
+  [[ $(dry_run_count) -eq 1 ]] || fail "qwen tp 4,8: $(dry_run_count) variants, expected 1"
+
+  # A custom shape; MLA-like K only.
+  kvjit prewarm --arch sm_90 -n --kv-heads 1 --head-dim 576 --v-head-dim 0 --dtype bf16 --tp 1,8 --index int64
+  expect_rc 0
+  [[ $(dry_run_count) -eq 1 ]] || fail "K only: $(dry_run_count) variants, expected 1"
+
+  # Row sizes, every K x V pair, x index x pdl; pdl=on is dropped before sm_90.
+  kvjit prewarm --arch sm_80 -n --k-row-bytes 256,512 --v-row-bytes 0,128 --index int32,int64 --pdl on,off
+  expect_rc 0
+  [[ $(dry_run_count) -eq 8 ]] || fail "rows: $(dry_run_count) variants, expected 8"
+}
+
+test_manifest_round_trip() {
+  local dir="$TMP/manifest" manifest="$TMP/manifest.txt"
+  # Two variants written by hand in the format of cache/MANIFEST.md; the recorded arch is replaced.
+  cat >"$manifest" <<'EOF'
+# recorded by a serving run
+
+MANIFEST_LINE_1
+MANIFEST_LINE_2
+EOF
+  kvjit prewarm --manifest "$manifest" --arch sm_90,sm_100 --cache-dir "$dir" -j 2
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 4 && $FAILED -eq 0 && $COMPILED -eq 4 ]] || fail "replay: $VARIANTS/$COMPILED/$FAILED"
+  kvjit cache ls --cache-dir "$dir"
+  expect_rc 0
+  expect_out '^sm_90 '
+  expect_out '^sm_100 '
+
+  # --dry-run prints manifest lines: its output replays to the same variants, all cached.
+  kvjit prewarm --arch sm_90 -n "${SMALL[@]}"
+  cp "$TMP/out" "$TMP/dry-manifest.txt"
+  kvjit prewarm --manifest "$TMP/dry-manifest.txt" --arch sm_90 --cache-dir "$dir"
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 2 && $FAILED -eq 0 ]] || fail "dry-run replay: $VARIANTS/$FAILED"
+
+  # A bad line is named by file:line, exit 2.
+  printf '# ok\n\nthis is not a variant\n' >"$TMP/bad-manifest.txt"
+  kvjit prewarm --manifest "$TMP/bad-manifest.txt" --arch sm_90 --cache-dir "$dir"
+  expect_rc 2
+  expect_err "bad-manifest.txt:3:"
+}
+
+test_verify_quarantines_corrupt_entry() {
+  local dir="$TMP/verify"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 0
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+  expect_out ' 0 bad'
+
+  local victim size
+  victim=$(entries "$dir" | sort | head -1)
+  size=$(stat -c %s "$victim")
+  # Flip bytes in the middle (the payload), not the header: only the checksum can tell.
+  local offset=$((size / 2)) byte
+  byte=$(od -An -tu1 -j "$offset" -N1 "$victim" | tr -d ' ')
+  printf "\\$(printf '%03o' $(((byte ^ 0xff) & 0xff)))" | dd of="$victim" bs=1 seek="$offset" conv=notrunc status=none
+
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 1
+  expect_out "^bad: $victim"
+  expect_out ' 1 bad'
+  [[ ! -e "$victim" ]] || fail "corrupt entry left in place"
+  [[ -n $(find "$dir" -path '*quarantine*' -type f) ]] || fail "nothing quarantined"
+
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+  expect_out ' 0 bad'
+}
+
+test_prune_respects_limit() {
+  local dir="$TMP/prune"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 128,256,512,1024 --index int32,int64 -j 2
+  expect_rc 0
+  local before limit_k
+  before=$(entry_bytes "$dir")
+  limit_k=$((before / 2 / 1024))
+  ((limit_k > 0)) || fail "entries too small to prune ($before bytes)"
+
+  kvjit cache prune --cache-dir "$dir" --max-size "${limit_k}K"
+  expect_rc 0
+  expect_out 'removed [1-9][0-9]* entries'
+  local after
+  after=$(entry_bytes "$dir")
+  ((after <= limit_k * 1024)) || fail "$after bytes left, limit $((limit_k * 1024))"
+  ((after > 0)) || fail "pruned everything for a limit of half the cache"
+
+  kvjit cache prune --cache-dir "$dir" --max-size 0
+  expect_rc 0
+  [[ $(entry_count "$dir") -eq 0 ]] || fail "--max-size 0 left entries"
+}
+
+test_ls_and_clear() {
+  local dir="$TMP/clear"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 0
+  local n
+  n=$(entry_count "$dir")
+  kvjit cache ls --cache-dir "$dir"
+  expect_rc 0
+  expect_out "^$n entries"
+  [[ $(grep -c '^sm_90 ' "$TMP/out") -eq $n ]] || fail "ls shows $(grep -c '^sm_90 ' "$TMP/out") of $n entries"
+
+  # Read-only dirs are listed with --all only.
+  kvjit cache ls --cache-dir "$TMP/empty-write" --cache-path "$dir"
+  expect_rc 0
+  expect_out '^0 entries'
+  kvjit cache ls --all --cache-dir "$TMP/empty-write" --cache-path "$dir"
+  expect_rc 0
+  expect_out "^$n entries"
+  expect_out '^sm_90 .* ro '
+
+  kvjit cache clear --cache-dir "$dir"
+  expect_rc 0
+  expect_out "removed $n entries"
+  [[ $(entry_count "$dir") -eq 0 ]] || fail "entries left after clear"
+  kvjit cache ls --cache-dir "$dir"
+  expect_out '^0 entries'
+}
+
+test_cache_path() {
+  kvjit cache path --cache-dir "$TMP/pathdir" --cache-path "$TMP/ro1:$TMP/ro2"
+  expect_rc 0
+  expect_out "^write: $TMP/pathdir\$"
+  expect_out "^read: +$TMP/ro1\$"
+  expect_out "^read: +$TMP/ro2\$"
+  kvjit cache path
+  expect_rc 0
+  expect_out "^write: $KVJIT_CACHE_DIR\$"
+}
+
+test_info_without_driver() {
+  kvjit info --cache-dir "$TMP/info"
+  expect_rc 0
+  expect_out '^kvjit: +[0-9]+\.[0-9]+\.[0-9]+'
+  expect_out '^nvrtc: +[0-9]+\.[0-9]+.* sm_90'
+  expect_out '^driver: '
+  expect_out "write: $TMP/info: 0 entries, 0B, writable"
+  if no_driver; then
+    expect_out '^driver: +none$'
+  fi
+}
+
+test_no_arch_without_gpu() {
+  no_driver || return 0 # with a GPU the default arch is its own
+  kvjit prewarm --dry-run
+  expect_rc 2
+  expect_err 'no --arch and no GPU'
+}
+
+test_help_and_version() {
+  local cmd
+  for cmd in "" prewarm cache "cache ls" "cache verify" "cache prune" "cache clear" "cache path" info; do
+    # shellcheck disable=SC2086 # word splitting of "cache ls" is wanted
+    kvjit $cmd --help
+    expect_rc 0
+    expect_out '^Usage: kvjit'
+  done
+  kvjit --version
+  expect_rc 0
+  expect_out '^kvjit [0-9]+\.[0-9]+\.[0-9]+$'
+  kvjit
+  expect_rc 2
+}
+
+# bad FLAG VALUE ARGS...: exit 2 and one stderr line naming FLAG (and VALUE when not empty).
+bad() {
+  local flag=$1 value=$2
+  shift 2
+  kvjit "$@"
+  [[ $RC -eq 2 ]] || fail "kvjit $*: exit $RC, expected 2"
+  [[ $(wc -l <"$TMP/err") -eq 1 ]] || fail "kvjit $*: expected one line on stderr"
+  grep -qF -- "$flag" "$TMP/err" || fail "kvjit $*: message does not name $flag"
+  [[ -z $value ]] || grep -qF -- "$value" "$TMP/err" || fail "kvjit $*: message does not name '$value'"
+  [[ ! -s "$TMP/out" ]] || fail "kvjit $*: wrote to stdout"
+}
+
+test_bad_flags() {
+  bad --arch sm_9x prewarm --arch sm_9x
+  bad --arch sm_91 prewarm --arch sm_90,sm_91
+  bad --arch '' prewarm --arch
+  bad --tp 0 prewarm --arch sm_90 --tp 0
+  bad --tp 3 prewarm --arch sm_90 --tp 1,3
+  bad --kv-heads 3 prewarm --arch sm_90 --kv-heads 8 --head-dim 128 --tp 3
+  bad --kv-heads '' prewarm --arch sm_90 --head-dim 128
+  bad --dtype int7 prewarm --arch sm_90 --dtype bf16,int7
+  bad -j 0 prewarm --arch sm_90 -j 0
+  bad --jobs x prewarm --arch sm_90 --jobs x
+  bad --index int16 prewarm --arch sm_90 --index int16
+  bad --pdl maybe prewarm --arch sm_90 --pdl maybe
+  bad --split x prewarm --arch sm_90 --split x
+  bad --vec 3 prewarm --arch sm_90 --vec 3
+  bad --k-row-bytes 0 prewarm --arch sm_90 --k-row-bytes 0
+  bad --v-row-bytes -1 prewarm --arch sm_90 --k-row-bytes 256 --v-row-bytes -1
+  bad --model gpt-17 prewarm --arch sm_90 --model gpt-17
+  bad --k-row-bytes '' prewarm --arch sm_90 --k-row-bytes 256 --tp 2
+  bad --manifest "$TMP/nonexistent" prewarm --arch sm_90 --manifest "$TMP/nonexistent"
+  bad --bogus '' prewarm --bogus
+  bad -q '' prewarm -q
+  bad --dry-run '' prewarm --dry-run=yes
+  bad extra '' prewarm --arch sm_90 extra
+  bad --max-size 5Q cache prune --max-size 5Q
+  bad --max-size '' cache prune --max-size
+  bad --max-size '' cache ls --max-size 1G
+  bad --all '' cache clear --all
+  bad --cache-dir '' cache ls --cache-dir
+  bad frob '' cache frob
+  bad frob '' frob
+  bad --x '' info --x
+}
+
+# --- runner -----------------------------------------------------------------------------------
+
+failures=0
+for name in $(declare -F | awk '{ print $3 }' | grep '^test_'); do
+  set +e
+  (set -e; "$name")
+  status=$?
+  set -e
+  if [[ $status -eq 0 ]]; then
+    echo "ok - ${name#test_}"
+  else
+    echo "not ok - ${name#test_}"
+    failures=$((failures + 1))
+  fi
+done
+if ((failures > 0)); then
+  echo "# $failures failed"
+  exit 1
+fi
+exit 0
