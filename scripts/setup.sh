@@ -23,6 +23,6 @@ if [ ! -f "$cuda/include/nvrtc.h" ]; then
   exit 1
 fi
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" -Dcuda_root="$cuda" "$@"
+  meson setup "$build" -Dtoolkit="$cuda" "$@"
 fi
 ninja -C "$build"

@@ -53,7 +53,12 @@ static char *path_join(const char *a, const char *b) {
   size_t n = strlen(a) + strlen(b) + 2;
   if (n > PATH_MAX) return NULL;
   char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", a, b);
+  if (p) {
+    size_t la = strlen(a);
+    memcpy(p, a, la);
+    p[la] = '/';
+    memcpy(p + la + 1, b, strlen(b) + 1);
+  }
   return p;
 }
 
