@@ -241,12 +241,16 @@ static const char *item_pdl(const char *item, int *value) {
   return NULL;
 }
 
+/* --split all: every split (see add_splits()). */
+enum { SPLIT_ALL = -1 };
+
 /* "auto" is split 0 (whatever the automatic choice may pick); else an explicit split count. */
 static const char *item_split(const char *item, int *value) {
   long v;
   if (strcmp(item, "auto") == 0) *value = 0;
-  else if (parse_int(item, 1, 64, &v)) *value = (int)v;
-  else return "auto or a split count 1 to 64";
+  else if (strcmp(item, "all") == 0) *value = SPLIT_ALL;
+  else if (parse_int(item, 1, 1 << 20, &v)) *value = (int)v;
+  else return "auto, all or a split count that divides the rows";
   return NULL;
 }
 
@@ -453,18 +457,45 @@ typedef struct prewarm_opts {
   bool dry_run;
 } prewarm_opts;
 
+/* Whether the op accepts the combination: pdl=on needs sm_90; an explicit split divides both rows. */
+static bool op_accepts(const kvjit_store_kv_variant *v) {
+  if (v->pdl == KVJIT_PDL_ON && v->arch < 90) return false;
+  return v->split == 0 || (v->k_row_bytes % v->split == 0 && v->v_row_bytes % v->split == 0);
+}
+
+/* Adds @p v, or counts it in @p skipped when the op would refuse it (there is nothing to build). */
+static bool add_variant(variant_list *out, const kvjit_store_kv_variant *v, size_t *skipped) {
+  if (op_accepts(v)) return variant_list_add(out, v);
+  (*skipped)++;
+  return true;
+}
+
 /*
- * Every (arch, rows, index, pdl, split, vec) combination of the options, less pdl=on before sm_90
- * (the op refuses it there: there is nothing to build).
+ * Adds @p base with its split, or for --split all: the automatic choice plus every power-of-two
+ * split that divides both rows into parts of at least one vector.
  */
-static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant_list *out) {
+static bool add_splits(variant_list *out, kvjit_store_kv_variant base, size_t *skipped) {
+  if (base.split != SPLIT_ALL) return add_variant(out, &base, skipped);
+  base.split = 0;
+  if (!add_variant(out, &base, skipped)) return false;
+  int vec = base.vector_bytes ? base.vector_bytes : 16;
+  for (int64_t split = 1; base.k_row_bytes / split >= vec; split *= 2) {
+    if (base.k_row_bytes % split != 0 || base.v_row_bytes % split != 0) break;
+    if (base.v_row_bytes != 0 && base.v_row_bytes / split < vec) break;
+    base.split = (int)split;
+    if (!add_variant(out, &base, skipped)) return false;
+  }
+  return true;
+}
+
+/* Every (arch, rows, index, pdl, split, vec) combination of the options the op accepts. */
+static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant_list *out, size_t *skipped) {
   for (size_t a = 0; a < o->archs.count; a++)
     for (size_t r = 0; r < rows->count; r++)
       for (size_t i = 0; i < o->indexes.count; i++)
         for (size_t p = 0; p < o->pdls.count; p++)
           for (size_t s = 0; s < o->splits.count; s++)
             for (size_t w = 0; w < o->vecs.count; w++) {
-              if (o->pdls.value[p] == KVJIT_PDL_ON && o->archs.value[a] < 90) continue;
               kvjit_store_kv_variant v = {
                   .arch = o->archs.value[a],
                   .k_row_bytes = rows->items[r].k,
@@ -474,7 +505,7 @@ static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant
                   .split = o->splits.value[s],
                   .vector_bytes = o->vecs.value[w],
               };
-              if (!variant_list_add(out, &v)) return false;
+              if (!add_splits(out, v, skipped)) return false;
             }
   return true;
 }
@@ -526,6 +557,7 @@ static int read_manifest(const char *cmd, const char *path, variant_list *out) {
     if (text[0] == '\0' || text[0] == '#') continue;
     kvjit_store_kv_variant v;
     kvjit_status status = kvjit_store_kv_variant_parse(&v, text);
+    if (status == KVJIT_ERR_NOT_FOUND) continue; /* comment-only after all */
     if (status != KVJIT_OK) {
       const char *detail = kvjit_last_error();
       fprintf(stderr, "kvjit %s: %s:%lu: %s\n", cmd, path, number, detail[0] ? detail : kvjit_status_string(status));
@@ -600,6 +632,24 @@ static int option_rows(const char *cmd, prewarm_opts *o, bool shape_flags, row_l
   return model_rows(cmd, o, models, num_models, rows);
 }
 
+/* Variants of the row or model options, times the kernel choices. */
+static int option_variants(const char *cmd, prewarm_opts *o, bool shape_flags, variant_list *out, size_t *skipped) {
+  static const int_list default_indexes = {{KVJIT_INDEX_INT32, KVJIT_INDEX_INT64}, 2},
+                        default_pdls = {{KVJIT_PDL_AUTO}, 1}, default_splits = {{0}, 1}, default_vecs = {{16}, 1};
+  if (o->indexes.count == 0) o->indexes = default_indexes;
+  if (o->pdls.count == 0) o->pdls = default_pdls;
+  if (o->splits.count == 0) o->splits = default_splits;
+  if (o->vecs.count == 0) o->vecs = default_vecs;
+
+  row_list *rows = calloc(1, sizeof *rows);
+  if (rows == NULL) return out_of_memory(cmd);
+  int rc = option_rows(cmd, o, shape_flags, rows);
+  if (rc == 0) rc = resolve_archs(cmd, o);
+  if (rc == 0 && !expand_variants(o, rows, out, skipped)) rc = out_of_memory(cmd);
+  free(rows);
+  return rc;
+}
+
 /* The variant list the options describe, deduplicated. Bad options are reported before a GPU is looked for. */
 static int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
   bool shape_flags = o->kv_heads != 0 || o->head_dim != 0 || o->v_head_dim >= 0;
@@ -615,36 +665,28 @@ static int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
   if (shape_flags && (o->kv_heads == 0 || o->head_dim == 0))
     return usage_error(cmd, "a model shape needs both --kv-heads and --head-dim");
 
+  size_t skipped = 0;
+  int rc;
   if (o->manifest != NULL) {
     variant_list lines = {NULL, 0, 0};
-    int rc = read_manifest(cmd, o->manifest, &lines);
+    rc = read_manifest(cmd, o->manifest, &lines);
     if (rc == 0) rc = resolve_archs(cmd, o);
     for (size_t i = 0; rc == 0 && i < lines.count; i++)
       for (size_t a = 0; rc == 0 && a < o->archs.count; a++) {
         kvjit_store_kv_variant v = lines.items[i];
         v.arch = o->archs.value[a];
-        if (!variant_list_add(out, &v)) rc = out_of_memory(cmd);
+        if (!add_variant(out, &v, &skipped)) rc = out_of_memory(cmd);
       }
     free(lines.items);
-    if (rc == 0) variant_list_dedup(out);
-    return rc;
+  } else {
+    rc = option_variants(cmd, o, shape_flags, out, &skipped);
   }
-
-  static const int_list default_indexes = {{KVJIT_INDEX_INT32, KVJIT_INDEX_INT64}, 2},
-                        default_pdls = {{KVJIT_PDL_AUTO}, 1}, default_splits = {{0}, 1}, default_vecs = {{16}, 1};
-  if (o->indexes.count == 0) o->indexes = default_indexes;
-  if (o->pdls.count == 0) o->pdls = default_pdls;
-  if (o->splits.count == 0) o->splits = default_splits;
-  if (o->vecs.count == 0) o->vecs = default_vecs;
-
-  row_list *rows = calloc(1, sizeof *rows);
-  if (rows == NULL) return out_of_memory(cmd);
-  int rc = option_rows(cmd, o, shape_flags, rows);
-  if (rc == 0) rc = resolve_archs(cmd, o);
-  if (rc == 0 && !expand_variants(o, rows, out)) rc = out_of_memory(cmd);
-  free(rows);
-  if (rc == 0) variant_list_dedup(out);
-  return rc;
+  if (rc != 0) return rc;
+  variant_list_dedup(out);
+  if (skipped != 0)
+    fprintf(stderr, "kvjit %s: note: skipped %zu combinations the op refuses (pdl=on before sm_90, a split "
+                    "that does not divide the rows)\n", cmd, skipped);
+  return 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -770,7 +812,9 @@ static const char prewarm_help[] =
     "Kernel choices (with either):\n"
     "      --index LIST        int32, int64 (default: both)\n"
     "      --pdl LIST          auto, on, off (default: auto; on is skipped before sm_90)\n"
-    "      --split LIST        auto or split counts (default: auto, every split auto may pick)\n"
+    "      --split LIST        auto (default: every split the automatic choice may pick), all\n"
+    "                          (auto plus every power-of-two split leaving parts of >= vec\n"
+    "                          bytes) or split counts that divide the rows\n"
     "      --vec LIST          widest access the pointers allow: 16, 8, 4, 2, 1 (default: 16)\n"
     "Or:\n"
     "      --manifest FILE     replay the variants a run recorded ($KVJIT_MANIFEST; format in\n"
@@ -905,7 +949,7 @@ static int cmd_prewarm(int argc, char **argv) {
 
 /* An entry copied out of the kvjit_cache_list() callback, whose strings live only for the call. */
 typedef struct entry_row {
-  char *path, *program, *kernels;
+  char *path, *key, *program, *kernels;
   int arch;
   uint64_t bytes;
   int64_t mtime;
@@ -937,6 +981,7 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
   }
   entry_row row = {
       .path = strdup(entry->path ? entry->path : ""),
+      .key = strdup(entry->key ? entry->key : "?"),
       .program = strdup(entry->program ? entry->program : "?"),
       .kernels = strdup(entry->kernels ? entry->kernels : ""),
       .arch = entry->arch,
@@ -945,8 +990,9 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
       .read_only = table->write_dir == NULL || entry->path == NULL || !under_dir(entry->path, table->write_dir),
       .status = entry->status,
   };
-  if (row.path == NULL || row.program == NULL || row.kernels == NULL) {
+  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL) {
     free(row.path);
+    free(row.key);
     free(row.program);
     free(row.kernels);
     goto oom;
@@ -961,6 +1007,7 @@ oom:
 static void entry_table_free(entry_table *table) {
   for (size_t i = 0; i < table->count; i++) {
     free(table->rows[i].path);
+    free(table->rows[i].key);
     free(table->rows[i].program);
     free(table->rows[i].kernels);
   }
@@ -1012,15 +1059,18 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
   }
   uint64_t total = 0;
   int64_t now = (int64_t)time(NULL);
+  /* The key's first 12 hex digits tell entries of one program apart; --long prints the path. */
+  enum { KEY_DIGITS = 12, INDENT = 11 + 1 + 7 + 1 + 5 + 1 + 3 + 1 + KEY_DIGITS };
   if (table.count != 0)
-    printf("%-11s %7s %5s %-3s %-*s %s\n", "ARCH", "SIZE", "AGE", "DIR", width, "PROGRAM",
+    printf("%-11s %7s %5s %-3s %-*s %-*s %s\n", "ARCH", "SIZE", "AGE", "DIR", KEY_DIGITS, "KEY", width, "PROGRAM",
            o->long_format ? "KERNELS / PATH" : "KERNELS");
   for (size_t i = 0; i < table.count; i++) {
     const entry_row *r = &table.rows[i];
     char arch[32], size[32], age[32];
-    printf("%-11s %7s %5s %-3s %-*s %s\n", arch_name(r->arch, arch, sizeof arch), human_size(r->bytes, size, sizeof size),
-           human_age(now - r->mtime, age, sizeof age), r->read_only ? "ro" : "rw", width, r->program, r->kernels);
-    if (o->long_format) printf("%*s %s\n", 11 + 1 + 7 + 1 + 5 + 1 + 3 + 1 + width, "", r->path);
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %s\n", arch_name(r->arch, arch, sizeof arch),
+           human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
+           r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, width, r->program, r->kernels);
+    if (o->long_format) printf("%*s %s\n", INDENT + 1 + width, "", r->path);
     total += r->bytes;
   }
   char size[32];

@@ -2,9 +2,12 @@
 # cli suite: the kvjit executable's commands, exit codes and messages, on temp cache dirs.
 # Needs NVRTC (prewarm compiles for sm_90 / sm_100), no GPU and no driver.
 # Usage: bash tests/test_cli.sh /path/to/kvjit
+# Cases are called by name through `declare -F`, which shellcheck cannot follow.
+# shellcheck disable=SC2317
 set -euo pipefail
 
 KVJIT=${1:?usage: test_cli.sh /path/to/kvjit}
+[[ -x $KVJIT ]] || { echo "not ok - $KVJIT is not an executable" >&2; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvjit-cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
@@ -14,7 +17,7 @@ export KVJIT_CACHE_DIR="$TMP/env-default"
 export KVJIT_LOG=0
 
 # A small variant set keeps the suite quick: 2 variants, a few kernels each.
-SMALL=(--k-row-bytes 256,512 --index int64 -j 2)
+SMALL=(--k-row-bytes '256,512' --index int64 -j 2)
 
 # --- helpers (each case runs in a subshell with set -e; fail exits it) -----------------------
 
@@ -107,16 +110,28 @@ test_dry_run() {
   kvjit prewarm --arch sm_90 -n --model qwen2.5-7b --dtype bf16 --tp 4,8 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "qwen tp 4,8: $(dry_run_count) variants, expected 1"
+  expect_out '^store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16$'
 
   # A custom shape; MLA-like K only.
   kvjit prewarm --arch sm_90 -n --kv-heads 1 --head-dim 576 --v-head-dim 0 --dtype bf16 --tp 1,8 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "K only: $(dry_run_count) variants, expected 1"
+  expect_out ' k_row_bytes=1152 v_row_bytes=0 '
 
   # Row sizes, every K x V pair, x index x pdl; pdl=on is dropped before sm_90.
   kvjit prewarm --arch sm_80 -n --k-row-bytes 256,512 --v-row-bytes 0,128 --index int32,int64 --pdl on,off
   expect_rc 0
   [[ $(dry_run_count) -eq 8 ]] || fail "rows: $(dry_run_count) variants, expected 8"
+  expect_err 'skipped 8 combinations'
+
+  # --split all: auto plus 1, 2, 4, 8, 16 (parts of >= 16 B); an explicit split must divide the rows.
+  kvjit prewarm --arch sm_90 -n --k-row-bytes 256 --index int64 --split all
+  expect_rc 0
+  [[ $(dry_run_count) -eq 6 ]] || fail "split all: $(dry_run_count) variants, expected 6"
+  kvjit prewarm --arch sm_90 -n --k-row-bytes 192,256 --index int64 --split 3
+  expect_rc 0
+  [[ $(dry_run_count) -eq 1 ]] || fail "split 3: $(dry_run_count) variants, expected 1"
+  expect_out ' k_row_bytes=192 .* split=3 '
 }
 
 test_manifest_round_trip() {
@@ -125,8 +140,8 @@ test_manifest_round_trip() {
   cat >"$manifest" <<'EOF'
 # recorded by a serving run
 
-MANIFEST_LINE_1
-MANIFEST_LINE_2
+store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16
+store_kv_cache arch=0 k_row_bytes=1152 v_row_bytes=0 index=int32 pdl=off split=2 vec=16  # MLA, K only
 EOF
   kvjit prewarm --manifest "$manifest" --arch sm_90,sm_100 --cache-dir "$dir" -j 2
   expect_rc 0
@@ -166,7 +181,7 @@ test_verify_quarantines_corrupt_entry() {
   # Flip bytes in the middle (the payload), not the header: only the checksum can tell.
   local offset=$((size / 2)) byte
   byte=$(od -An -tu1 -j "$offset" -N1 "$victim" | tr -d ' ')
-  printf "\\$(printf '%03o' $(((byte ^ 0xff) & 0xff)))" | dd of="$victim" bs=1 seek="$offset" conv=notrunc status=none
+  printf '%b' "\\$(printf '%03o' $(((byte ^ 0xff) & 0xff)))" | dd of="$victim" bs=1 seek="$offset" conv=notrunc status=none
 
   kvjit cache verify --cache-dir "$dir"
   expect_rc 1
