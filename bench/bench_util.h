@@ -1,0 +1,42 @@
+/*
+ * Shared by the benchmarks: clocks, medians, the reference kernel's naming and split rule, the
+ * embedded CUDA sources, and driver entry points the library's table does not carry.
+ */
+#ifndef KVJIT_BENCH_UTIL_H
+#define KVJIT_BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Embedded at build time from ref_store_kv.cuh and bench_kernels.cuh (see embed_cuh.py). */
+extern const char bench_src_ref_store_kv[];
+extern const char bench_src_kernels[];
+
+/** Monotonic clock, nanoseconds. */
+uint64_t bench_now_ns(void);
+
+/** Summary of a sample: median, minimum, maximum. */
+typedef struct bench_stats {
+  double median, min, max;
+  size_t count;
+} bench_stats;
+
+/** Sorts @p values in place and summarises them (all zero when @p count is 0). */
+bench_stats bench_summarize(double *values, size_t count);
+
+/** The reference's split rule: 4 if row % 2048 == 0, 2 if % 1024 == 0, else 1. */
+int bench_ref_split(int64_t row_bytes);
+
+/** Name expression of a reference instantiation, e.g. "ref_store_kvcache<2048, 4, true, long long>". */
+void bench_ref_kernel_name(char *out, size_t capacity, int64_t row_bytes, int split, int pdl, int index64);
+
+/**
+ * A driver entry point outside kvjit's table, through cuGetProcAddress_v2 of the libcuda the
+ * library already loaded. NULL when it is not there.
+ */
+void *bench_cuda_proc(const char *symbol, int abi_version);
+
+/** Parse a comma-separated list of positive integers; the count, or 0 on a bad list. */
+size_t bench_parse_list(const char *text, int64_t *out, size_t capacity);
+
+#endif
