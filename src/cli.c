@@ -323,6 +323,18 @@ static int open_context(const char *cmd, const cache_opts *opts, kvjit_context *
   return 0;
 }
 
+/* Exit status 1 with a message when the context has no writable dir to fill or maintain. */
+static int need_write_dir(const char *cmd, kvjit_context *ctx, kvjit_cache_info *info) {
+  kvjit_status status = kvjit_context_cache_info(ctx, info);
+  if (status != KVJIT_OK) return library_error(cmd, "cache info", status);
+  if (info->write_dir == NULL) {
+    fprintf(stderr, "kvjit %s: no writable cache dir (%s)\n", cmd,
+            info->degraded_reason ? info->degraded_reason : "disk cache disabled");
+    return EXIT_FAILURE;
+  }
+  return 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* prewarm: variants                                                                           */
 /* ------------------------------------------------------------------------------------------ */
@@ -919,10 +931,14 @@ static int cmd_prewarm(int argc, char **argv) {
     free(variants.items);
     return rc;
   }
+  /* Compiling into a memory-only context would be thrown away at exit. */
   kvjit_cache_info info;
-  if (kvjit_context_cache_info(ctx, &info) == KVJIT_OK && info.write_dir == NULL)
-    fprintf(stderr, "kvjit %s: warning: no writable cache dir (%s); nothing will persist\n", cmd,
-            info.degraded_reason ? info.degraded_reason : "disabled");
+  rc = need_write_dir(cmd, ctx, &info);
+  if (rc != 0) {
+    kvjit_context_destroy(ctx);
+    free(variants.items);
+    return rc;
+  }
 
   prewarm_run run = {
       .ctx = ctx,
@@ -1097,18 +1113,6 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
   return rc;
 }
 
-/* Exit status 1 with a message when the context has no writable dir to maintain. */
-static int need_write_dir(const char *cmd, kvjit_context *ctx, kvjit_cache_info *info) {
-  kvjit_status status = kvjit_context_cache_info(ctx, info);
-  if (status != KVJIT_OK) return library_error(cmd, "cache info", status);
-  if (info->write_dir == NULL) {
-    fprintf(stderr, "kvjit %s: no writable cache dir (%s)\n", cmd,
-            info->degraded_reason ? info->degraded_reason : "disk cache disabled");
-    return EXIT_FAILURE;
-  }
-  return 0;
-}
-
 static int cache_prune(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
   kvjit_cache_info info;
   int rc = need_write_dir(cmd, ctx, &info);
@@ -1280,8 +1284,9 @@ static void print_dir_usage(const char *dir, void *user) {
     bytes += u->table->rows[i].bytes;
   }
   char size[32];
+  const char *state = access(dir, F_OK) != 0 ? "missing" : access(dir, W_OK) == 0 ? "writable" : "not writable";
   printf("  %s %s: %" PRIu64 " entries, %s, %s\n", u->read_only ? "read: " : "write:", dir, entries,
-         human_size(bytes, size, sizeof size), access(dir, W_OK) == 0 ? "writable" : "not writable");
+         human_size(bytes, size, sizeof size), state);
 }
 
 static int cmd_info(int argc, char **argv) {

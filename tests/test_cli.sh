@@ -92,6 +92,13 @@ test_prewarm_env_cache_dir() {
   [[ $(entry_count "$TMP/from-env") -ge 1 ]] || fail "nothing in \$KVJIT_CACHE_DIR"
 }
 
+test_prewarm_needs_a_disk_cache() {
+  export KVJIT_CACHE_DISABLE=1 # each case runs in its own subshell
+  kvjit prewarm --arch sm_90 "${SMALL[@]}"
+  expect_rc 1
+  expect_err 'no writable cache dir'
+}
+
 test_dry_run() {
   local dir="$TMP/dry"
   # The default job: llama-3.1-8b, bf16+fp8, tp 1,2,4,8 -> rows 2048..128 B, x int32/int64.
