@@ -786,7 +786,7 @@ static size_t prewarm_all(prewarm_run *run, long jobs) {
   while (started + 1 < wanted && pthread_create(&threads[started], NULL, prewarm_worker, run) == 0) started++;
   prewarm_worker(run);
   for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
-  if (run->progress_bar) fputc('\n', stderr);
+  if (run->progress_bar && run->done != 0) fputc('\n', stderr);
   return run->variants_failed;
 }
 
