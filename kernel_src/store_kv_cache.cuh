@@ -85,13 +85,36 @@ __device__ __forceinline__ bool kvjit_in_slice(kvjit_i64 c, int lane) {
   return c * kLanes + lane < kChunks;
 }
 
+// K/V loads are relaxed gpu-scope loads on purpose. Their values are only used on the store path,
+// and ptxas sinks weak loads (ld.global, even inside asm volatile; also .cg/.cs/.nc) past the index
+// check: the SASS showed index load -> exit -> K/V loads, which serialises two memory latencies.
+// A strong load may not be sunk or dropped, and compiles to the same instruction as an ld.global.cg
+// streaming load (LDG.E.128.STRONG.GPU: cached in L2, not L1), so it costs nothing else.
+__device__ __forceinline__ void kvjit_ld(kvjit_vec<16>::type &d, const unsigned char *p) {
+  asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_ld(kvjit_u64 &d, const unsigned char *p) {
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_ld(unsigned int &d, const unsigned char *p) {
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_ld(unsigned short &d, const unsigned char *p) {
+  asm volatile("ld.relaxed.gpu.global.u16 %0, [%1];" : "=h"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_ld(unsigned char &d, const unsigned char *p) {
+  unsigned short t;
+  asm volatile("ld.relaxed.gpu.global.u8 %0, [%1];" : "=h"(t) : "l"(p));
+  d = (unsigned char)t;
+}
+
 template <kvjit_i64 kChunks, kvjit_i64 kPerLane>
 __device__ __forceinline__ void kvjit_load_all(kvjit_chunk (&buf)[kPerLane > 0 ? kPerLane : 1],
                                                const unsigned char *src, int lane) {
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_in_slice<kChunks>(c, lane)) {
-      buf[c] = *reinterpret_cast<const kvjit_chunk *>(src + (c * kLanes + lane) * kVec);
+      kvjit_ld(buf[c], src + (c * kLanes + lane) * kVec);
     }
   }
 }
@@ -117,7 +140,7 @@ __device__ __forceinline__ void kvjit_copy_rounds(const unsigned char *src, unsi
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_in_slice<kChunks>(c, lane)) {
-        buf[r] = *reinterpret_cast<const kvjit_chunk *>(src + (c * kLanes + lane) * kVec);
+        kvjit_ld(buf[r], src + (c * kLanes + lane) * kVec);
       }
     }
 #pragma unroll
