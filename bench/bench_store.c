@@ -772,12 +772,18 @@ static void bench_empty(bench *b) {
 typedef struct kernel_match {
   CUkernel kern;
   CUfunction func;
-  int found;
+  PFN_cuKernelGetFunction_v12000 get_function;
+  const kvjit_kernel *found;
 } kernel_match;
 
+/* The captured node names the kernel as a CUkernel or as its CUfunction in this context. */
 static void match_kernel(const kvjit_kernel *k, void *user) {
   kernel_match *m = user;
-  if ((m->kern && k->handle == m->kern) || (m->func && (CUfunction)k->handle == m->func)) m->found = 1;
+  CUfunction f = NULL;
+  if (m->get_function) m->get_function(&f, k->handle);
+  if ((m->kern && k->handle == m->kern) ||
+      (m->func && ((CUfunction)k->handle == m->func || (f && f == m->func))))
+    m->found = k;
 }
 
 /* CPU time of one prepared kvjit_store_kv_cache call against a raw cuLaunchKernelEx of the very
@@ -823,9 +829,10 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
     drv->cuGraphDestroy(graph);
     return;
   }
-  kernel_match m = {found.kern, found.func, 0};
+  kernel_match m = {found.kern, found.func,
+                    (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000), NULL};
   kvjit_fast_foreach(b->ctx, match_kernel, &m);
-  b->host_same_kernel[pdl] = m.found;
+  b->host_same_kernel[pdl] = m.found != NULL;
 
   CUlaunchAttribute attr;
   memset(&attr, 0, sizeof attr);
@@ -843,7 +850,8 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   cfg.hStream = b->stream;
   cfg.attrs = pdl ? &attr : NULL;
   cfg.numAttrs = pdl ? 1 : 0;
-  const CUfunction fn = found.func ? found.func : (CUfunction)found.kern;
+  /* Launch it as kvjit does: its CUkernel handle passed as a CUfunction (jit.c's kvjit_launch). */
+  const CUfunction fn = m.found ? (CUfunction)m.found->handle : found.func ? found.func : (CUfunction)found.kern;
 
   double samples[2][HOST_GROUPS];
   for (int g = -1; g < HOST_GROUPS; g++)

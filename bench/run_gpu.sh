@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Every benchmark of bench/ in one go on a GPU machine, within a hard time budget.
+#
+#   usage: OUT=/some/dir bash bench/run_gpu.sh BUILD_DIR
+#
+# BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_jit and
+# src/libkvjit.so are rebuilt with ninja if missing). Writes six files into $OUT:
+#   store.csv  store.md  store.png  torch.csv  jit.txt  log.txt
+# BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
+set -u
+BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
+OUT=${OUT:-$PWD/bench-out}
+BUDGET=${BENCH_BUDGET_S:-450}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"
+LOG="$OUT/log.txt"
+: > "$LOG"
+START=$(date +%s)
+
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+# cap SECONDS RESERVE: at most SECONDS, leaving RESERVE seconds for the steps after this one
+cap() { local l; l=$(($(left) - $2)); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 5 ] && l=5; echo "$l"; }
+say() { echo "== $* ($(($(date +%s) - START)) s)" | tee -a "$LOG"; }
+
+# A fresh kvjit cache: compile costs are part of what is measured, nothing stale is reused.
+export KVJIT_CACHE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/kvjit-bench-cache.XXXXXX")
+export LD_LIBRARY_PATH="$BUILD/src${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KVJIT_LIB="$BUILD/src/libkvjit.so"
+
+say "environment"
+{
+  date -u '+%Y-%m-%d %H:%M:%S UTC'
+  git -C "$HERE/.." log -1 --format='commit %h %s' 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw,power.limit --format=csv 2>&1
+  command -v nvcc >/dev/null && nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1
+  nproc
+} >> "$LOG" 2>&1
+GPU_TITLE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, / · driver /') · $(date -u +%Y-%m-%d)"
+
+if [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
+  say "building bench targets in $BUILD"
+  timeout 120 ninja -C "$BUILD" >> "$LOG" 2>&1 || echo "ninja failed (see log)" | tee -a "$LOG"
+fi
+
+# 1. The kernel grid, bounds and host cost (the step that matters most runs first).
+T=$(cap 300 130)
+say "bench_store (full grid, timeout ${T} s)"
+timeout -k 10 "$T" "$BUILD/bench/bench_store" --csv "$OUT/store.csv" --md "$OUT/store.md" \
+  --deadline $((T - 45)) 2>&1 | tee -a "$LOG"
+echo "bench_store exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+
+# 2. PyTorch's fallback and kvjit through ctypes, same process.
+T=$(cap 110 45)
+say "torch_peer.py (timeout ${T} s)"
+MD_APPEND=()
+[ -f "$OUT/store.md" ] && MD_APPEND=(--md-append "$OUT/store.md")
+timeout -k 10 "$T" python3 "$HERE/torch_peer.py" --lib "$KVJIT_LIB" --csv "$OUT/torch.csv" \
+  --deadline $((T - 30)) "${MD_APPEND[@]}" >> "$LOG" 2>&1
+echo "torch_peer exit: $?" | tee -a "$LOG"
+
+# 3. JIT latency (its own temp cache dirs; nvcc as the peer).
+T=$(cap 60 20)
+say "bench_jit (timeout ${T} s)"
+timeout -k 5 "$T" "$BUILD/bench/bench_jit" > "$OUT/jit.txt" 2>&1
+echo "bench_jit exit: $?" | tee -a "$LOG"
+
+# 4. The plot.
+T=$(cap 40 0)
+say "plot.py"
+if [ -f "$OUT/store.csv" ]; then
+  TORCH_CSV=()
+  [ -s "$OUT/torch.csv" ] && TORCH_CSV=(--torch "$OUT/torch.csv")
+  timeout "$T" python3 "$HERE/plot.py" "$OUT/store.csv" "$OUT/store.png" "${TORCH_CSV[@]}" \
+    --title "$GPU_TITLE" >> "$LOG" 2>&1
+  echo "plot exit: $?" | tee -a "$LOG"
+fi
+rm -rf "$KVJIT_CACHE_DIR"
+
+# What the caller sees last: the verdicts.
+say "summary"
+if [ -f "$OUT/store.md" ]; then
+  sed -n '/^## Bounds/,/^## Per launch in a CUDA graph/p' "$OUT/store.md" | sed '$d'
+  sed -n '/^## kvjit vs the PyTorch/,$p' "$OUT/store.md" | head -60
+fi
+[ -f "$OUT/jit.txt" ] && sed -n '/^cold NVRTC/,/^csv:/p' "$OUT/jit.txt" | grep -v '^csv:'
+ls -la "$OUT"
+say "done"
