@@ -300,8 +300,9 @@ kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_
   const kvjit_driver *drv;
   st = kvjit_driver_get(&drv);
   if (st != KVJIT_OK) return st;
+  /* Loading needs no context (cuLibraryLoadData): without one, prepare for device 0. */
   int sm = 0;
-  st = current_sm(drv, &sm);
+  st = kvjit_driver_current_sm(drv, &sm, NULL);
   if (st != KVJIT_OK) return st;
   /* batch 0: every class, for callers that do not know their batch sizes before capture. */
   int first = args->batch > 0 ? kvjit_store_kv_batch_class(args->batch) : 0;
