@@ -9,6 +9,7 @@
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
+BUILD=$(cd "$BUILD" && pwd) || exit 2
 OUT=${OUT:-$PWD/bench-out}
 BUDGET=${BENCH_BUDGET_S:-450}
 HERE=$(cd "$(dirname "$0")" && pwd)
