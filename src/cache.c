@@ -109,10 +109,15 @@ static char *default_write_root(void) {
   return path_join(home, ".cache/kvjit");
 }
 
-/* Probe that we can create files in dir (catches read-only mounts that access() misses). */
+/* Probe that we can create files in dir (catches read-only mounts that access() misses). The name
+ * is unique per thread and instant: contexts created at once by two threads of a process (or by two
+ * containers whose pids coincide) must not see each other's probe as EEXIST and go memory-only. */
 static int probe_writable(const char *dir) {
   char probe[PATH_MAX];
-  if (snprintf(probe, sizeof probe, "%s/.probe-%ld", dir, (long)getpid()) >= (int)sizeof probe) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (snprintf(probe, sizeof probe, "%s/.probe-%ld-%lx-%lx", dir, (long)getpid(), (unsigned long)pthread_self(),
+               (unsigned long)ts.tv_nsec) >= (int)sizeof probe) {
     errno = ENAMETOOLONG;
     return -1;
   }
