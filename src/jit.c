@@ -293,6 +293,21 @@ static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
   return NULL;
 }
 
+/* Write a fresh compile to the disk cache (best effort: a failure leaves it memory-only). */
+static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_key_target *target,
+                    const kvjit_key *key, const kvjit_compiled *compiled) {
+  if (!kvjit_cache_writable(ctx->cache)) return;
+  kvjit_entry_meta meta = {*key, target->nvrtc_major, target->nvrtc_minor, target->arch, target->kind,
+                           (int64_t)time(NULL), desc->name, desc->num_kernels, desc->kernels,
+                           (const char *const *)compiled->lowered};
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  if (kvjit_entry_encode(&buf, &len, &meta, compiled->payload, compiled->payload_len) == KVJIT_OK) {
+    kvjit_cache_write(ctx->cache, key, buf, len);
+    free(buf);
+  }
+}
+
 /* Get the payload for key: disk, or compile (under the cross-process lock) and publish. */
 static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_key_target *target,
                                    const kvjit_key *key, uint8_t **file, kvjit_entry_view *view,
@@ -317,23 +332,7 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc 
       kvjit_log_line("compiled %s for %s_%d in %.1f ms", desc->name, target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute",
                      target->arch, (double)compiled->ns / 1e6);
     }
-    kvjit_entry_meta meta;
-    meta.key = *key;
-    meta.nvrtc_major = target->nvrtc_major;
-    meta.nvrtc_minor = target->nvrtc_minor;
-    meta.arch = target->arch;
-    meta.kind = target->kind;
-    meta.created = (int64_t)time(NULL);
-    meta.program = desc->name;
-    meta.num_kernels = desc->num_kernels;
-    meta.kernels = desc->kernels;
-    meta.lowered = (const char *const *)compiled->lowered;
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (kvjit_cache_writable(ctx->cache) && kvjit_entry_encode(&buf, &len, &meta, compiled->payload, compiled->payload_len) == KVJIT_OK) {
-      kvjit_cache_write(ctx->cache, key, buf, len);
-      free(buf);
-    }
+    publish(ctx, desc, target, key, compiled);
   } else {
     atomic_fetch_add(&ctx->compile_failures, 1);
     if (ctx->log == 1) kvjit_log_line("compile of %s failed: %s", desc->name, kvjit_last_error());
@@ -430,15 +429,7 @@ again:
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled.ns);
     *origin = KVJIT_FROM_COMPILE;
-    kvjit_entry_meta meta = {p->key, target->nvrtc_major, target->nvrtc_minor, target->arch, target->kind,
-                             (int64_t)time(NULL), desc->name, desc->num_kernels, desc->kernels,
-                             (const char *const *)compiled.lowered};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (kvjit_entry_encode(&buf, &len, &meta, compiled.payload, compiled.payload_len) == KVJIT_OK) {
-      kvjit_cache_write(ctx->cache, &p->key, buf, len);
-      free(buf);
-    }
+    publish(ctx, desc, target, &p->key, &compiled);
     kvjit_compiled_free(&compiled);
     goto again;
   }
