@@ -419,7 +419,7 @@ static int compare_variants(const void *pa, const void *pb) {
 /* Sort, then drop repeats: bf16 and fp16, 8B and 70B, tp and dtype pairs that give equal rows. */
 static void variant_list_dedup(variant_list *list) {
   if (list->count == 0) return;
-  qsort(list->items, list->count, sizeof *list->items, compare_variants);
+  if (list->count > 1) qsort(list->items, list->count, sizeof *list->items, compare_variants);
   size_t kept = 1;
   for (size_t i = 1; i < list->count; i++)
     if (compare_variants(&list->items[kept - 1], &list->items[i]) != 0) list->items[kept++] = list->items[i];
@@ -1049,7 +1049,7 @@ static int list_entries(const char *cmd, kvjit_context *ctx, bool all, bool veri
   status = kvjit_cache_list(ctx, all, verify, collect_entry, table, bad);
   if (table->out_of_memory) return out_of_memory(cmd);
   if (status != KVJIT_OK) return library_error(cmd, "listing the cache", status);
-  qsort(table->rows, table->count, sizeof *table->rows, compare_rows);
+  if (table->count > 1) qsort(table->rows, table->count, sizeof *table->rows, compare_rows); /* rows is NULL when empty */
   return 0;
 }
 
