@@ -4,12 +4,11 @@
  * The automatic choice, per batch class (kvjit_store_kv_batch_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
- *    every lane of a decode-sized store does one access per row (all issued before any store),
- *    while large batches give each lane two accesses per row (fewer threads and index loads, more
- *    bytes in flight per thread);
+ *    every lane does one access per row (all issued before any store). Two accesses per lane for
+ *    large batches measured 1-6 % slower on the H200 (2026-11-29, bench/results), most at 128 B rows;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
- *  - PDL: on for sm_90+, except for large batches of narrow rows, where the reference measured it
- *    to cost throughput.
+ *  - PDL: on for sm_90+ in every class: on the H200 it was faster than off in every graph cell,
+ *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us).
  * The table below is the one place to retune after measuring.
  */
 #include "codegen.h"
@@ -25,7 +24,7 @@ static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES]
     /* max_batch, chunks_per_lane, pdl_min_row_bytes */
     {16, 1, 0},        /* decode: latency, one access per lane per row */
     {4096, 1, 0},      /* mid: same geometry (kept separate so it can be tuned alone) */
-    {INT64_MAX, 2, 512}, /* large: bandwidth */
+    {INT64_MAX, 1, 0}, /* large: bandwidth (same geometry measured best; kept separate to retune) */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
