@@ -300,7 +300,8 @@ static int try_dir(kvjit_cache *c, const char *dir, int writable, const char *na
   struct stat st;
   const char *why = NULL;
   char reason[300];
-  if (read_file(-1, path, &buf, &len, &st) != 0) {
+  int have_st = read_file(-1, path, &buf, &len, &st) == 0;
+  if (!have_st) {
     if (errno == ENOENT) return 0;
     if (errno == ELOOP) {
       why = "a symbolic link";
@@ -330,7 +331,12 @@ static int try_dir(kvjit_cache *c, const char *dir, int writable, const char *na
              writable ? "quarantined, recompiling" : "skipped");
     kvjit_log_line("%s", line);
   }
-  if (writable) quarantine(dir, name);
+  /* Move aside only the file we judged: if another process has meanwhile published a good entry
+   * under the same name, leave it in place (else it would be quarantined and compiled twice). */
+  struct stat now;
+  if (writable && (!have_st || (lstat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev))) {
+    quarantine(dir, name);
+  }
   return -1;
 }
 
