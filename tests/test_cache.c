@@ -33,12 +33,18 @@ static int teardown(void **state) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-static kvjit_context *ctx_at(const char *dir, const char *read_path) {
+/* Options for a context on @p dir only: no env dirs, no log lines, the disk cache on. */
+static kvjit_context_options isolated_options(const char *dir, const char *read_path) {
   kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
   o.cache_dir = dir;
   o.cache_path = read_path ? read_path : "";
   o.log = 0;
   o.disable_cache = 0;
+  return o;
+}
+
+static kvjit_context *ctx_at(const char *dir, const char *read_path) {
+  kvjit_context_options o = isolated_options(dir, read_path);
   kvjit_context *ctx = NULL;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   return ctx;
@@ -209,11 +215,7 @@ static void test_processes_compile_each_key_once(void **state) {
       char go;
       if (read(pipefd[0], &go, 1) < 0) _exit(90); /* EOF: all start together */
       kvjit_context *ctx = NULL;
-      kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
-      o.cache_dir = dir;
-      o.cache_path = "";
-      o.log = 0;
-      o.disable_cache = 0;
+      kvjit_context_options o = isolated_options(dir, NULL);
       if (kvjit_context_create(&ctx, &o) != KVJIT_OK) _exit(91);
       int compiled = 0;
       for (int k = 0; k < 4; k++) {
@@ -265,11 +267,7 @@ static void test_stale_lock_holder_does_not_hang(void **state) {
   char c;
   assert_int_equal(read(go[0], &c, 1), 1);
   kvjit_context_destroy(ctx);
-  kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
-  o.cache_dir = dir;
-  o.cache_path = "";
-  o.log = 0;
-  o.disable_cache = 0;
+  kvjit_context_options o = isolated_options(dir, NULL);
   o.lock_timeout_ms = 300;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   assert_int_equal(compile_n(ctx, 7), KVJIT_FROM_COMPILE);
@@ -319,11 +317,7 @@ static void test_shared_writable_dir_is_not_trusted(void **state) {
   assert_non_null(strstr(info.degraded_reason, "other users"));
   kvjit_context_destroy(ctx);
   /* Explicitly allowed. */
-  kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
-  o.cache_dir = dir;
-  o.cache_path = "";
-  o.log = 0;
-  o.disable_cache = 0;
+  kvjit_context_options o = isolated_options(dir, NULL);
   o.allow_shared_dirs = 1;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   kvjit_context_cache_info(ctx, &info);
@@ -387,11 +381,7 @@ static void test_eviction_keeps_the_budget(void **state) {
   kvjit_context_destroy(ctx);
 
   /* The automatic budget: a context whose budget fits about two entries keeps about two. */
-  kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
-  o.cache_dir = dir;
-  o.cache_path = "";
-  o.log = 0;
-  o.disable_cache = 0;
+  kvjit_context_options o = isolated_options(dir, NULL);
   o.cache_max_bytes = (total / 6) * 2 + (total / 12);
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   for (int i = 0; i < 6; i++) compile_n(ctx, 300 + i);
