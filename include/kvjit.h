@@ -307,13 +307,37 @@ typedef enum kvjit_pdl_mode {
 /** No reserved padding slot. */
 #define KVJIT_NO_SKIP_SLOT (-1)
 
-#define KVJIT_STORE_KV_ARGS_VERSION 1
+/** Element type of K/V rows and of the cache (quantize on store). */
+typedef enum kvjit_dtype {
+  KVJIT_DTYPE_BYTES = 0,    /**< opaque bytes: rows are copied as they are (the default) */
+  KVJIT_DTYPE_F16 = 1,      /**< IEEE binary16 */
+  KVJIT_DTYPE_BF16 = 2,     /**< bfloat16 */
+  KVJIT_DTYPE_F32 = 3,      /**< IEEE binary32 */
+  KVJIT_DTYPE_FP8_E4M3 = 4, /**< fp8 e4m3fn: no infinities, finite range +-448 */
+  KVJIT_DTYPE_FP8_E5M2 = 5  /**< fp8 e5m2: finite range +-57344 */
+} kvjit_dtype;
+
+/** Where the quantization scales of an fp8 cache come from (fp32 values in device memory). */
+typedef enum kvjit_scale_kind {
+  KVJIT_SCALE_NONE = 0,       /**< no scale: each value is converted as it is */
+  KVJIT_SCALE_PER_TENSOR = 1, /**< k_scale[0] for every K value, v_scale[0] for every V value */
+  KVJIT_SCALE_PER_HEAD = 2    /**< a row is num_heads heads; value j of a K row uses k_scale[j / (K elements / num_heads)] */
+} kvjit_scale_kind;
+
+/** Version 2 added dtype .. num_heads (quantize on store); version 1 structs are still accepted. */
+#define KVJIT_STORE_KV_ARGS_VERSION 2
 
 /**
  * Arguments of kvjit_store_kv_cache(): for each i < batch with s = indices[i * index_stride],
  * copy k row i to k_cache row s and v row i to v_cache row s. Rows are bytes; any dtype.
  * Slots s < 0 (padding) and s == skip_slot are skipped; s >= num_slots is skipped and counted
  * (kvjit_store_kv_cache_oob_count()).
+ *
+ * Quantize on store: with dtype F16, BF16 or F32 and cache_dtype FP8_E4M3 or FP8_E5M2, each value
+ * x is stored as fp8(x / scale) (fp32 division, round to nearest even, saturated to the finite
+ * range, NaN stays NaN) in the same kernel. Row bytes and k/v strides then count source bytes;
+ * a cache row is (row bytes / source element size) bytes and cache strides count cache bytes.
+ * Scales are read from device memory at run time, so a captured CUDA graph sees new values.
  */
 typedef struct kvjit_store_kv_args {
   unsigned version;       /**< KVJIT_STORE_KV_ARGS_VERSION */
@@ -329,18 +353,26 @@ typedef struct kvjit_store_kv_args {
   int64_t v_row_bytes;    /**< bytes of one V row; 0 means k_row_bytes (ignored when K only) */
   int64_t k_stride;       /**< bytes between K rows; 0 means k_row_bytes */
   int64_t v_stride;       /**< bytes between V rows; 0 means v_row_bytes */
-  int64_t k_cache_stride; /**< bytes between K cache rows; 0 means k_row_bytes */
-  int64_t v_cache_stride; /**< bytes between V cache rows; 0 means v_row_bytes */
+  int64_t k_cache_stride; /**< bytes between K cache rows; 0 means one cache row */
+  int64_t v_cache_stride; /**< bytes between V cache rows; 0 means one cache row */
   int64_t num_slots;      /**< rows in each cache */
   int64_t skip_slot;      /**< reserved padding slot, or KVJIT_NO_SKIP_SLOT */
   int split;              /**< parts each row is split into across thread groups; 0: automatic */
   kvjit_pdl_mode pdl;
   struct CUstream_st *stream; /**< NULL: the legacy default stream */
+  /* version 2 */
+  kvjit_dtype dtype;          /**< element type of k and v; BYTES: plain copy */
+  kvjit_dtype cache_dtype;    /**< BYTES: same as dtype (plain copy); FP8_E4M3 / FP8_E5M2: quantize */
+  kvjit_scale_kind scale_kind; /**< with an fp8 cache_dtype only */
+  const float *k_scale;       /**< device pointer: 1 (per tensor) or num_heads (per head) floats */
+  const float *v_scale;       /**< the same for V (NULL when K only) */
+  int64_t num_heads;          /**< heads per K row and per V row, for KVJIT_SCALE_PER_HEAD */
 } kvjit_store_kv_args;
 
 #define KVJIT_STORE_KV_ARGS_INIT                                                                 \
   { KVJIT_STORE_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 0, 0, 0, 0, 0, \
-    0, 0, 0, KVJIT_NO_SKIP_SLOT, 0, KVJIT_PDL_AUTO, NULL }
+    0, 0, 0, KVJIT_NO_SKIP_SLOT, 0, KVJIT_PDL_AUTO, NULL, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES,      \
+    KVJIT_SCALE_NONE, NULL, NULL, 0 }
 
 /**
  * Store K and V rows into the cache (asynchronous on args->stream; capturable in CUDA graphs).
@@ -368,12 +400,18 @@ KVJIT_API kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64
 /** A store_kv_cache variant, as the prewarm CLI and manifests describe it. */
 typedef struct kvjit_store_kv_variant {
   int arch;               /**< compute capability, 0 = current device */
-  int64_t k_row_bytes;
+  int64_t k_row_bytes;    /**< source bytes of one K row */
   int64_t v_row_bytes;    /**< 0: K only */
   kvjit_index_type index_type;
   kvjit_pdl_mode pdl;     /**< AUTO resolves from arch */
   int split;              /**< 0: every split the automatic choice may pick */
-  int vector_bytes;       /**< widest access the pointers allow: 16, 8, 4, 2 or 1; 0 = 16 */
+  /** Widest access, in source bytes, the pointers allow: 16, 8, 4, 2 or 1; 0 = 16. Quantizing,
+   *  the cache side needs vector_bytes / element size: pass what both sides allow. */
+  int vector_bytes;
+  kvjit_dtype dtype;      /**< as in kvjit_store_kv_args (BYTES: plain copy) */
+  kvjit_dtype cache_dtype;
+  kvjit_scale_kind scale_kind;
+  int64_t num_heads;      /**< KVJIT_SCALE_PER_HEAD only */
 } kvjit_store_kv_variant;
 
 /**

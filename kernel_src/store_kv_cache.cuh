@@ -12,6 +12,17 @@
 //   KVJIT_BLOCK         threads per block (a multiple of 32)
 //   KVJIT_INDEX_INT64   1: indices are int64, 0: int32
 //   KVJIT_PDL           1: programmatic dependent launch wait/trigger compiled in (sm_90+)
+//   KVJIT_SRC_DTYPE     quantize on store from 1: f16, 2: bf16, 3: f32 elements; 0: plain byte copy
+//   KVJIT_FP8           cache elements 1: fp8 e4m3, 2: fp8 e5m2 (0 with a plain copy)
+//   KVJIT_SCALE         0: x as is, 1: x / scale[0], 2: x / scale[head] (fp32 scales in device memory)
+//   KVJIT_K_HEAD_BYTES  source bytes of one K head (KVJIT_SCALE 2), else 0
+//   KVJIT_V_HEAD_BYTES  the same for V
+//   KVJIT_FP8_SOFT      1: integer fp8 conversion (before sm_89), 0: the cvt instruction
+//
+// Quantizing, the row sizes, KVJIT_VEC and the k/v offsets count source bytes; a cache row holds
+// one byte per element. Every value is converted as fp8(x / scale): an IEEE fp32 division, round
+// to nearest even, saturated to the finite range (never an infinity or a NaN from overflow), NaN
+// kept as NaN -- what cvt.rn.satfinite does, and what the integer path reproduces bit for bit.
 //
 // Per lane: the index load and every K/V load are issued first (the sources do not depend on the
 // index), then the index is checked, then every store. So a decode-sized store costs one memory
@@ -19,7 +30,9 @@
 
 #if !defined(KVJIT_K_ROW_BYTES) || !defined(KVJIT_V_ROW_BYTES) || !defined(KVJIT_SPLIT) || \
     !defined(KVJIT_VEC) || !defined(KVJIT_LANES) || !defined(KVJIT_BLOCK) ||               \
-    !defined(KVJIT_INDEX_INT64) || !defined(KVJIT_PDL)
+    !defined(KVJIT_INDEX_INT64) || !defined(KVJIT_PDL) || !defined(KVJIT_SRC_DTYPE) ||     \
+    !defined(KVJIT_FP8) || !defined(KVJIT_SCALE) || !defined(KVJIT_K_HEAD_BYTES) ||           \
+    !defined(KVJIT_V_HEAD_BYTES) || !defined(KVJIT_FP8_SOFT)
 #error "store_kv_cache.cuh needs the variant's #defines (see src/codegen.c)"
 #endif
 
@@ -42,6 +55,8 @@ struct kvjit_store_kv_params {
   kvjit_i64 batch;
   kvjit_i64 num_slots;
   kvjit_i64 skip_slot;       // -1: none
+  const float *k_scale;      // quantizing with KVJIT_SCALE > 0
+  const float *v_scale;
 };
 
 // Slot ids at or past num_slots seen by this variant in the current CUDA context (read and reset
@@ -55,6 +70,16 @@ template <> struct kvjit_vec<4> { typedef unsigned int type; };
 template <> struct kvjit_vec<2> { typedef unsigned short type; };
 template <> struct kvjit_vec<1> { typedef unsigned char type; };
 typedef kvjit_vec<KVJIT_VEC>::type kvjit_chunk;
+
+#if KVJIT_SRC_DTYPE
+constexpr int kElem = KVJIT_SRC_DTYPE == 3 ? 4 : 2;  // source bytes per element
+#else
+constexpr int kElem = 1;                             // plain copy: a byte in, a byte out
+#endif
+constexpr int kOutVec = KVJIT_VEC / kElem;           // cache bytes per access
+typedef kvjit_vec<kOutVec>::type kvjit_out_chunk;
+// One scale per chunk (per head), one per row (per tensor), or none.
+constexpr int kScalePerChunk = KVJIT_SCALE == 2;
 
 constexpr kvjit_i64 kSplit = KVJIT_SPLIT;
 constexpr int kLanes = KVJIT_LANES;
@@ -76,6 +101,11 @@ static_assert(KVJIT_K_ROW_BYTES % KVJIT_SPLIT == 0 && KVJIT_V_ROW_BYTES % KVJIT_
 static_assert(kKSlice % kVec == 0 && kVSlice % kVec == 0, "slices must be whole vectors");
 static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0, "lanes: power of two <= 32");
 static_assert(KVJIT_BLOCK % 32 == 0 && KVJIT_BLOCK <= 1024, "block");
+static_assert(KVJIT_VEC % kElem == 0 && kOutVec >= 1, "an access holds whole source elements");
+static_assert(KVJIT_SCALE != 2 || (KVJIT_K_HEAD_BYTES % KVJIT_VEC == 0 &&
+                                   (KVJIT_V_ROW_BYTES == 0 || KVJIT_V_HEAD_BYTES % KVJIT_VEC == 0)),
+              "an access must not straddle two heads");
+static_assert(KVJIT_SRC_DTYPE == 0 || (KVJIT_FP8 == 1 || KVJIT_FP8 == 2), "quantizing needs an fp8 kind");
 
 // Chunk c of this lane is chunk (c * kLanes + lane) of the slice; only the last one can be past
 // the end, and only when the chunk count is not a multiple of the lane count.
@@ -108,49 +138,188 @@ __device__ __forceinline__ void kvjit_ld(unsigned char &d, const unsigned char *
   d = (unsigned char)t;
 }
 
-template <kvjit_i64 kChunks, kvjit_i64 kPerLane>
+__device__ __forceinline__ float kvjit_ldf(const float *p) {
+  float f;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(f) : "l"(p));
+  return f;
+}
+
+#if KVJIT_SRC_DTYPE
+#if KVJIT_FP8 == 1  // e4m3fn: bias 7, 3 mantissa bits, no infinities, +-448
+constexpr unsigned int kFp8MantBits = 3, kFp8Bias = 7, kFp8MaxCode = 0x7eu;
+constexpr unsigned int kFp8MaxBits = 0x43e00000u;        // 448.0f
+constexpr unsigned int kFp8MinNormalBits = 0x3c800000u;  // 2^-6
+constexpr float kFp8SubnormalSteps = 512.0f;             // 1 / 2^-9, the subnormal step
+#else               // e5m2: bias 15, 2 mantissa bits, +-57344 finite
+constexpr unsigned int kFp8MantBits = 2, kFp8Bias = 15, kFp8MaxCode = 0x7bu;
+constexpr unsigned int kFp8MaxBits = 0x47600000u;        // 57344.0f
+constexpr unsigned int kFp8MinNormalBits = 0x38800000u;  // 2^-14
+constexpr float kFp8SubnormalSteps = 65536.0f;           // 1 / 2^-16
+#endif
+
+// fp32 -> fp8 with integer arithmetic, for GPUs without the cvt (and to check it: the GPU tests
+// compile this path for the H200 too). Round to nearest even, saturate, NaN -> 0x7f.
+__device__ __forceinline__ unsigned int kvjit_fp8_soft(float f) {
+  const unsigned int u = __float_as_uint(f);
+  const unsigned int sign = (u >> 24) & 0x80u;
+  const unsigned int a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7fu;
+  unsigned int code;
+  if (a > kFp8MaxBits) {
+    code = kFp8MaxCode;  // past the largest finite value (Inf too): saturate
+  } else if (a < kFp8MinNormalBits) {
+    // Subnormal (or zero): a whole number of steps; the scaling by a power of two is exact and
+    // rintf rounds half to even. The largest result, 2^mantissa bits, is the smallest normal's code.
+    code = (unsigned int)rintf(__uint_as_float(a) * kFp8SubnormalSteps);
+  } else {
+    // Normal: drop mantissa bits with round half to even; a carry moves into the exponent.
+    const unsigned int shift = 23u - kFp8MantBits;
+    code = ((a + (1u << (shift - 1u)) - 1u + ((a >> shift) & 1u)) >> shift) - ((127u - kFp8Bias) << kFp8MantBits);
+  }
+  return code | sign;
+}
+
+// Two values -> two fp8 bytes, lo in the low byte.
+__device__ __forceinline__ unsigned int kvjit_fp8x2(float lo, float hi) {
+#if KVJIT_FP8_SOFT
+  return kvjit_fp8_soft(lo) | kvjit_fp8_soft(hi) << 8;
+#else
+  unsigned short r;
+#if KVJIT_FP8 == 1
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+#endif
+}
+#endif
+
+// One loaded chunk -> what the cache gets: the chunk itself, or its elements quantized.
+__device__ __forceinline__ kvjit_out_chunk kvjit_convert(const kvjit_chunk &in, float scale) {
+#if KVJIT_SRC_DTYPE == 0
+  (void)scale;
+  return in;
+#else
+  constexpr int kN = KVJIT_VEC / kElem;
+  union {
+    kvjit_chunk c;
+    unsigned short h[KVJIT_VEC / 2];
+    unsigned int w[KVJIT_VEC >= 4 ? KVJIT_VEC / 4 : 1];
+  } u;
+  u.c = in;
+  float x[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+#if KVJIT_SRC_DTYPE == 1
+    asm("cvt.f32.f16 %0, %1;" : "=f"(x[j]) : "h"(u.h[j]));
+#elif KVJIT_SRC_DTYPE == 2
+    x[j] = __uint_as_float((unsigned int)u.h[j] << 16);
+#else
+    x[j] = __uint_as_float(u.w[j]);
+#endif
+#if KVJIT_SCALE
+    x[j] = x[j] / scale;  // IEEE division (NVRTC's default -prec-div=true), as x / s in PyTorch
+#endif
+  }
+  kvjit_u64 out = 0;
+#pragma unroll
+  for (int j = 0; j < kN; j += 2) {
+    out |= (kvjit_u64)kvjit_fp8x2(x[j], j + 1 < kN ? x[j + 1] : 0.0f) << (8 * j);
+  }
+  (void)scale;
+  return (kvjit_out_chunk)out;  // one element: the low byte
+#endif
+}
+
+// Scales of one row: per head, one per chunk (the chunk's first byte picks the head; an access
+// never straddles two heads); per tensor, one.
+template <kvjit_i64 kHeadBytes>
+__device__ __forceinline__ float kvjit_scale_of(const float *scales, kvjit_i64 row_offset) {
+#if KVJIT_SCALE == 2
+  return kvjit_ldf(scales + row_offset / kHeadBytes);
+#else
+  (void)row_offset;
+  return kvjit_ldf(scales);
+#endif
+}
+
+template <kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kSlice, kvjit_i64 kHeadBytes>
 __device__ __forceinline__ void kvjit_load_all(kvjit_chunk (&buf)[kPerLane > 0 ? kPerLane : 1],
-                                               const unsigned char *src, int lane) {
+                                               float (&scale)[kScalePerChunk && kPerLane > 0 ? kPerLane : 1],
+                                               const unsigned char *src, const float *scales, kvjit_i64 slice,
+                                               int lane) {
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_in_slice<kChunks>(c, lane)) {
       kvjit_ld(buf[c], src + (c * kLanes + lane) * kVec);
+      if constexpr (kScalePerChunk) {
+        scale[c] = kvjit_scale_of<kHeadBytes>(scales, slice * kSlice + (c * kLanes + lane) * kVec);
+      }
     }
   }
+#if KVJIT_SCALE == 1
+  scale[0] = kvjit_ldf(scales);
+#endif
 }
 
 template <kvjit_i64 kChunks, kvjit_i64 kPerLane>
 __device__ __forceinline__ void kvjit_store_all(const kvjit_chunk (&buf)[kPerLane > 0 ? kPerLane : 1],
+                                                const float (&scale)[kScalePerChunk && kPerLane > 0 ? kPerLane : 1],
                                                 unsigned char *dst, int lane) {
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_in_slice<kChunks>(c, lane)) {
-      *reinterpret_cast<kvjit_chunk *>(dst + (c * kLanes + lane) * kVec) = buf[c];
+      *reinterpret_cast<kvjit_out_chunk *>(dst + (c * kLanes + lane) * kOutVec) =
+          kvjit_convert(buf[c], scale[kScalePerChunk ? c : 0]);
     }
   }
 }
 
 // Wide slices: rounds of kRound chunks, each round's loads before its stores.
-template <kvjit_i64 kChunks, kvjit_i64 kPerLane>
-__device__ __forceinline__ void kvjit_copy_rounds(const unsigned char *src, unsigned char *dst, int lane) {
+template <kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kSlice, kvjit_i64 kHeadBytes>
+__device__ __forceinline__ void kvjit_copy_rounds(const unsigned char *src, unsigned char *dst, const float *scales,
+                                                  kvjit_i64 slice, int lane) {
   constexpr kvjit_i64 kRound = 8;
+  float row_scale = 0.0f;
+#if KVJIT_SCALE == 1
+  row_scale = kvjit_ldf(scales);
+#endif
   for (kvjit_i64 base = 0; base < kPerLane; base += kRound) {
     kvjit_chunk buf[kRound];
+    float scale[kScalePerChunk ? kRound : 1];
 #pragma unroll
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_in_slice<kChunks>(c, lane)) {
         kvjit_ld(buf[r], src + (c * kLanes + lane) * kVec);
+        if constexpr (kScalePerChunk) {
+          scale[r] = kvjit_scale_of<kHeadBytes>(scales, slice * kSlice + (c * kLanes + lane) * kVec);
+        }
       }
     }
 #pragma unroll
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_in_slice<kChunks>(c, lane)) {
-        *reinterpret_cast<kvjit_chunk *>(dst + (c * kLanes + lane) * kVec) = buf[r];
+        *reinterpret_cast<kvjit_out_chunk *>(dst + (c * kLanes + lane) * kOutVec) =
+            kvjit_convert(buf[r], kScalePerChunk ? scale[kScalePerChunk ? r : 0] : row_scale);
       }
     }
   }
+  (void)row_scale;
+}
+
+// Negative: a padded token (skip). skip_slot: the reserved padding slot (skip). Past the cache:
+// skip and count once per item; never a trap, the CUDA context survives. True: store.
+__device__ __forceinline__ bool kvjit_slot_ok(kvjit_i64 slot, const kvjit_store_kv_params &p, kvjit_i64 slice,
+                                              int lane) {
+  if (slot < 0 || slot == p.skip_slot) return false;
+  if (slot >= p.num_slots) {
+    if (slice == 0 && lane == 0) atomicAdd(&kvjit_store_kv_oob, 1ull);
+    return false;
+  }
+  return true;
 }
 
 extern "C" __global__ void __launch_bounds__(KVJIT_BLOCK)
@@ -178,33 +347,30 @@ kvjit_store_kv(const __grid_constant__ kvjit_store_kv_params p) {
   const unsigned char *v_src = p.v + item * (kvjit_u64)p.v_stride + slice * kVSlice;
 #endif
 
+  // Cache slices count cache bytes: one per source element when quantizing.
+  constexpr kvjit_i64 kKSliceOut = kKSlice / kElem;
+  constexpr kvjit_i64 kVSliceOut = kVSlice / kElem;
   if constexpr (kKPerLane + kVPerLane <= kMaxInFlight) {
     kvjit_chunk kbuf[kKPerLane > 0 ? kKPerLane : 1];
-    kvjit_load_all<kKChunks, kKPerLane>(kbuf, k_src, lane);
+    float kscale[kScalePerChunk && kKPerLane > 0 ? kKPerLane : 1];
+    kvjit_load_all<kKChunks, kKPerLane, kKSlice, KVJIT_K_HEAD_BYTES>(kbuf, kscale, k_src, p.k_scale, slice, lane);
 #if KVJIT_V_ROW_BYTES > 0
     kvjit_chunk vbuf[kVPerLane > 0 ? kVPerLane : 1];
-    kvjit_load_all<kVChunks, kVPerLane>(vbuf, v_src, lane);
+    float vscale[kScalePerChunk && kVPerLane > 0 ? kVPerLane : 1];
+    kvjit_load_all<kVChunks, kVPerLane, kVSlice, KVJIT_V_HEAD_BYTES>(vbuf, vscale, v_src, p.v_scale, slice, lane);
 #endif
-    // Negative: a padded token (skip). skip_slot: the reserved padding slot (skip).
-    // Past the cache: skip and count once per item; never a trap, the CUDA context survives.
-    if (slot < 0 || slot == p.skip_slot) return;
-    if (slot >= p.num_slots) {
-      if (slice == 0 && lane == 0) atomicAdd(&kvjit_store_kv_oob, 1ull);
-      return;
-    }
-    kvjit_store_all<kKChunks, kKPerLane>(kbuf, p.k_cache + slot * p.k_cache_stride + slice * kKSlice, lane);
+    if (!kvjit_slot_ok(slot, p, slice, lane)) return;
+    kvjit_store_all<kKChunks, kKPerLane>(kbuf, kscale, p.k_cache + slot * p.k_cache_stride + slice * kKSliceOut, lane);
 #if KVJIT_V_ROW_BYTES > 0
-    kvjit_store_all<kVChunks, kVPerLane>(vbuf, p.v_cache + slot * p.v_cache_stride + slice * kVSlice, lane);
+    kvjit_store_all<kVChunks, kVPerLane>(vbuf, vscale, p.v_cache + slot * p.v_cache_stride + slice * kVSliceOut, lane);
 #endif
   } else {
-    if (slot < 0 || slot == p.skip_slot) return;
-    if (slot >= p.num_slots) {
-      if (slice == 0 && lane == 0) atomicAdd(&kvjit_store_kv_oob, 1ull);
-      return;
-    }
-    kvjit_copy_rounds<kKChunks, kKPerLane>(k_src, p.k_cache + slot * p.k_cache_stride + slice * kKSlice, lane);
+    if (!kvjit_slot_ok(slot, p, slice, lane)) return;
+    kvjit_copy_rounds<kKChunks, kKPerLane, kKSlice, KVJIT_K_HEAD_BYTES>(
+        k_src, p.k_cache + slot * p.k_cache_stride + slice * kKSliceOut, p.k_scale, slice, lane);
 #if KVJIT_V_ROW_BYTES > 0
-    kvjit_copy_rounds<kVChunks, kVPerLane>(v_src, p.v_cache + slot * p.v_cache_stride + slice * kVSlice, lane);
+    kvjit_copy_rounds<kVChunks, kVPerLane, kVSlice, KVJIT_V_HEAD_BYTES>(
+        v_src, p.v_cache + slot * p.v_cache_stride + slice * kVSliceOut, p.v_scale, slice, lane);
 #endif
   }
 }

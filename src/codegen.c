@@ -50,6 +50,103 @@ static int log2_pow2(uint64_t v) {
   return n;
 }
 
+static const struct {
+  kvjit_dtype dtype;
+  const char *name;
+  int bytes;
+} dtype_table[] = {
+    {KVJIT_DTYPE_BYTES, "bytes", 1}, {KVJIT_DTYPE_F16, "f16", 2},          {KVJIT_DTYPE_BF16, "bf16", 2},
+    {KVJIT_DTYPE_F32, "f32", 4},     {KVJIT_DTYPE_FP8_E4M3, "fp8_e4m3", 1}, {KVJIT_DTYPE_FP8_E5M2, "fp8_e5m2", 1},
+};
+#define DTYPE_COUNT (sizeof dtype_table / sizeof dtype_table[0])
+
+int kvjit_dtype_bytes(kvjit_dtype dtype) {
+  for (size_t i = 0; i < DTYPE_COUNT; i++) {
+    if (dtype_table[i].dtype == dtype) return dtype_table[i].bytes;
+  }
+  return 0;
+}
+
+const char *kvjit_dtype_name(kvjit_dtype dtype) {
+  for (size_t i = 0; i < DTYPE_COUNT; i++) {
+    if (dtype_table[i].dtype == dtype) return dtype_table[i].name;
+  }
+  return NULL;
+}
+
+int kvjit_dtype_parse(const char *name, kvjit_dtype *out) {
+  static const struct {
+    const char *name;
+    kvjit_dtype dtype;
+  } aliases[] = {{"fp16", KVJIT_DTYPE_F16},  {"float16", KVJIT_DTYPE_F16},  {"half", KVJIT_DTYPE_F16},
+                 {"bfloat16", KVJIT_DTYPE_BF16}, {"fp32", KVJIT_DTYPE_F32}, {"float32", KVJIT_DTYPE_F32},
+                 {"float", KVJIT_DTYPE_F32}, {"e4m3", KVJIT_DTYPE_FP8_E4M3}, {"e5m2", KVJIT_DTYPE_FP8_E5M2}};
+  for (size_t i = 0; i < DTYPE_COUNT; i++) {
+    if (strcmp(name, dtype_table[i].name) == 0) {
+      *out = dtype_table[i].dtype;
+      return 1;
+    }
+  }
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+    if (strcmp(name, aliases[i].name) == 0) {
+      *out = aliases[i].dtype;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int is_fp8(kvjit_dtype d) { return d == KVJIT_DTYPE_FP8_E4M3 || d == KVJIT_DTYPE_FP8_E5M2; }
+static int is_float_src(kvjit_dtype d) { return d == KVJIT_DTYPE_F16 || d == KVJIT_DTYPE_BF16 || d == KVJIT_DTYPE_F32; }
+
+kvjit_status kvjit_store_kv_quant_resolve(kvjit_store_kv_quant *out, int *quantize, kvjit_dtype dtype,
+                                          kvjit_dtype cache_dtype, kvjit_scale_kind scale_kind, int64_t num_heads) {
+  *quantize = 0;
+  if (kvjit_dtype_name(dtype) == NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "dtype: not a kvjit_dtype, got %d", (int)dtype);
+  }
+  if (kvjit_dtype_name(cache_dtype) == NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "cache_dtype: not a kvjit_dtype, got %d", (int)cache_dtype);
+  }
+  if (scale_kind != KVJIT_SCALE_NONE && scale_kind != KVJIT_SCALE_PER_TENSOR && scale_kind != KVJIT_SCALE_PER_HEAD) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "scale_kind: must be KVJIT_SCALE_NONE (0), _PER_TENSOR (1) or _PER_HEAD (2), got %d",
+                      (int)scale_kind);
+  }
+  int plain = cache_dtype == KVJIT_DTYPE_BYTES || cache_dtype == dtype;
+  if (plain) {
+    if (scale_kind != KVJIT_SCALE_NONE) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                        "scale_kind: %d needs an fp8 cache_dtype fed from f16/bf16/f32; cache_dtype is %s (a plain copy)",
+                        (int)scale_kind, kvjit_dtype_name(cache_dtype == KVJIT_DTYPE_BYTES ? dtype : cache_dtype));
+    }
+    return KVJIT_OK;
+  }
+  if (!is_fp8(cache_dtype)) {
+    return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "cache_dtype: %s from dtype %s: only fp8_e4m3 / fp8_e5m2 caches convert",
+                      kvjit_dtype_name(cache_dtype), kvjit_dtype_name(dtype));
+  }
+  if (!is_float_src(dtype)) {
+    return kvjit_fail(dtype == KVJIT_DTYPE_BYTES ? KVJIT_ERR_INVALID_ARGUMENT : KVJIT_ERR_UNSUPPORTED,
+                      "dtype: quantizing to %s needs an f16, bf16 or f32 source, got %s", kvjit_dtype_name(cache_dtype),
+                      kvjit_dtype_name(dtype));
+  }
+  if (scale_kind == KVJIT_SCALE_PER_HEAD) {
+    if (num_heads < 1 || num_heads > KVJIT_STORE_KV_QUANT_MAX_HEADS) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: must be 1..%d with KVJIT_SCALE_PER_HEAD, got %lld",
+                        KVJIT_STORE_KV_QUANT_MAX_HEADS, (long long)num_heads);
+    }
+  } else {
+    num_heads = 0;
+  }
+  out->dtype = dtype;
+  out->cache_dtype = cache_dtype;
+  out->scale_kind = scale_kind;
+  out->num_heads = num_heads;
+  *quantize = 1;
+  return KVJIT_OK;
+}
+
 int kvjit_store_kv_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane) {
   /* In vectors: a split s is valid when it divides both chunk counts. */
   int64_t k_chunks = k_row_bytes / vec;
@@ -81,6 +178,68 @@ int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane) {
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
                                       int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
                                       int batch_class) {
+  return kvjit_store_kv_plan_make_quant(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, batch_class,
+                                        NULL);
+}
+
+kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k_row_bytes, int64_t v_row_bytes,
+                                        int split, int *vec) {
+  int elem = kvjit_dtype_bytes(q->dtype);
+  const char *name = kvjit_dtype_name(q->dtype);
+  if (elem < 2 || !is_fp8(q->cache_dtype)) {
+    return kvjit_fail(KVJIT_ERR_INTERNAL, "quant: unresolved dtypes %d -> %d", (int)q->dtype, (int)q->cache_dtype);
+  }
+  if (k_row_bytes > KVJIT_STORE_KV_QUANT_MAX_ROW_BYTES || v_row_bytes > KVJIT_STORE_KV_QUANT_MAX_ROW_BYTES) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: %lld is more than a quantizing store takes (%lld)",
+                      k_row_bytes > KVJIT_STORE_KV_QUANT_MAX_ROW_BYTES ? "k_row_bytes" : "v_row_bytes",
+                      (long long)(k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes),
+                      (long long)KVJIT_STORE_KV_QUANT_MAX_ROW_BYTES);
+  }
+  if (k_row_bytes % elem != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_row_bytes: %lld is not a whole number of %d-byte %s elements",
+                      (long long)k_row_bytes, elem, name);
+  }
+  if (v_row_bytes % elem != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_row_bytes: %lld is not a whole number of %d-byte %s elements",
+                      (long long)v_row_bytes, elem, name);
+  }
+  if (split > KVJIT_STORE_KV_QUANT_MAX_SPLIT) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: must be at most %d when quantizing, got %d",
+                      KVJIT_STORE_KV_QUANT_MAX_SPLIT, split);
+  }
+  if (split > 0 && ((k_row_bytes / split) % elem != 0 || (v_row_bytes / split) % elem != 0)) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d cuts a %d-byte %s element in two", split, elem, name);
+  }
+  uint64_t bits = (uint64_t)*vec;
+  if (q->scale_kind == KVJIT_SCALE_PER_HEAD) {
+    if (q->num_heads < 1 || q->num_heads > KVJIT_STORE_KV_QUANT_MAX_HEADS) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: must be 1..%d, got %lld",
+                        KVJIT_STORE_KV_QUANT_MAX_HEADS, (long long)q->num_heads);
+    }
+    int64_t k_elems = k_row_bytes / elem, v_elems = v_row_bytes / elem;
+    if (k_elems % q->num_heads != 0) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: %lld does not divide the %lld elements of a K row",
+                        (long long)q->num_heads, (long long)k_elems);
+    }
+    if (v_elems % q->num_heads != 0) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: %lld does not divide the %lld elements of a V row",
+                        (long long)q->num_heads, (long long)v_elems);
+    }
+    bits |= (uint64_t)(k_row_bytes / q->num_heads) | (uint64_t)(v_row_bytes / q->num_heads);
+  }
+  int narrowed = kvjit_store_kv_vec_of(bits);
+  if (narrowed < elem) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "vector_bytes: %d is narrower than one %d-byte %s element", *vec, elem,
+                      name);
+  }
+  *vec = narrowed;
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                            int64_t v_row_bytes, int vec, kvjit_index_type index_type,
+                                            kvjit_pdl_mode pdl, int split, int batch_class,
+                                            const kvjit_store_kv_quant *quant) {
   const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(batch_class);
   if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "batch class %d: out of range", batch_class);
   if (arch <= 0 || arch > KVJIT_STORE_KV_MAX_ARCH) {
@@ -113,6 +272,10 @@ kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: must be 0 (automatic) or 1..%d, got %d",
                       KVJIT_STORE_KV_MAX_SPLIT, split);
   }
+  if (quant != NULL) {
+    kvjit_status st = kvjit_store_kv_quant_check(quant, k_row_bytes, v_row_bytes, split, &vec);
+    if (st != KVJIT_OK) return st;
+  }
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
   vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
   if (split == 0) {
@@ -144,6 +307,15 @@ kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_
   } else {
     out->pdl = pdl == KVJIT_PDL_ON;
   }
+  if (quant != NULL) {
+    /* An explicit split may have narrowed the vector below one element: kvjit_store_kv_quant_check caught a
+     * split cutting an element, so vec >= element here. */
+    out->src_dtype = quant->dtype;
+    out->cache_dtype = quant->cache_dtype;
+    out->scale_kind = quant->scale_kind;
+    out->num_heads = quant->scale_kind == KVJIT_SCALE_PER_HEAD ? quant->num_heads : 0;
+    out->fp8_soft = arch < KVJIT_STORE_KV_FP8_HW_ARCH;
+  }
   return KVJIT_OK;
 }
 
@@ -151,17 +323,31 @@ kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_
  * index64 30 | pdl 31 | split 32..52. a: k_row_bytes << 32 | v_row_bytes. */
 #define KVJIT_STORE_KV_KEY_TAG 0x51u
 
+/* Quantizing plans (tag 0x53): a = k_row_bytes << 36 | v_row_bytes << 8 | src dtype 0..1 |
+ * fp8 kind 2..3 | scale kind 4..5 | soft 6; b as above up to bit 31, then split 32..47 and
+ * num_heads 48..63 (the limits KVJIT_STORE_KV_QUANT_MAX_* keep every field in its bits). */
+#define KVJIT_STORE_KV_QUANT_KEY_TAG 0x53u
+
 kvjit_fast_key kvjit_store_kv_plan_key(const kvjit_store_kv_plan *plan) {
   kvjit_fast_key key;
+  uint64_t common = (uint64_t)plan->arch << 8 | (uint64_t)log2_pow2((uint64_t)plan->vec) << 18 |
+                    (uint64_t)log2_pow2((uint64_t)plan->lanes) << 21 | (uint64_t)(plan->block / 32) << 24 |
+                    (uint64_t)(plan->index64 != 0) << 30 | (uint64_t)(plan->pdl != 0) << 31;
+  if (plan->cache_dtype != KVJIT_DTYPE_BYTES) {
+    key.a = (uint64_t)plan->k_row_bytes << 36 | (uint64_t)plan->v_row_bytes << 8 |
+            (uint64_t)(plan->src_dtype - KVJIT_DTYPE_F16) | (uint64_t)(plan->cache_dtype - KVJIT_DTYPE_FP8_E4M3) << 2 |
+            (uint64_t)plan->scale_kind << 4 | (uint64_t)(plan->fp8_soft != 0) << 6;
+    key.b = KVJIT_STORE_KV_QUANT_KEY_TAG | common | (uint64_t)plan->split << 32 | (uint64_t)plan->num_heads << 48;
+    return key;
+  }
   key.a = (uint64_t)plan->k_row_bytes << 32 | (uint64_t)plan->v_row_bytes;
-  key.b = (uint64_t)KVJIT_STORE_KV_KEY_TAG | (uint64_t)plan->arch << 8 | (uint64_t)log2_pow2((uint64_t)plan->vec) << 18 |
-          (uint64_t)log2_pow2((uint64_t)plan->lanes) << 21 | (uint64_t)(plan->block / 32) << 24 |
-          (uint64_t)(plan->index64 != 0) << 30 | (uint64_t)(plan->pdl != 0) << 31 | (uint64_t)plan->split << 32;
+  key.b = KVJIT_STORE_KV_KEY_TAG | common | (uint64_t)plan->split << 32;
   return key;
 }
 
 char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan) {
-  char prelude[768];
+  const int quant = plan->cache_dtype != KVJIT_DTYPE_BYTES;
+  char prelude[1024];
   int n = snprintf(prelude, sizeof prelude,
                    "// kvjit store_kv_cache variant: generated by src/codegen.c\n"
                    "#define KVJIT_K_ROW_BYTES %lld\n"
@@ -171,9 +357,18 @@ char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan) {
                    "#define KVJIT_LANES %d\n"
                    "#define KVJIT_BLOCK %d\n"
                    "#define KVJIT_INDEX_INT64 %d\n"
-                   "#define KVJIT_PDL %d\n",
+                   "#define KVJIT_PDL %d\n"
+                   "#define KVJIT_SRC_DTYPE %d\n"
+                   "#define KVJIT_FP8 %d\n"
+                   "#define KVJIT_SCALE %d\n"
+                   "#define KVJIT_K_HEAD_BYTES %lld\n"
+                   "#define KVJIT_V_HEAD_BYTES %lld\n"
+                   "#define KVJIT_FP8_SOFT %d\n",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
-                   plan->block, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0);
+                   plan->block, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, quant ? (int)plan->src_dtype : 0,
+                   !quant ? 0 : plan->cache_dtype == KVJIT_DTYPE_FP8_E4M3 ? 1 : 2, quant ? (int)plan->scale_kind : 0,
+                   (long long)(plan->num_heads ? plan->k_row_bytes / plan->num_heads : 0),
+                   (long long)(plan->num_heads ? plan->v_row_bytes / plan->num_heads : 0), plan->fp8_soft ? 1 : 0);
   if (n < 0 || (size_t)n >= sizeof prelude) return NULL;
   size_t body = (size_t)kvjit_src_store_kv_cache_len;
   char *src = malloc((size_t)n + body + 1);
@@ -189,7 +384,8 @@ static const char *const store_kv_kernels[] = {KVJIT_STORE_KV_KERNEL};
 
 void kvjit_store_kv_desc(const kvjit_store_kv_plan *plan, const char *source, kvjit_program_desc *desc) {
   kvjit_program_desc d = KVJIT_PROGRAM_DESC_INIT;
-  d.name = "kvjit_store_kv_cache.cu";
+  /* The name shows in `kvjit cache ls`; it is part of the key too, so keep it stable. */
+  d.name = plan->cache_dtype != KVJIT_DTYPE_BYTES ? "kvjit_store_kv_cache_fp8.cu" : "kvjit_store_kv_cache.cu";
   d.source = source;
   d.options = store_kv_options;
   d.num_options = sizeof store_kv_options / sizeof store_kv_options[0];

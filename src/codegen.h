@@ -34,7 +34,38 @@ typedef struct kvjit_store_kv_params {
   int64_t k_stride, v_stride, k_cache_stride, v_cache_stride; /* bytes */
   int64_t index_stride;                                       /* elements */
   int64_t batch, num_slots, skip_slot;
+  const float *k_scale, *v_scale; /* quantize on store: fp32 scales in device memory */
 } kvjit_store_kv_params;
+
+/** Quantize on store: what the source holds and what the cache gets (see kvjit_store_kv_quant_resolve()). */
+typedef struct kvjit_store_kv_quant {
+  kvjit_dtype dtype;           /* source element: F16, BF16 or F32 */
+  kvjit_dtype cache_dtype;     /* FP8_E4M3 or FP8_E5M2 */
+  kvjit_scale_kind scale_kind; /* NONE, PER_TENSOR or PER_HEAD */
+  int64_t num_heads;           /* PER_HEAD: heads per row (K and V each); otherwise 0 */
+} kvjit_store_kv_quant;
+
+/** Limits of quantizing plans (what their fast key holds). */
+#define KVJIT_STORE_KV_QUANT_MAX_ROW_BYTES (((int64_t)1 << 28) - 1)
+#define KVJIT_STORE_KV_QUANT_MAX_SPLIT 65535
+#define KVJIT_STORE_KV_QUANT_MAX_HEADS 65535
+/** First compute capability with the hardware fp8 conversion (cvt.rn.satfinite.e4m3x2.f32). */
+#define KVJIT_STORE_KV_FP8_HW_ARCH 89
+
+/** Bytes of one element of @p dtype (1 for BYTES and the fp8 types), 0 for an unknown value. */
+int kvjit_dtype_bytes(kvjit_dtype dtype);
+/** "f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "bytes"; NULL for an unknown value. */
+const char *kvjit_dtype_name(kvjit_dtype dtype);
+/** Parse a name of kvjit_dtype_name() (also "fp16", "float16", "bfloat16", "fp32", "float32"). */
+int kvjit_dtype_parse(const char *name, kvjit_dtype *out);
+
+/**
+ * Decide between a plain copy and a quantizing store, and check the pair of dtypes, the scale
+ * kind and the head count (each error names the argument and the value).
+ * @param quantize receives 1 (and @p out is filled) for an fp8 cache fed from F16/BF16/F32, else 0.
+ */
+kvjit_status kvjit_store_kv_quant_resolve(kvjit_store_kv_quant *out, int *quantize, kvjit_dtype dtype,
+                                          kvjit_dtype cache_dtype, kvjit_scale_kind scale_kind, int64_t num_heads);
 
 /** Every constant a compiled store_kv_cache kernel depends on, and its launch geometry. */
 typedef struct kvjit_store_kv_plan {
@@ -47,6 +78,12 @@ typedef struct kvjit_store_kv_plan {
   int block;           /* threads per block */
   int index64;         /* 1: int64 indices, 0: int32 */
   int pdl;             /* 1: PDL wait/trigger compiled in and the launch attribute set */
+  /* Quantize on store (all 0 for a plain copy). vec and the row bytes count source bytes. */
+  kvjit_dtype src_dtype;   /* F16, BF16, F32 */
+  kvjit_dtype cache_dtype; /* FP8_E4M3, FP8_E5M2 */
+  kvjit_scale_kind scale_kind;
+  int64_t num_heads;       /* PER_HEAD only */
+  int fp8_soft;            /* 1: integer conversion (before sm_89), 0: the cvt instruction */
 } kvjit_store_kv_plan;
 
 /** What the automatic choice does for one batch class (the table lives in codegen.c). */
@@ -89,6 +126,24 @@ int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane);
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
                                       int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
                                       int batch_class);
+
+/**
+ * The quantizing rules of a plan: rows of whole elements, the limits of the fast key, a head
+ * count dividing both rows, a split that does not cut an element. Narrows @p vec (source bytes)
+ * so that one access holds whole elements of one head; fails when that is less than an element.
+ */
+kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k_row_bytes, int64_t v_row_bytes,
+                                        int split, int *vec);
+
+/**
+ * As kvjit_store_kv_plan_make(), quantizing when @p quant is not NULL (from
+ * kvjit_store_kv_quant_resolve()). @p vec then counts source bytes and must be at least one
+ * element; it is narrowed so that one access never straddles two heads.
+ */
+kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                            int64_t v_row_bytes, int vec, kvjit_index_type index_type,
+                                            kvjit_pdl_mode pdl, int split, int batch_class,
+                                            const kvjit_store_kv_quant *quant);
 
 /** The exact 128-bit fast-table key of a plan (distinct plans, distinct keys). */
 kvjit_fast_key kvjit_store_kv_plan_key(const kvjit_store_kv_plan *plan);

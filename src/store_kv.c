@@ -23,10 +23,33 @@
 /** Arguments after validation, with every "0 means ..." default applied. */
 typedef struct store_call {
   int has_v;
-  int64_t k_row, v_row; /* v_row 0 when K only */
+  int64_t k_row, v_row; /* source bytes; v_row 0 when K only */
   int64_t k_stride, v_stride, k_cache_stride, v_cache_stride, index_stride;
-  int vec; /* widest access the pointers, strides and rows allow */
+  int vec; /* widest access (source bytes) the pointers, strides and rows allow */
+  int quantize; /* 1: fp8 cache, see quant */
+  kvjit_store_kv_quant quant;
+  const float *k_scale, *v_scale;
 } store_call;
+
+/* The version-2 fields of @p a, or their defaults for a version-1 caller (whose struct ends
+ * before them: they must not be read). */
+static void quant_fields(const kvjit_store_kv_args *a, kvjit_dtype *dtype, kvjit_dtype *cache_dtype,
+                         kvjit_scale_kind *scale_kind, const float **k_scale, const float **v_scale,
+                         int64_t *num_heads) {
+  if (a->version >= 2) {
+    *dtype = a->dtype;
+    *cache_dtype = a->cache_dtype;
+    *scale_kind = a->scale_kind;
+    *k_scale = a->k_scale;
+    *v_scale = a->v_scale;
+    *num_heads = a->num_heads;
+  } else {
+    *dtype = *cache_dtype = KVJIT_DTYPE_BYTES;
+    *scale_kind = KVJIT_SCALE_NONE;
+    *k_scale = *v_scale = NULL;
+    *num_heads = 0;
+  }
+}
 
 /* a * b + c <= INT64_MAX for a, b, c >= 0 */
 static int extent_fits(int64_t a, int64_t b, int64_t c) {
@@ -53,10 +76,17 @@ static kvjit_status check_stride(const char *name, int64_t *stride, int64_t row,
 static kvjit_status validate(const kvjit_context *ctx, const kvjit_store_kv_args *a, store_call *c) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   if (a == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "args: NULL");
-  if (a->version != KVJIT_STORE_KV_ARGS_VERSION) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "args->version: must be KVJIT_STORE_KV_ARGS_VERSION (%d), got %u",
-                      KVJIT_STORE_KV_ARGS_VERSION, a->version);
+  if (a->version < 1 || a->version > KVJIT_STORE_KV_ARGS_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "args->version: must be 1..KVJIT_STORE_KV_ARGS_VERSION (%d), got %u", KVJIT_STORE_KV_ARGS_VERSION,
+                      a->version);
   }
+  kvjit_dtype dtype, cache_dtype;
+  kvjit_scale_kind scale_kind;
+  int64_t num_heads;
+  quant_fields(a, &dtype, &cache_dtype, &scale_kind, &c->k_scale, &c->v_scale, &num_heads);
+  kvjit_status qst = kvjit_store_kv_quant_resolve(&c->quant, &c->quantize, dtype, cache_dtype, scale_kind, num_heads);
+  if (qst != KVJIT_OK) return qst;
   if (a->batch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: must be >= 0, got %lld", (long long)a->batch);
   if (a->k_row_bytes <= 0 || a->k_row_bytes > KVJIT_STORE_KV_MAX_ROW_BYTES) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_row_bytes: must be 1..%lld, got %lld",
@@ -90,11 +120,46 @@ static kvjit_status validate(const kvjit_context *ctx, const kvjit_store_kv_args
   c->k_cache_stride = a->k_cache_stride;
   c->v_stride = a->v_stride;
   c->v_cache_stride = a->v_cache_stride;
+  /* Quantizing, a cache row holds one byte per source element. */
+  int elem = c->quantize ? kvjit_dtype_bytes(c->quant.dtype) : 1;
+  if (c->quantize) {
+    /* The plan's own rules (whole elements, heads, limits), here so that they fail before any
+     * driver is needed; the vector is narrowed later, by the plan. */
+    int any_vec = 16;
+    kvjit_status rule = kvjit_store_kv_quant_check(&c->quant, c->k_row, c->v_row, a->split, &any_vec);
+    if (rule != KVJIT_OK) return rule;
+  }
+  int64_t k_cache_row = c->k_row / elem, v_cache_row = c->v_row / elem;
   kvjit_status st = check_stride("k_stride", &c->k_stride, c->k_row, "k_row_bytes");
-  if (st == KVJIT_OK) st = check_stride("k_cache_stride", &c->k_cache_stride, c->k_row, "k_row_bytes");
+  if (st == KVJIT_OK) {
+    st = check_stride("k_cache_stride", &c->k_cache_stride, k_cache_row, c->quantize ? "a K cache row" : "k_row_bytes");
+  }
   if (st == KVJIT_OK && c->has_v) st = check_stride("v_stride", &c->v_stride, c->v_row, "v_row_bytes");
-  if (st == KVJIT_OK && c->has_v) st = check_stride("v_cache_stride", &c->v_cache_stride, c->v_row, "v_row_bytes");
+  if (st == KVJIT_OK && c->has_v) {
+    st = check_stride("v_cache_stride", &c->v_cache_stride, v_cache_row, c->quantize ? "a V cache row" : "v_row_bytes");
+  }
   if (st != KVJIT_OK) return st;
+  if (c->quantize && c->quant.scale_kind != KVJIT_SCALE_NONE) {
+    if (a->batch > 0 && c->k_scale == NULL) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_scale: NULL with scale_kind %d and batch %lld",
+                        (int)c->quant.scale_kind, (long long)a->batch);
+    }
+    if (a->batch > 0 && c->has_v && c->v_scale == NULL) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_scale: NULL with scale_kind %d and batch %lld",
+                        (int)c->quant.scale_kind, (long long)a->batch);
+    }
+    if ((uintptr_t)c->k_scale % sizeof(float) != 0 || (uintptr_t)c->v_scale % sizeof(float) != 0) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: %p is not aligned to 4 bytes (fp32 scales)",
+                        (uintptr_t)c->k_scale % sizeof(float) != 0 ? "k_scale" : "v_scale",
+                        (uintptr_t)c->k_scale % sizeof(float) != 0 ? (const void *)c->k_scale : (const void *)c->v_scale);
+    }
+  } else if (c->k_scale != NULL || c->v_scale != NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: %p given, but nothing is scaled (scale_kind %d, cache_dtype %d)",
+                      c->k_scale != NULL ? "k_scale" : "v_scale",
+                      c->k_scale != NULL ? (const void *)c->k_scale : (const void *)c->v_scale, (int)scale_kind,
+                      (int)cache_dtype);
+  }
+  if (!c->has_v) c->v_scale = NULL;
   if (!c->has_v) c->v_stride = c->v_cache_stride = 0;
   if (a->num_slots <= 0) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_slots: must be > 0, got %lld", (long long)a->num_slots);
@@ -145,17 +210,32 @@ static kvjit_status validate(const kvjit_context *ctx, const kvjit_store_kv_args
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "index_stride: %lld x batch %lld overflows a 64-bit offset",
                       (long long)c->index_stride, (long long)a->batch);
   }
-  if (!extent_fits(a->num_slots - 1, c->k_cache_stride, c->k_row) ||
-      !extent_fits(a->num_slots - 1, c->v_cache_stride, c->v_row)) {
+  if (!extent_fits(a->num_slots - 1, c->k_cache_stride, k_cache_row) ||
+      !extent_fits(a->num_slots - 1, c->v_cache_stride, v_cache_row)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->num_slots,
                       (long long)(c->k_cache_stride > c->v_cache_stride ? c->k_cache_stride : c->v_cache_stride));
   }
   /* The widest access every address can take: OR everything that shifts an address. */
-  uint64_t bits = (uint64_t)(uintptr_t)a->k | (uint64_t)(uintptr_t)a->k_cache | (uint64_t)(uintptr_t)a->v |
-                  (uint64_t)(uintptr_t)a->v_cache | (uint64_t)c->k_row | (uint64_t)c->v_row | (uint64_t)c->k_stride |
-                  (uint64_t)c->v_stride | (uint64_t)c->k_cache_stride | (uint64_t)c->v_cache_stride;
-  c->vec = kvjit_store_kv_vec_of(bits);
+  uint64_t src_bits = (uint64_t)(uintptr_t)a->k | (uint64_t)(uintptr_t)a->v | (uint64_t)c->k_row |
+                      (uint64_t)c->v_row | (uint64_t)c->k_stride | (uint64_t)c->v_stride;
+  uint64_t cache_bits = (uint64_t)(uintptr_t)a->k_cache | (uint64_t)(uintptr_t)a->v_cache | (uint64_t)k_cache_row |
+                        (uint64_t)v_cache_row | (uint64_t)c->k_cache_stride | (uint64_t)c->v_cache_stride;
+  if (!c->quantize) {
+    c->vec = kvjit_store_kv_vec_of(src_bits | cache_bits);
+    return KVJIT_OK;
+  }
+  /* Quantizing: an access of vec source bytes writes vec / elem cache bytes. */
+  int src_vec = kvjit_store_kv_vec_of(src_bits);
+  if (src_vec < elem) {
+    const char *what = (uintptr_t)a->k % (uintptr_t)elem ? "k" : (uintptr_t)a->v % (uintptr_t)elem ? "v"
+                       : c->k_stride % elem                   ? "k_stride"
+                                                              : "v_stride";
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not aligned to the %d bytes of one %s element", what, elem,
+                      kvjit_dtype_name(c->quant.dtype));
+  }
+  int cache_vec = kvjit_store_kv_vec_of(cache_bits);
+  c->vec = src_vec < cache_vec * elem ? src_vec : cache_vec * elem;
   return KVJIT_OK;
 }
 
@@ -188,13 +268,44 @@ static kvjit_status current_sm(const kvjit_driver *drv, int *sm) {
 
 /* ---- loading --------------------------------------------------------------------------------- */
 
-/* Fast-table marker of a variant already written to the manifest (tag 0x52; the kernels use 0x51). */
-static kvjit_fast_key record_key(const kvjit_store_kv_variant *v) {
+/* Appends @p bits bits of @p value to a 128-bit key, low bits first. */
+typedef struct key_packer {
   kvjit_fast_key key;
-  key.a = (uint64_t)v->k_row_bytes << 32 | (uint64_t)v->v_row_bytes;
-  key.b = 0x52u | (uint64_t)v->arch << 8 | (uint64_t)v->vector_bytes << 18 | (uint64_t)v->index_type << 24 |
-          (uint64_t)v->pdl << 28 | (uint64_t)v->split << 32;
-  return key;
+  unsigned used;
+} key_packer;
+
+static void put_bits(key_packer *k, uint64_t value, unsigned bits) {
+  for (unsigned i = 0; i < bits; i++, k->used++) {
+    uint64_t bit = (value >> i) & 1u;
+    if (k->used < 64) {
+      k->key.a |= bit << k->used;
+    } else {
+      k->key.b |= bit << (k->used - 64);
+    }
+  }
+}
+
+/* Fast-table marker of a variant already written to the manifest (tag 0x52; the kernels use 0x51
+ * and 0x53). Exact: each field gets the bits its validated range needs (quantizing variants have
+ * smaller rows and splits, which leaves room for the dtypes and the head count): 123 bits at most. */
+static kvjit_fast_key record_key(const kvjit_store_kv_variant *v) {
+  key_packer k = {{0, 0}, 0};
+  int quantize = v->cache_dtype != KVJIT_DTYPE_BYTES;
+  put_bits(&k, 0x52u + (unsigned)quantize, 8);
+  put_bits(&k, (uint64_t)v->arch, 10);
+  put_bits(&k, (uint64_t)v->k_row_bytes, quantize ? 28 : 31);
+  put_bits(&k, (uint64_t)v->v_row_bytes, quantize ? 28 : 31);
+  put_bits(&k, (uint64_t)v->index_type, 2);
+  put_bits(&k, (uint64_t)v->pdl, 2);
+  put_bits(&k, (uint64_t)v->split, quantize ? 16 : 21);
+  put_bits(&k, (uint64_t)v->vector_bytes, 5);
+  if (quantize) {
+    put_bits(&k, (uint64_t)v->dtype, 3);
+    put_bits(&k, (uint64_t)v->cache_dtype, 3);
+    put_bits(&k, (uint64_t)v->scale_kind, 2);
+    put_bits(&k, (uint64_t)v->num_heads, 16);
+  }
+  return k.key;
 }
 
 /* Compile or fetch, load, and publish the kernel of @p plan. @p request: the manifest form. */
@@ -231,13 +342,19 @@ static void request_of(kvjit_store_kv_variant *v, int sm, const store_call *c, c
   v->pdl = a->pdl;
   v->split = a->split;
   v->vector_bytes = c->vec;
+  if (c->quantize) {
+    v->dtype = c->quant.dtype;
+    v->cache_dtype = c->quant.cache_dtype;
+    v->scale_kind = c->quant.scale_kind;
+    v->num_heads = c->quant.num_heads;
+  }
 }
 
 /* Resolve the plan of one batch class and make sure its kernel is loaded. */
 static kvjit_status plan_and_load(kvjit_context *ctx, int sm, const store_call *c, const kvjit_store_kv_args *a,
                                   int batch_class, kvjit_store_kv_plan *plan, const kvjit_kernel **kernel) {
-  kvjit_status st =
-      kvjit_store_kv_plan_make(plan, sm, c->k_row, c->v_row, c->vec, a->index_type, a->pdl, a->split, batch_class);
+  kvjit_status st = kvjit_store_kv_plan_make_quant(plan, sm, c->k_row, c->v_row, c->vec, a->index_type, a->pdl,
+                                                   a->split, batch_class, c->quantize ? &c->quant : NULL);
   if (st != KVJIT_OK) return st;
   *kernel = kvjit_fast_lookup(ctx, kvjit_store_kv_plan_key(plan));
   if (*kernel != NULL) return KVJIT_OK;
@@ -282,6 +399,8 @@ kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args 
       .batch = args->batch,
       .num_slots = args->num_slots,
       .skip_slot = args->skip_slot,
+      .k_scale = c.k_scale,
+      .v_scale = c.v_scale,
   };
   void *kernel_args[] = {&params};
   kvjit_launch_config cfg = KVJIT_LAUNCH_CONFIG_INIT;
@@ -407,11 +526,17 @@ kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_
   int arch = variant->arch;
   if (arch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be >= 0 (0 = current device), got %d", arch);
   int vec = variant->vector_bytes ? variant->vector_bytes : 16;
+  kvjit_store_kv_quant quant;
+  int quantize = 0;
+  kvjit_status st = kvjit_store_kv_quant_resolve(&quant, &quantize, variant->dtype, variant->cache_dtype,
+                                                 variant->scale_kind, variant->num_heads);
+  if (st != KVJIT_OK) return st;
+  const kvjit_store_kv_quant *q = quantize ? &quant : NULL;
   /* Validate everything before asking for a driver (plan_make repeats it with the real arch). */
   kvjit_store_kv_plan plan;
-  kvjit_status st = kvjit_store_kv_plan_make(&plan, arch ? arch : KVJIT_STORE_KV_MAX_ARCH, variant->k_row_bytes,
-                                             variant->v_row_bytes, vec, variant->index_type, variant->pdl,
-                                             variant->split, 0);
+  st = kvjit_store_kv_plan_make_quant(&plan, arch ? arch : KVJIT_STORE_KV_MAX_ARCH, variant->k_row_bytes,
+                                      variant->v_row_bytes, vec, variant->index_type, variant->pdl, variant->split, 0,
+                                      q);
   if (st != KVJIT_OK) return st;
   if (arch == 0) {
     const kvjit_driver *drv;
@@ -424,8 +549,8 @@ kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_
   kvjit_fast_key done[KVJIT_STORE_KV_BATCH_CLASSES];
   int num_done = 0;
   for (int cls = 0; cls < KVJIT_STORE_KV_BATCH_CLASSES; cls++) {
-    st = kvjit_store_kv_plan_make(&plan, arch, variant->k_row_bytes, variant->v_row_bytes, vec, variant->index_type,
-                                  variant->pdl, variant->split, cls);
+    st = kvjit_store_kv_plan_make_quant(&plan, arch, variant->k_row_bytes, variant->v_row_bytes, vec,
+                                        variant->index_type, variant->pdl, variant->split, cls, q);
     if (st != KVJIT_OK) return st;
     kvjit_fast_key key = kvjit_store_kv_plan_key(&plan);
     int seen = 0;
@@ -458,6 +583,10 @@ static const char *pdl_name(kvjit_pdl_mode pdl) {
   return pdl == KVJIT_PDL_ON ? "on" : pdl == KVJIT_PDL_OFF ? "off" : "auto";
 }
 
+static const char *scale_name(kvjit_scale_kind kind) {
+  return kind == KVJIT_SCALE_PER_TENSOR ? "tensor" : kind == KVJIT_SCALE_PER_HEAD ? "head" : "none";
+}
+
 kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out, size_t capacity) {
   if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
@@ -466,14 +595,31 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be 0..%d, got %d", KVJIT_STORE_KV_MAX_ARCH, v->arch);
   }
   int vec = v->vector_bytes ? v->vector_bytes : 16;
+  kvjit_store_kv_quant quant;
+  int quantize = 0;
+  kvjit_status st =
+      kvjit_store_kv_quant_resolve(&quant, &quantize, v->dtype, v->cache_dtype, v->scale_kind, v->num_heads);
+  if (st != KVJIT_OK) return st;
   kvjit_store_kv_plan plan;
   /* The same checks a prewarm makes (arch 0 stands for "some arch" here). */
-  kvjit_status st = kvjit_store_kv_plan_make(&plan, v->arch ? v->arch : KVJIT_STORE_KV_MAX_ARCH, v->k_row_bytes,
-                                             v->v_row_bytes, vec, v->index_type, v->pdl, v->split, 0);
+  st = kvjit_store_kv_plan_make_quant(&plan, v->arch ? v->arch : KVJIT_STORE_KV_MAX_ARCH, v->k_row_bytes,
+                                      v->v_row_bytes, vec, v->index_type, v->pdl, v->split, 0,
+                                      quantize ? &quant : NULL);
   if (st != KVJIT_OK) return st;
-  int n = snprintf(out, capacity, KVJIT_MANIFEST_OP " arch=%d k_row_bytes=%lld v_row_bytes=%lld index=%s pdl=%s split=%d vec=%d",
+  /* Plain copies keep the version-1 line: the dtype does not change their kernel. */
+  char quant_text[128] = "";
+  if (quantize) {
+    snprintf(quant_text, sizeof quant_text, " dtype=%s cache_dtype=%s scale=%s", kvjit_dtype_name(quant.dtype),
+             kvjit_dtype_name(quant.cache_dtype), scale_name(quant.scale_kind));
+    if (quant.scale_kind == KVJIT_SCALE_PER_HEAD) {
+      size_t used = strlen(quant_text);
+      snprintf(quant_text + used, sizeof quant_text - used, " num_heads=%lld", (long long)quant.num_heads);
+    }
+  }
+  int n = snprintf(out, capacity,
+                   KVJIT_MANIFEST_OP " arch=%d k_row_bytes=%lld v_row_bytes=%lld index=%s pdl=%s split=%d vec=%d%s",
                    v->arch, (long long)v->k_row_bytes, (long long)v->v_row_bytes,
-                   v->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", pdl_name(v->pdl), v->split, vec);
+                   v->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", pdl_name(v->pdl), v->split, vec, quant_text);
   if (n < 0 || (size_t)n >= capacity) {
     if (capacity > 0) out[0] = '\0';
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "capacity: %zu bytes, the line needs %d", capacity, n + 1);
@@ -495,8 +641,12 @@ static int parse_int(const char *text, long long lo, long long hi, long long *ou
   return 1;
 }
 
-enum { F_ARCH, F_K_ROW, F_V_ROW, F_INDEX, F_PDL, F_SPLIT, F_VEC, F_COUNT };
-static const char *const field_names[F_COUNT] = {"arch", "k_row_bytes", "v_row_bytes", "index", "pdl", "split", "vec"};
+/* F_DTYPE and after are optional (quantizing variants only; absent: a plain copy). */
+enum { F_ARCH, F_K_ROW, F_V_ROW, F_INDEX, F_PDL, F_SPLIT, F_VEC, F_DTYPE, F_CACHE_DTYPE, F_SCALE, F_HEADS, F_COUNT };
+#define F_REQUIRED F_DTYPE
+static const char *const field_names[F_COUNT] = {"arch",  "k_row_bytes", "v_row_bytes", "index",
+                                                 "pdl",   "split",       "vec",         "dtype",
+                                                 "cache_dtype", "scale",  "num_heads"};
 
 kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line) {
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
@@ -575,6 +725,27 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
       if (!parse_int(value, 1, 16, &n) || (n & (n - 1)) != 0) goto bad_value;
       v.vector_bytes = (int)n;
       break;
+    case F_DTYPE:
+      if (!kvjit_dtype_parse(value, &v.dtype)) goto bad_value;
+      break;
+    case F_CACHE_DTYPE:
+      if (!kvjit_dtype_parse(value, &v.cache_dtype)) goto bad_value;
+      break;
+    case F_SCALE:
+      if (strcmp(value, "none") == 0) {
+        v.scale_kind = KVJIT_SCALE_NONE;
+      } else if (strcmp(value, "tensor") == 0) {
+        v.scale_kind = KVJIT_SCALE_PER_TENSOR;
+      } else if (strcmp(value, "head") == 0) {
+        v.scale_kind = KVJIT_SCALE_PER_HEAD;
+      } else {
+        goto bad_value;
+      }
+      break;
+    case F_HEADS:
+      if (!parse_int(value, 1, KVJIT_STORE_KV_QUANT_MAX_HEADS, &n)) goto bad_value;
+      v.num_heads = n;
+      break;
     default:
       break;
     }
@@ -583,13 +754,21 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: bad value \"%.64s\" (see cache/MANIFEST.md)", field_names[f],
                       value);
   }
-  for (int f = 0; f < F_COUNT; f++) {
+  for (int f = 0; f < F_REQUIRED; f++) {
     if (!seen[f]) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: missing %s=", field_names[f]);
   }
-  /* Cross-field rules (split divides the rows, PDL on needs sm_90): the same as format's. */
+  if (seen[F_HEADS] && v.scale_kind != KVJIT_SCALE_PER_HEAD) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale=head");
+  }
+  /* Cross-field rules (split divides the rows, PDL on needs sm_90, dtypes): the same as format's. */
+  kvjit_store_kv_quant quant;
+  int quantize = 0;
+  kvjit_status st =
+      kvjit_store_kv_quant_resolve(&quant, &quantize, v.dtype, v.cache_dtype, v.scale_kind, v.num_heads);
+  if (st != KVJIT_OK) return st;
   kvjit_store_kv_plan plan;
-  kvjit_status st = kvjit_store_kv_plan_make(&plan, v.arch ? v.arch : KVJIT_STORE_KV_MAX_ARCH, v.k_row_bytes,
-                                             v.v_row_bytes, v.vector_bytes, v.index_type, v.pdl, v.split, 0);
+  st = kvjit_store_kv_plan_make_quant(&plan, v.arch ? v.arch : KVJIT_STORE_KV_MAX_ARCH, v.k_row_bytes, v.v_row_bytes,
+                                      v.vector_bytes, v.index_type, v.pdl, v.split, 0, quantize ? &quant : NULL);
   if (st != KVJIT_OK) return st;
   *out = v;
   kvjit_clear_error();

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "codegen.h"
+#include "fp8_ref.h"
 #include "key.h"
 #include "kvjit.h"
 
@@ -305,6 +306,209 @@ static void test_prewarm_compiles(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* ---- quantize on store ------------------------------------------------------------------------ */
+
+static kvjit_store_kv_plan make_q(int arch, int64_t k, int64_t v, int vec, int split, kvjit_dtype src,
+                                  kvjit_dtype cache, kvjit_scale_kind scale, int64_t heads) {
+  kvjit_store_kv_quant q = {src, cache, scale, heads};
+  kvjit_store_kv_plan p;
+  kvjit_status st = kvjit_store_kv_plan_make_quant(&p, arch, k, v, vec, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, split, 0, &q);
+  if (st != KVJIT_OK) fail_msg("plan_make_quant(%d, %lld, %lld): %s", arch, (long long)k, (long long)v, kvjit_last_error());
+  return p;
+}
+
+static void test_fp8_reference(void **state) {
+  (void)state;
+  static const struct {
+    float x;
+    uint8_t e4m3, e5m2;
+  } cases[] = {
+      {1.0f, 0x38, 0x3c},         {-1.0f, 0xb8, 0xbc},         {448.0f, 0x7e, 0x5f},
+      {449.0f, 0x7e, 0x5f},       {464.0f, 0x7e, 0x5f},         {1e9f, 0x7e, 0x7b},
+      {57344.0f, 0x7e, 0x7b},     {61440.0f, 0x7e, 0x7b},       {0.0f, 0x00, 0x00},
+      {-0.0f, 0x80, 0x80},        {0x1p-9f, 0x01, 0x18},        {0x1p-10f, 0x00, 0x14},
+      {0x1.8p-9f, 0x02, 0x1a},    {0x1p-6f, 0x08, 0x24},        {0x1p-16f, 0x00, 0x01},
+      {0x1p-17f, 0x00, 0x00},     {0x1.8p-16f, 0x00, 0x02},     {1.0625f, 0x38, 0x3c},
+      {1.1875f, 0x3a, 0x3d},      {1.125f, 0x39, 0x3c},         {1.375f, 0x3b, 0x3e},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint8_t a = fp8_ref_encode(cases[i].x, 1), b = fp8_ref_encode(cases[i].x, 0);
+    if (a != cases[i].e4m3 || b != cases[i].e5m2) {
+      fail_msg("%a: e4m3 0x%02x (want 0x%02x), e5m2 0x%02x (want 0x%02x)", (double)cases[i].x, a, cases[i].e4m3, b,
+               cases[i].e5m2);
+    }
+  }
+  assert_int_equal(fp8_ref_encode(INFINITY, 1), 0x7e);
+  assert_int_equal(fp8_ref_encode(-INFINITY, 1), 0xfe);
+  assert_int_equal(fp8_ref_encode(INFINITY, 0), 0x7b);
+  assert_int_equal(fp8_ref_encode(NAN, 1), 0x7f);
+  assert_int_equal(fp8_ref_encode(-NAN, 0), 0x7f);
+  /* Every finite code decodes and encodes back to itself. */
+  for (unsigned code = 0; code < 256; code++) {
+    for (int e4m3 = 0; e4m3 <= 1; e4m3++) {
+      double v = fp8_ref_decode((uint8_t)code, e4m3);
+      if (isnan(v) || isinf(v)) continue;
+      if (fp8_ref_encode((float)v, e4m3) != code) fail_msg("code 0x%02x (e4m3 %d) does not round-trip", code, e4m3);
+    }
+  }
+  /* The fast search agrees with the exhaustive definition on random fp32 patterns. */
+  uint64_t r = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 200000; i++) {
+    r ^= r << 13;
+    r ^= r >> 7;
+    r ^= r << 17;
+    uint32_t u = (uint32_t)r;
+    if (i & 1) u = (u & 0x807fffffu) | (uint32_t)(100 + (r >> 40) % 50) << 23; /* near the fp8 ranges */
+    float x = fp8_ref_bits_to_float(u);
+    for (int e4m3 = 0; e4m3 <= 1; e4m3++) {
+      if (fp8_ref_encode(x, e4m3) != fp8_ref_encode_slow(x, e4m3)) fail_msg("%a: fast and slow differ", (double)x);
+    }
+  }
+  assert_true(fp8_ref_f16_to_float(0x3c00) == 1.0f);
+  assert_true(fp8_ref_f16_to_float(0x0001) == 0x1p-24f);
+  assert_true(fp8_ref_f16_to_float(0xfbff) == -65504.0f);
+  assert_true(isinf(fp8_ref_f16_to_float(0x7c00)));
+  assert_true(fp8_ref_bf16_to_float(0x3f80) == 1.0f);
+}
+
+static void test_fp8_plans(void **state) {
+  (void)state;
+  kvjit_store_kv_plan p = make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
+  assert_int_equal(p.vec, 16); /* 8 bf16 in, 8 fp8 bytes out per access */
+  assert_int_equal(p.fp8_soft, 0);
+  assert_int_equal(p.src_dtype, KVJIT_DTYPE_BF16);
+  p = make_q(80, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
+  assert_int_equal(p.fp8_soft, 1); /* no cvt before sm_89 */
+  p = make_q(89, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
+  assert_int_equal(p.fp8_soft, 0);
+  /* Per head: 8 heads of 12 f16 = 24 bytes: an access may not straddle two heads -> 8 bytes. */
+  p = make_q(90, 192, 192, 16, 0, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8);
+  assert_int_equal(p.vec, 8);
+  assert_int_equal(p.num_heads, 8);
+  char *src = kvjit_store_kv_source(&p);
+  assert_non_null(src);
+  assert_true(contains(src, "#define KVJIT_SRC_DTYPE 1\n"));
+  assert_true(contains(src, "#define KVJIT_FP8 2\n"));
+  assert_true(contains(src, "#define KVJIT_SCALE 2\n"));
+  assert_true(contains(src, "#define KVJIT_K_HEAD_BYTES 24\n"));
+  assert_true(contains(src, "#define KVJIT_FP8_SOFT 0\n"));
+  kvjit_program_desc desc;
+  kvjit_store_kv_desc(&p, src, &desc);
+  assert_string_equal(desc.name, "kvjit_store_kv_cache_fp8.cu");
+  free(src);
+  /* A plain plan's source says so. */
+  kvjit_store_kv_plan plain = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  src = kvjit_store_kv_source(&plain);
+  assert_true(contains(src, "#define KVJIT_SRC_DTYPE 0\n"));
+  assert_true(contains(src, "#define KVJIT_FP8 0\n"));
+  free(src);
+  /* Errors. */
+  kvjit_store_kv_quant q = {KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_NONE, 0};
+  assert_int_equal(kvjit_store_kv_plan_make_quant(&p, 90, 256, 256, 2, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0, &q),
+                   KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "vector_bytes: 2 is narrower than one 4-byte f32 element"));
+  assert_int_equal(kvjit_store_kv_plan_make_quant(&p, 90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 128, 0, &q),
+                   KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "split: 128 cuts"));
+  int quantize = 7;
+  kvjit_store_kv_quant out;
+  assert_int_equal(kvjit_store_kv_quant_resolve(&out, &quantize, KVJIT_DTYPE_F16, KVJIT_DTYPE_F16, KVJIT_SCALE_NONE, 0),
+                   KVJIT_OK);
+  assert_int_equal(quantize, 0);
+  kvjit_dtype d;
+  assert_true(kvjit_dtype_parse("bfloat16", &d) && d == KVJIT_DTYPE_BF16);
+  assert_true(kvjit_dtype_parse("fp8_e5m2", &d) && d == KVJIT_DTYPE_FP8_E5M2);
+  assert_false(kvjit_dtype_parse("int8", &d));
+  assert_int_equal(kvjit_dtype_bytes(KVJIT_DTYPE_F32), 4);
+  assert_int_equal(kvjit_dtype_bytes((kvjit_dtype)42), 0);
+}
+
+/* Every quantizing field on its own changes the source and both keys, and none collides with a
+ * plain plan of the same rows. */
+static void test_fp8_distinct_keys(void **state) {
+  (void)state;
+  kvjit_store_kv_plan plans[] = {
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_TENSOR, 0),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_NONE, 0),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 2),
+      make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 4),
+      make_q(80, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
+      make_q(90, 256, 128, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
+      make_q(90, 256, 256, 16, 2, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
+  };
+  enum { N = sizeof plans / sizeof plans[0] };
+  kvjit_fast_key fast[N];
+  kvjit_key keys[N];
+  for (int i = 0; i < N; i++) {
+    fast[i] = kvjit_store_kv_plan_key(&plans[i]);
+    char *src = kvjit_store_kv_source(&plans[i]);
+    kvjit_program_desc desc;
+    kvjit_store_kv_desc(&plans[i], src, &desc);
+    kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 13, 0};
+    kvjit_key_compute(&keys[i], &desc, &target);
+    free(src);
+  }
+  for (int i = 0; i < N; i++) {
+    for (int j = i + 1; j < N; j++) {
+      if (fast[i].a == fast[j].a && fast[i].b == fast[j].b) fail_msg("plans %d and %d share a fast key", i, j);
+      if (kvjit_key_equal(&keys[i], &keys[j])) fail_msg("plans %d and %d share a cache key", i, j);
+    }
+  }
+}
+
+/* Real compiles of the quantizing kernel: the cvt path (sm_90) and the integer path (sm_80),
+ * every source dtype, both fp8 kinds, every scale kind, K only, and the round-by-round path. */
+static void test_fp8_prewarm_compiles(void **state) {
+  (void)state;
+  char dir[] = "/tmp/kvjit-test-codegen-fp8-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
+  opt.cache_dir = dir;
+  opt.disable_cache = 0;
+  opt.log = 0;
+  kvjit_context *ctx = NULL;
+  assert_int_equal(kvjit_context_create(&ctx, &opt), KVJIT_OK);
+  const int archs[] = {80, 90};
+  const kvjit_dtype srcs[] = {KVJIT_DTYPE_F16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_F32};
+  const kvjit_dtype caches[] = {KVJIT_DTYPE_FP8_E4M3, KVJIT_DTYPE_FP8_E5M2};
+  unsigned total = 0;
+  for (size_t a = 0; a < 2; a++) {
+    for (size_t s = 0; s < 3; s++) {
+      for (size_t c = 0; c < 2; c++) {
+        kvjit_scale_kind scale = (kvjit_scale_kind)((s + c) % 3);
+        kvjit_store_kv_variant v = {archs[a], 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, srcs[s], caches[c],
+                                    scale, scale == KVJIT_SCALE_PER_HEAD ? 4 : 0};
+        unsigned compiled = 0;
+        kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &v, &compiled, NULL);
+        if (st != KVJIT_OK) fail_msg("prewarm sm_%d %d->%d: %s", archs[a], srcs[s], caches[c], kvjit_last_error());
+        total += compiled;
+      }
+    }
+  }
+  assert_true(total >= 12);
+  /* K only with per-head scales, 2-byte accesses; wide slices through the round-by-round path. */
+  kvjit_store_kv_variant k_only = {90, 576, 0, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 0, 2, KVJIT_DTYPE_BF16,
+                                   KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 1};
+  kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &k_only, NULL, NULL);
+  if (st != KVJIT_OK) fail_msg("K only: %s", kvjit_last_error());
+  kvjit_store_kv_variant rounds = {90, 16384, 16384, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16, KVJIT_DTYPE_F32,
+                                   KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8};
+  st = kvjit_store_kv_cache_prewarm(ctx, &rounds, NULL, NULL);
+  if (st != KVJIT_OK) fail_msg("rounds: %s", kvjit_last_error());
+  kvjit_stats stats;
+  assert_int_equal(kvjit_context_stats(ctx, &stats), KVJIT_OK);
+  assert_int_equal(stats.compile_failures, 0);
+  kvjit_cache_clear(ctx, NULL);
+  kvjit_context_destroy(ctx);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vec_of),          cmocka_unit_test(test_auto_split),
@@ -312,6 +516,8 @@ int main(void) {
       cmocka_unit_test(test_plan_errors),     cmocka_unit_test(test_batch_classes),
       cmocka_unit_test(test_blocks),          cmocka_unit_test(test_source),
       cmocka_unit_test(test_distinct_keys),   cmocka_unit_test(test_prewarm_compiles),
+      cmocka_unit_test(test_fp8_reference),   cmocka_unit_test(test_fp8_plans),
+      cmocka_unit_test(test_fp8_distinct_keys), cmocka_unit_test(test_fp8_prewarm_compiles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

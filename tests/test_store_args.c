@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -93,7 +94,7 @@ static void test_null_objects(void **state) {
 static void test_bad_arguments(void **state) {
   (void)state;
   BAD(a.version = 0, "args->version");
-  BAD(a.version = 2, "got 2");
+  BAD(a.version = 3, "got 3");
   BAD(a.batch = -1, "batch: must be >= 0, got -1");
   BAD(a.k_row_bytes = 0, "k_row_bytes");
   BAD(a.k_row_bytes = -256, "got -256");
@@ -131,6 +132,94 @@ static void test_bad_arguments(void **state) {
   BAD((a.batch = (int64_t)1 << 40, a.index_stride = (int64_t)1 << 30), "index_stride");
   /* K only ignores v_row_bytes and the V strides, but the pair rule still holds. */
   BAD((a.v = NULL, a.v_cache = NULL, a.k_cache_stride = 8), "k_cache_stride");
+}
+
+/* A quantizing store (bf16 -> fp8 e4m3, per-tensor scales) that only lacks a driver. */
+static kvjit_store_kv_args fp8_args(void) {
+  kvjit_store_kv_args a = good_args();
+  a.dtype = KVJIT_DTYPE_BF16;
+  a.cache_dtype = KVJIT_DTYPE_FP8_E4M3;
+  a.scale_kind = KVJIT_SCALE_PER_TENSOR;
+  a.k_scale = FAKE(6);
+  a.v_scale = FAKE(7);
+  return a;
+}
+
+#define BAD_FP8(status_code, field_change, needle_text)                                          \
+  do {                                                                                           \
+    kvjit_store_kv_args a = fp8_args();                                                          \
+    field_change;                                                                                \
+    bad_case c = {#field_change, status_code, needle_text};                                      \
+    expect_bad(&a, &c);                                                                          \
+  } while (0)
+
+static void test_fp8_bad_arguments(void **state) {
+  (void)state;
+  const kvjit_status E = KVJIT_ERR_INVALID_ARGUMENT, U = KVJIT_ERR_UNSUPPORTED;
+  BAD_FP8(E, a.dtype = (kvjit_dtype)9, "dtype: not a kvjit_dtype, got 9");
+  BAD_FP8(E, a.cache_dtype = (kvjit_dtype)-1, "cache_dtype");
+  BAD_FP8(E, a.scale_kind = (kvjit_scale_kind)3, "scale_kind");
+  BAD_FP8(E, a.dtype = KVJIT_DTYPE_BYTES, "dtype: quantizing to fp8_e4m3 needs an f16, bf16 or f32 source, got bytes");
+  BAD_FP8(U, a.dtype = KVJIT_DTYPE_FP8_E5M2, "got fp8_e5m2");
+  BAD_FP8(U, a.cache_dtype = KVJIT_DTYPE_F16, "cache_dtype: f16 from dtype bf16");
+  /* Scales without anything to scale, and the reverse. */
+  BAD_FP8(E, a.cache_dtype = KVJIT_DTYPE_BYTES, "scale_kind: 1 needs an fp8 cache_dtype");
+  BAD_FP8(E, (a.cache_dtype = KVJIT_DTYPE_BYTES, a.scale_kind = KVJIT_SCALE_NONE), "k_scale");
+  BAD_FP8(E, (a.scale_kind = KVJIT_SCALE_NONE, a.k_scale = NULL), "v_scale");
+  BAD_FP8(E, a.k_scale = NULL, "k_scale: NULL");
+  BAD_FP8(E, a.v_scale = NULL, "v_scale: NULL");
+  BAD_FP8(E, a.k_scale = (const float *)((const char *)FAKE(6) + 2), "k_scale");
+  /* Rows of whole elements, element-aligned sources, splits that keep elements whole. */
+  BAD_FP8(E, a.k_row_bytes = 255, "k_row_bytes: 255 is not a whole number of 2-byte bf16 elements");
+  BAD_FP8(E, (a.dtype = KVJIT_DTYPE_F32, a.v_row_bytes = 258), "v_row_bytes: 258");
+  BAD_FP8(E, a.k = (const char *)FAKE(1) + 1, "k: not aligned to the 2 bytes of one bf16 element");
+  BAD_FP8(E, a.k_stride = 257, "k_stride");
+  BAD_FP8(E, a.split = 256, "split: 256 cuts a 2-byte bf16 element");
+  BAD_FP8(E, a.split = 70000, "split: must be at most 65535");
+  /* A cache row is one byte per element: 128 bytes here, so 100 is too short, 128 is right. */
+  BAD_FP8(E, a.k_cache_stride = 100, "k_cache_stride: must be 0 (= a K cache row) or >= a K cache row 128, got 100");
+  /* Per head. */
+  BAD_FP8(E, a.scale_kind = KVJIT_SCALE_PER_HEAD, "num_heads: must be 1..65535");
+  BAD_FP8(E, (a.scale_kind = KVJIT_SCALE_PER_HEAD, a.num_heads = 3), "num_heads: 3 does not divide the 128 elements of a K row");
+  BAD_FP8(E, (a.scale_kind = KVJIT_SCALE_PER_HEAD, a.num_heads = 4, a.v_row_bytes = 90), "45 elements of a V row");
+  BAD_FP8(E, a.k_row_bytes = (int64_t)1 << 29, "more than a quantizing store takes");
+}
+
+/* What passes validation and only lacks a driver: quantizing variants, and version-1 callers,
+ * whose struct ends before the version-2 fields (which must not be read). */
+static void test_fp8_valid_and_version_1(void **state) {
+  (void)state;
+  kvjit_store_kv_args good[6];
+  for (int i = 0; i < 6; i++) good[i] = fp8_args();
+  good[1].cache_dtype = KVJIT_DTYPE_FP8_E5M2;
+  good[1].dtype = KVJIT_DTYPE_F32;
+  good[2].scale_kind = KVJIT_SCALE_PER_HEAD;
+  good[2].num_heads = 8; /* 16-element heads */
+  good[3].scale_kind = KVJIT_SCALE_NONE;
+  good[3].k_scale = good[3].v_scale = NULL;
+  good[4].k_cache = (char *)good[4].k_cache + 1; /* byte-aligned cache: 1-element accesses */
+  good[5].cache_dtype = KVJIT_DTYPE_BF16;         /* same dtype: a plain copy */
+  good[5].scale_kind = KVJIT_SCALE_NONE;
+  good[5].k_scale = good[5].v_scale = NULL;
+  for (int i = 0; i < 6; i++) {
+    kvjit_status st = kvjit_store_kv_cache(ctx, &good[i]);
+    if (st != KVJIT_ERR_NO_DRIVER && st != KVJIT_ERR_NO_DEVICE) {
+      fail_msg("case %d: %s \"%s\", expected only a missing driver", i, kvjit_status_name(st), kvjit_last_error());
+    }
+  }
+  /* A version-1 struct: allocate exactly its size, so reading past it is caught by ASan. */
+  size_t v1_size = offsetof(kvjit_store_kv_args, stream) + sizeof(void *);
+  kvjit_store_kv_args full = good_args();
+  full.version = 1;
+  unsigned char *v1 = malloc(v1_size);
+  assert_non_null(v1);
+  memcpy(v1, &full, v1_size);
+  kvjit_status st = kvjit_store_kv_cache(ctx, (const kvjit_store_kv_args *)(void *)v1);
+  assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
+  int64_t bad_stride = 3;
+  memcpy(v1 + offsetof(kvjit_store_kv_args, k_stride), &bad_stride, sizeof bad_stride);
+  assert_int_equal(kvjit_store_kv_cache(ctx, (const kvjit_store_kv_args *)(void *)v1), KVJIT_ERR_INVALID_ARGUMENT);
+  free(v1);
 }
 
 /* Argument errors come first, with or without a driver; batch 0 needs no driver at all. */
@@ -180,6 +269,10 @@ static void round_trip(const kvjit_store_kv_variant *v) {
   assert_int_equal(back.pdl, v->pdl);
   assert_int_equal(back.split, v->split);
   assert_int_equal(back.vector_bytes, v->vector_bytes ? v->vector_bytes : 16);
+  assert_int_equal(back.dtype, v->dtype);
+  assert_int_equal(back.cache_dtype, v->cache_dtype);
+  assert_int_equal(back.scale_kind, v->scale_kind);
+  assert_int_equal(back.num_heads, v->num_heads);
 }
 
 static void test_variant_round_trip(void **state) {
@@ -288,12 +381,46 @@ static void test_variant_format_errors(void **state) {
   assert_non_null(strstr(kvjit_last_error(), "arch"));
 }
 
+static void test_fp8_variant_lines(void **state) {
+  (void)state;
+  kvjit_store_kv_variant vs[] = {
+      {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3,
+       KVJIT_SCALE_PER_TENSOR, 0},
+      {80, 1024, 512, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 2, 8, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_NONE, 0},
+      {0, 2048, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3,
+       KVJIT_SCALE_PER_HEAD, 8},
+  };
+  for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) round_trip(&vs[i]);
+  char line[256];
+  assert_int_equal(kvjit_store_kv_variant_format(&vs[2], line, sizeof line), KVJIT_OK);
+  assert_string_equal(line, "store_kv_cache arch=0 k_row_bytes=2048 v_row_bytes=0 index=int64 pdl=auto split=0 vec=16 "
+                            "dtype=f16 cache_dtype=fp8_e4m3 scale=head num_heads=8");
+  const kvjit_status E = KVJIT_ERR_INVALID_ARGUMENT;
+  expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST " dtype=int8", E,
+                     "dtype: bad value \"int8\"");
+  expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST
+                     " dtype=bf16 cache_dtype=fp8_e4m3 scale=row", E, "scale: bad value");
+  expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST
+                     " dtype=bf16 cache_dtype=fp8_e4m3 scale=tensor num_heads=2", E, "num_heads: given without scale=head");
+  expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST
+                     " dtype=bf16 cache_dtype=fp8_e4m3 scale=head num_heads=3", E, "num_heads: 3 does not divide");
+  expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST " cache_dtype=fp8_e4m3", E,
+                     "dtype: quantizing");
+  /* A plain variant with a dtype named writes the plain line (the dtype does not shape its kernel). */
+  kvjit_store_kv_variant plain = {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
+                                  KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
+  assert_int_equal(kvjit_store_kv_variant_format(&plain, line, sizeof line), KVJIT_OK);
+  assert_string_equal(line, "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_objects),          cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_batch_zero_is_a_no_op), cmocka_unit_test(test_valid_needs_context),
       cmocka_unit_test(test_variant_round_trip),    cmocka_unit_test(test_variant_parse_forms),
       cmocka_unit_test(test_variant_parse_errors),  cmocka_unit_test(test_variant_format_errors),
+      cmocka_unit_test(test_fp8_bad_arguments),     cmocka_unit_test(test_fp8_valid_and_version_1),
+      cmocka_unit_test(test_fp8_variant_lines),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,98 @@
+/*
+ * Host reference of the fp8 conversions kvjit's quantizing store performs: fp32 -> fp8 e4m3fn /
+ * e5m2, round to nearest even, saturated to the finite range (Inf included), NaN -> 0x7f. Written
+ * from the formats' definitions (value = 2^(e - bias) x 1.m, subnormals 2^(1 - bias) x 0.m) with
+ * a search over the 256 codes, so that it does not share the kernel's bit tricks; plus the
+ * f16/bf16 -> fp32 widening and the fp32 division the kernel does first.
+ */
+#ifndef KVJIT_TEST_FP8_REF_H
+#define KVJIT_TEST_FP8_REF_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Value of fp8 code @p code (e4m3 when @p e4m3, else e5m2); NAN for NaN codes, INFINITY for e5m2 Inf. */
+static inline double fp8_ref_decode(uint8_t code, int e4m3) {
+  int mant_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  int sign = code >> 7, exp = (code >> mant_bits) & (e4m3 ? 0xf : 0x1f), mant = code & ((1 << mant_bits) - 1);
+  double v;
+  if (e4m3 && exp == 0xf && mant == 7) return NAN;
+  if (!e4m3 && exp == 0x1f) return mant ? NAN : (sign ? -INFINITY : INFINITY);
+  if (exp == 0) {
+    v = ldexp((double)mant, 1 - bias - mant_bits);
+  } else {
+    v = ldexp((double)((1 << mant_bits) | mant), exp - bias - mant_bits);
+  }
+  return sign ? -v : v;
+}
+
+/* Nearest finite code by exhaustive search, ties to the even code, then saturation. Slow (a
+ * pass over every code): the definition that fp8_ref_encode() is checked against. */
+static inline uint8_t fp8_ref_encode_slow(float x, int e4m3) {
+  if (isnan(x)) return 0x7f;
+  int negative = signbit(x) != 0;
+  double a = fabs((double)x);
+  uint8_t max_code = e4m3 ? 0x7e : 0x7b;
+  if (a >= fp8_ref_decode(max_code, e4m3)) return (uint8_t)(max_code | (negative ? 0x80 : 0));
+  uint8_t best = 0;
+  double best_err = INFINITY;
+  for (unsigned code = 0; code <= max_code; code++) {
+    double err = fabs(fp8_ref_decode((uint8_t)code, e4m3) - a);
+    /* Codes ascend with value: on a tie the even one (the lower mantissa LSB) wins. */
+    if (err < best_err || (err == best_err && (code & 1) == 0)) {
+      best = (uint8_t)code;
+      best_err = err;
+    }
+  }
+  return (uint8_t)(best | (negative ? 0x80 : 0));
+}
+
+/* The same by binary search over the ascending positive codes (a table built on first use). */
+static inline uint8_t fp8_ref_encode(float x, int e4m3) {
+  static double table[2][128];
+  static int ready[2];
+  if (!ready[e4m3]) {
+    for (unsigned code = 0; code < 128; code++) table[e4m3][code] = fp8_ref_decode((uint8_t)code, e4m3);
+    ready[e4m3] = 1;
+  }
+  if (isnan(x)) return 0x7f;
+  const double *t = table[e4m3];
+  unsigned max_code = e4m3 ? 0x7e : 0x7b;
+  uint8_t sign = signbit(x) ? 0x80 : 0;
+  double a = fabs((double)x);
+  if (a >= t[max_code]) return (uint8_t)(max_code | sign);
+  unsigned lo = 0, hi = max_code; /* t[lo] <= a < t[hi] */
+  while (hi - lo > 1) {
+    unsigned mid = (lo + hi) / 2;
+    if (t[mid] <= a) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  double below = a - t[lo], above = t[hi] - a;
+  unsigned code = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
+  return (uint8_t)(code | sign);
+}
+
+static inline float fp8_ref_bits_to_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* IEEE binary16 -> fp32 (exact). */
+static inline float fp8_ref_f16_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0x1f) return fp8_ref_bits_to_float(sign | 0x7f800000u | mant << 13);
+  if (exp == 0) {
+    float v = ldexpf((float)mant, -24);
+    return sign ? -v : v;
+  }
+  return fp8_ref_bits_to_float(sign | (exp + 112) << 23 | mant << 13);
+}
+
+static inline float fp8_ref_bf16_to_float(uint16_t h) { return fp8_ref_bits_to_float((uint32_t)h << 16); }
+
+#endif
