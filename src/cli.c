@@ -208,22 +208,53 @@ static const char *item_v_row_bytes(const char *item, int *value) {
   return NULL;
 }
 
-/* Element bytes of the cache dtype. bf16 and fp16 give the same rows; deduplication merges them. */
+/* A --dtype item: element bytes of the cache dtype, plus (bits 8..) the fp8 kind for fp8 caches,
+ * which also get quantizing variants (see --quantize-from). bf16 and fp16 give the same rows;
+ * deduplication merges them. */
+#define DTYPE_BYTES(value) ((value) & 0xff)
+#define DTYPE_FP8_KIND(value) ((kvjit_dtype)((value) >> 8))
 static const char *item_dtype(const char *item, int *value) {
   static const struct {
     const char *name;
-    int bytes;
+    int value;
   } dtypes[] = {
-      {"bf16", 2}, {"bfloat16", 2}, {"fp16", 2}, {"float16", 2}, {"half", 2},
-      {"fp32", 4}, {"float32", 4}, {"float", 4}, {"fp8", 1}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1},
+      {"bf16", 2},
+      {"bfloat16", 2},
+      {"fp16", 2},
+      {"float16", 2},
+      {"half", 2},
+      {"fp32", 4},
+      {"float32", 4},
+      {"float", 4},
+      {"fp8", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
+      {"fp8_e4m3", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
+      {"fp8_e5m2", 1 | KVJIT_DTYPE_FP8_E5M2 << 8},
   };
   for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) {
     if (strcmp(item, dtypes[i].name) == 0) {
-      *value = dtypes[i].bytes;
+      *value = dtypes[i].value;
       return NULL;
     }
   }
-  return "bf16, fp16, fp32 or fp8";
+  return "bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2";
+}
+
+/* A --quantize-from item: the source dtype of quantizing variants, or 0 (none: plain fp8 only). */
+static const char *item_quant_src(const char *item, int *value) {
+  if (strcmp(item, "none") == 0) *value = KVJIT_DTYPE_BYTES;
+  else if (strcmp(item, "bf16") == 0 || strcmp(item, "bfloat16") == 0) *value = KVJIT_DTYPE_BF16;
+  else if (strcmp(item, "fp16") == 0 || strcmp(item, "float16") == 0 || strcmp(item, "half") == 0) *value = KVJIT_DTYPE_F16;
+  else if (strcmp(item, "fp32") == 0 || strcmp(item, "float32") == 0 || strcmp(item, "float") == 0) *value = KVJIT_DTYPE_F32;
+  else return "bf16, fp16, fp32 or none";
+  return NULL;
+}
+
+static const char *item_scale(const char *item, int *value) {
+  if (strcmp(item, "tensor") == 0) *value = KVJIT_SCALE_PER_TENSOR;
+  else if (strcmp(item, "head") == 0) *value = KVJIT_SCALE_PER_HEAD;
+  else if (strcmp(item, "none") == 0) *value = KVJIT_SCALE_NONE;
+  else return "tensor, head or none";
+  return NULL;
 }
 
 static const char *item_index(const char *item, int *value) {
@@ -413,7 +444,11 @@ static int compare_variants(const void *pa, const void *pb) {
   if ((c = compare_i64(a->index_type, b->index_type)) != 0) return c;
   if ((c = compare_i64(a->pdl, b->pdl)) != 0) return c;
   if ((c = compare_i64(a->split, b->split)) != 0) return c;
-  return compare_i64(b->vector_bytes, a->vector_bytes);
+  if ((c = compare_i64(b->vector_bytes, a->vector_bytes)) != 0) return c;
+  if ((c = compare_i64(a->cache_dtype, b->cache_dtype)) != 0) return c;
+  if ((c = compare_i64(a->dtype, b->dtype)) != 0) return c;
+  if ((c = compare_i64(a->scale_kind, b->scale_kind)) != 0) return c;
+  return compare_i64(a->num_heads, b->num_heads);
 }
 
 /* Sort, then drop repeats: bf16 and fp16, 8B and 70B, tp and dtype pairs that give equal rows. */
@@ -426,7 +461,7 @@ static void variant_list_dedup(variant_list *list) {
   list->count = kept;
 }
 
-/* "sm_90 k=2048 v=2048 int64 pdl=auto split=auto vec=16", for progress lines. */
+/* "sm_90 k=2048 v=2048 int64 pdl=auto split=auto vec=16[ bf16->fp8_e4m3/tensor]", for progress lines. */
 static const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, size_t capacity) {
   static const char *const pdl_names[] = {"auto", "on", "off"};
   char arch[32], v_bytes[32], split[16];
@@ -438,30 +473,45 @@ static const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, 
     snprintf(split, sizeof split, "auto");
   else
     snprintf(split, sizeof split, "%d", v->split);
-  snprintf(buf, capacity, "%s k=%" PRId64 " v=%s %s pdl=%s split=%s vec=%d", arch_name(v->arch, arch, sizeof arch),
+  static const char *const dtype_names[] = {"bytes", "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"};
+  static const char *const scale_names[] = {"none", "tensor", "head"};
+  char quant[64] = "";
+  if (v->cache_dtype == KVJIT_DTYPE_FP8_E4M3 || v->cache_dtype == KVJIT_DTYPE_FP8_E5M2) {
+    snprintf(quant, sizeof quant, " %s->%s/%s",
+             v->dtype == KVJIT_DTYPE_BF16 ? "bf16" : (unsigned)v->dtype < ARRAY_SIZE(dtype_names) ? dtype_names[v->dtype] : "?",
+             dtype_names[v->cache_dtype], (unsigned)v->scale_kind < ARRAY_SIZE(scale_names) ? scale_names[v->scale_kind] : "?");
+  }
+  snprintf(buf, capacity, "%s k=%" PRId64 " v=%s %s pdl=%s split=%s vec=%d%s", arch_name(v->arch, arch, sizeof arch),
            v->k_row_bytes, v_bytes, v->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64",
            (unsigned)v->pdl < ARRAY_SIZE(pdl_names) ? pdl_names[v->pdl] : "?", split,
-           v->vector_bytes ? v->vector_bytes : 16);
+           v->vector_bytes ? v->vector_bytes : 16, quant);
   return buf;
 }
 
-/* A K/V row pair before the arch, index, PDL, split and vector choices multiply it. */
+/* A K/V row pair before the arch, index, PDL, split and vector choices multiply it; quantizing
+ * rows (an fp8 cache fed from bf16/fp16/fp32) count source bytes. */
 typedef struct row_pair {
   int k;
   int v;
+  kvjit_dtype src, cache; /* BYTES, BYTES: a plain copy */
+  kvjit_scale_kind scale;
+  int heads; /* per-head scales: heads per row */
 } row_pair;
 
-/* Room for every combination the lists allow (models x tps x dtypes); repeats go at the end. */
+/* Room for every combination the lists allow (models x tps x dtypes x (1 + sources x scales));
+ * repeats go at the end. */
 typedef struct row_list {
-  row_pair items[MAX_LIST * MAX_LIST * MAX_LIST];
+  row_pair *items; /* room for row_list_room() pairs */
   size_t count;
 } row_list;
 
-static void row_list_add(row_list *rows, int k, int v) { rows->items[rows->count++] = (row_pair){k, v}; }
+static void row_list_add(row_list *rows, int k, int v) {
+  rows->items[rows->count++] = (row_pair){k, v, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
+}
 
 typedef struct prewarm_opts {
   cache_opts cache;
-  int_list archs, k_rows, v_rows, models, dtypes, tps, indexes, pdls, splits, vecs;
+  int_list archs, k_rows, v_rows, models, dtypes, tps, indexes, pdls, splits, vecs, quant_srcs, scales;
   bool have_v_rows;
   int kv_heads, head_dim, v_head_dim; /* 0 / -1 (v) when not given */
   const char *manifest;
@@ -472,7 +522,12 @@ typedef struct prewarm_opts {
 /* Whether the op accepts the combination: pdl=on needs sm_90; an explicit split divides both rows. */
 static bool op_accepts(const kvjit_store_kv_variant *v) {
   if (v->pdl == KVJIT_PDL_ON && v->arch < 90) return false;
-  return v->split == 0 || (v->k_row_bytes % v->split == 0 && v->v_row_bytes % v->split == 0);
+  if (v->split == 0) return true;
+  if (v->k_row_bytes % v->split != 0 || v->v_row_bytes % v->split != 0) return false;
+  if (v->cache_dtype == KVJIT_DTYPE_BYTES) return true;
+  /* Quantizing: slices of whole source elements, and the split limit of those kernels. */
+  int64_t elem = v->dtype == KVJIT_DTYPE_F32 ? 4 : 2;
+  return v->split <= 65535 && (v->k_row_bytes / v->split) % elem == 0 && (v->v_row_bytes / v->split) % elem == 0;
 }
 
 /* Adds @p v, or counts it in @p skipped when the op would refuse it (there is nothing to build). */
@@ -516,6 +571,10 @@ static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant
                   .pdl = (kvjit_pdl_mode)o->pdls.value[p],
                   .split = o->splits.value[s],
                   .vector_bytes = o->vecs.value[w],
+                  .dtype = rows->items[r].src,
+                  .cache_dtype = rows->items[r].cache,
+                  .scale_kind = rows->items[r].scale,
+                  .num_heads = rows->items[r].scale == KVJIT_SCALE_PER_HEAD ? rows->items[r].heads : 0,
               };
               if (!add_splits(out, v, skipped)) return false;
             }
@@ -536,11 +595,25 @@ static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape 
         return usage_error(cmd, "--tp %d does not fit --model %s (%d KV heads): tp must divide the heads or be "
                                 "a multiple of them", tp, models[m].name, models[m].kv_heads);
       for (size_t d = 0; d < o->dtypes.count; d++) {
-        int bytes = o->dtypes.value[d];
+        int bytes = DTYPE_BYTES(o->dtypes.value[d]);
         long k = (long)heads * models[m].head_dim * bytes, v = (long)heads * models[m].v_head_dim * bytes;
         if (k > MAX_ROW_BYTES || v > MAX_ROW_BYTES)
           return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", k > v ? k : v);
-        row_list_add(rows, (int)k, (int)v);
+        row_list_add(rows, (int)k, (int)v); /* fp8 too: rows quantized before the store */
+        kvjit_dtype fp8 = DTYPE_FP8_KIND(o->dtypes.value[d]);
+        if (fp8 == KVJIT_DTYPE_BYTES) continue;
+        /* An fp8 cache fed from bf16/fp16/fp32 rows, quantized in the store. */
+        for (size_t q = 0; q < o->quant_srcs.count; q++) {
+          kvjit_dtype src = (kvjit_dtype)o->quant_srcs.value[q];
+          if (src == KVJIT_DTYPE_BYTES) continue;
+          long elem = src == KVJIT_DTYPE_F32 ? 4 : 2;
+          if (k * elem > MAX_ROW_BYTES || v * elem > MAX_ROW_BYTES)
+            return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", (k > v ? k : v) * elem);
+          for (size_t sc = 0; sc < o->scales.count; sc++) {
+            rows->items[rows->count++] = (row_pair){(int)(k * elem), (int)(v * elem), src, fp8,
+                                                    (kvjit_scale_kind)o->scales.value[sc], heads};
+          }
+        }
       }
     }
   return 0;
@@ -618,9 +691,18 @@ static int resolve_archs(const char *cmd, prewarm_opts *o) {
 /* K/V row pairs of the row or model options, or of their defaults. */
 static int option_rows(const char *cmd, prewarm_opts *o, bool shape_flags, row_list *rows) {
   /* Defaults: the README's main job, `kvjit prewarm --arch sm_90`. */
-  static const int_list default_dtypes = {{2, 1}, 2}, default_tps = {{1, 2, 4, 8}, 4};
+  static const int_list default_dtypes = {{2, 1 | KVJIT_DTYPE_FP8_E4M3 << 8}, 2}, default_tps = {{1, 2, 4, 8}, 4},
+                        default_quant_srcs = {{KVJIT_DTYPE_BF16}, 1}, default_scales = {{KVJIT_SCALE_PER_TENSOR}, 1};
   if (o->dtypes.count == 0) o->dtypes = default_dtypes;
   if (o->tps.count == 0) o->tps = default_tps;
+  if (o->quant_srcs.count == 0) o->quant_srcs = default_quant_srcs;
+  if (o->scales.count == 0) o->scales = default_scales;
+  /* Room for every pair the lists can make. */
+  size_t model_count = o->models.count ? o->models.count : 1;
+  size_t room = o->k_rows.count * (o->v_rows.count + 1) +
+                model_count * o->tps.count * o->dtypes.count * (1 + o->quant_srcs.count * o->scales.count);
+  rows->items = calloc(room, sizeof *rows->items);
+  if (rows->items == NULL) return out_of_memory(cmd);
 
   if (o->k_rows.count != 0) {
     for (size_t k = 0; k < o->k_rows.count; k++) {
@@ -653,24 +735,25 @@ static int option_variants(const char *cmd, prewarm_opts *o, bool shape_flags, v
   if (o->splits.count == 0) o->splits = default_splits;
   if (o->vecs.count == 0) o->vecs = default_vecs;
 
-  row_list *rows = calloc(1, sizeof *rows);
-  if (rows == NULL) return out_of_memory(cmd);
-  int rc = option_rows(cmd, o, shape_flags, rows);
+  row_list rows = {NULL, 0};
+  int rc = option_rows(cmd, o, shape_flags, &rows);
   if (rc == 0) rc = resolve_archs(cmd, o);
-  if (rc == 0 && !expand_variants(o, rows, out, skipped)) rc = out_of_memory(cmd);
-  free(rows);
+  if (rc == 0 && !expand_variants(o, &rows, out, skipped)) rc = out_of_memory(cmd);
+  free(rows.items);
   return rc;
 }
 
 /* The variant list the options describe, deduplicated. Bad options are reported before a GPU is looked for. */
 static int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
   bool shape_flags = o->kv_heads != 0 || o->head_dim != 0 || o->v_head_dim >= 0;
-  bool model_flags = o->models.count != 0 || shape_flags || o->dtypes.count != 0 || o->tps.count != 0;
+  bool model_flags = o->models.count != 0 || shape_flags || o->dtypes.count != 0 || o->tps.count != 0 ||
+                     o->quant_srcs.count != 0 || o->scales.count != 0;
   bool choice_flags = o->indexes.count != 0 || o->pdls.count != 0 || o->splits.count != 0 || o->vecs.count != 0;
   if (o->manifest != NULL && (o->k_rows.count != 0 || o->have_v_rows || model_flags || choice_flags))
     return usage_error(cmd, "--manifest replays its lines as written: give only --arch with it");
   if (o->k_rows.count != 0 && model_flags)
-    return usage_error(cmd, "--k-row-bytes cannot be combined with --model, --kv-heads, --head-dim, --dtype or --tp");
+    return usage_error(cmd, "--k-row-bytes cannot be combined with --model, --kv-heads, --head-dim, --dtype, --tp, "
+                            "--quantize-from or --scale");
   if (o->have_v_rows && o->k_rows.count == 0) return usage_error(cmd, "--v-row-bytes needs --k-row-bytes");
   if (o->models.count != 0 && shape_flags)
     return usage_error(cmd, "--model cannot be combined with --kv-heads, --head-dim or --v-head-dim");
@@ -814,7 +897,12 @@ static const char prewarm_help[] =
     "      --kv-heads N        KV heads of a model not in the presets (with --head-dim)\n"
     "      --head-dim N        elements of one K head\n"
     "      --v-head-dim N      elements of one V head (default: --head-dim; 0: K only)\n"
-    "      --dtype LIST        cache dtypes: bf16, fp16, fp32, fp8 (default: bf16,fp8)\n"
+    "      --dtype LIST        cache dtypes: bf16, fp16, fp32, fp8 (= fp8_e4m3), fp8_e5m2\n"
+    "                          (default: bf16,fp8); an fp8 cache gets the plain copy of fp8 rows\n"
+    "                          and the stores that quantize on the way in (next two options)\n"
+    "      --quantize-from LIST  dtypes of the K/V rows an fp8 cache is fed from: bf16, fp16,\n"
+    "                          fp32, none (default: bf16)\n"
+    "      --scale LIST        quantization scales: tensor, head, none (default: tensor)\n"
     "      --tp LIST           tensor-parallel sizes (default: 1,2,4,8); a row holds kv_heads/tp\n"
     "                          heads; tp above kv_heads must be a multiple of it and leaves one\n"
     "                          (replicated) head per rank, as vLLM and SGLang do\n"
@@ -854,7 +942,7 @@ static int cmd_prewarm(int argc, char **argv) {
   static const char cmd[] = "prewarm";
   enum {
     OPT_ARCH = 300, OPT_MODEL, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_V_HEAD_DIM, OPT_DTYPE, OPT_TP,
-    OPT_K_ROW, OPT_V_ROW, OPT_INDEX, OPT_PDL, OPT_SPLIT, OPT_VEC, OPT_MANIFEST,
+    OPT_K_ROW, OPT_V_ROW, OPT_INDEX, OPT_PDL, OPT_SPLIT, OPT_VEC, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE,
   };
   static const struct option long_options[] = {
       {"arch", required_argument, NULL, OPT_ARCH},
@@ -864,6 +952,8 @@ static int cmd_prewarm(int argc, char **argv) {
       {"v-head-dim", required_argument, NULL, OPT_V_HEAD_DIM},
       {"dtype", required_argument, NULL, OPT_DTYPE},
       {"tp", required_argument, NULL, OPT_TP},
+      {"quantize-from", required_argument, NULL, OPT_QUANT_SRC},
+      {"scale", required_argument, NULL, OPT_SCALE},
       {"k-row-bytes", required_argument, NULL, OPT_K_ROW},
       {"v-row-bytes", required_argument, NULL, OPT_V_ROW},
       {"index", required_argument, NULL, OPT_INDEX},
@@ -893,6 +983,8 @@ static int cmd_prewarm(int argc, char **argv) {
     case OPT_V_HEAD_DIM: rc = parse_one(cmd, "--v-head-dim", optarg, item_head_dim, &o.v_head_dim); break;
     case OPT_DTYPE: rc = parse_list(cmd, "--dtype", optarg, item_dtype, &o.dtypes); break;
     case OPT_TP: rc = parse_list(cmd, "--tp", optarg, item_positive, &o.tps); break;
+    case OPT_QUANT_SRC: rc = parse_list(cmd, "--quantize-from", optarg, item_quant_src, &o.quant_srcs); break;
+    case OPT_SCALE: rc = parse_list(cmd, "--scale", optarg, item_scale, &o.scales); break;
     case OPT_K_ROW: rc = parse_list(cmd, "--k-row-bytes", optarg, item_k_row_bytes, &o.k_rows); break;
     case OPT_V_ROW:
       rc = parse_list(cmd, "--v-row-bytes", optarg, item_v_row_bytes, &o.v_rows);

@@ -101,17 +101,32 @@ test_prewarm_needs_a_disk_cache() {
 
 test_dry_run() {
   local dir="$TMP/dry"
-  # The default job: llama-3.1-8b, bf16+fp8, tp 1,2,4,8 -> rows 2048..128 B, x int32/int64.
+  # The default job: llama-3.1-8b, bf16+fp8, tp 1,2,4,8 -> plain rows 2048..128 B, plus the fp8
+  # cache fed from bf16 rows (2048..256 B, quantized with a per-tensor scale), x int32/int64.
   kvjit prewarm --arch sm_90 --dry-run --cache-dir "$dir"
   expect_rc 0
-  [[ $(dry_run_count) -eq 10 ]] || fail "default: $(dry_run_count) variants, expected 10"
-  expect_out '^# .*10 variants'
+  [[ $(dry_run_count) -eq 18 ]] || fail "default: $(dry_run_count) variants, expected 18"
+  expect_out '^# .*18 variants'
+  expect_out ' k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16 dtype=bf16 cache_dtype=fp8_e4m3 scale=tensor$'
   [[ $(entry_count "$dir") -eq 0 ]] || fail "--dry-run compiled something"
 
   # Same rows from 8B and 70B, bf16 and fp16: deduplicated.
   kvjit prewarm --arch sm_90,sm_100 -n --model llama-3.1-8b,llama-3.1-70b --dtype bf16,fp16,fp8
   expect_rc 0
-  [[ $(dry_run_count) -eq 20 ]] || fail "two archs: $(dry_run_count) variants, expected 20"
+  [[ $(dry_run_count) -eq 36 ]] || fail "two archs: $(dry_run_count) variants, expected 36"
+
+  # fp8 caches: the plain fp8 row (128 B at tp 8) and each source dtype x scale kind.
+  kvjit prewarm --arch sm_90 -n --model llama-3.1-8b --dtype fp8_e5m2 --quantize-from bf16,fp32 --scale tensor,head \
+    --tp 8 --index int64
+  expect_rc 0
+  [[ $(dry_run_count) -eq 5 ]] || fail "fp8: $(dry_run_count) variants, expected 5"
+  expect_out ' k_row_bytes=512 v_row_bytes=512 .* dtype=f32 cache_dtype=fp8_e5m2 scale=head num_heads=1$'
+  kvjit prewarm --arch sm_90 -n --model llama-3.1-8b --dtype fp8 --quantize-from none --tp 8 --index int64
+  expect_rc 0
+  [[ $(dry_run_count) -eq 1 ]] || fail "fp8 without quantizing: $(dry_run_count) variants, expected 1"
+  kvjit prewarm --arch sm_90 -n --k-row-bytes 256 --scale head
+  expect_rc 2
+  expect_err 'cannot be combined'
 
   # tp above the KV heads replicates: one head per rank (qwen2.5-7b has 4).
   kvjit prewarm --arch sm_90 -n --model qwen2.5-7b --dtype bf16 --tp 4,8 --index int64
@@ -149,15 +164,17 @@ test_manifest_round_trip() {
 
 store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16
 store_kv_cache arch=0 k_row_bytes=1152 v_row_bytes=0 index=int32 pdl=off split=2 vec=16  # MLA, K only
+store_kv_cache arch=90 k_row_bytes=512 v_row_bytes=512 index=int64 pdl=auto split=0 vec=16 dtype=bf16 cache_dtype=fp8_e4m3 scale=head num_heads=2
 EOF
   kvjit prewarm --manifest "$manifest" --arch sm_90,sm_100 --cache-dir "$dir" -j 2
   expect_rc 0
   summary
-  [[ $VARIANTS -eq 4 && $FAILED -eq 0 && $COMPILED -eq 4 ]] || fail "replay: $VARIANTS/$COMPILED/$FAILED"
+  [[ $VARIANTS -eq 6 && $FAILED -eq 0 && $COMPILED -eq 6 ]] || fail "replay: $VARIANTS/$COMPILED/$FAILED"
   kvjit cache ls --cache-dir "$dir"
   expect_rc 0
   expect_out '^sm_90 '
   expect_out '^sm_100 '
+  expect_out 'kvjit_store_kv_cache_fp8.cu'
 
   # --dry-run prints manifest lines: its output replays to the same variants, all cached.
   kvjit prewarm --arch sm_90 -n "${SMALL[@]}"
@@ -318,6 +335,8 @@ test_bad_flags() {
   bad --kv-heads 3 prewarm --arch sm_90 --kv-heads 8 --head-dim 128 --tp 3
   bad --kv-heads '' prewarm --arch sm_90 --head-dim 128
   bad --dtype int7 prewarm --arch sm_90 --dtype bf16,int7
+  bad --quantize-from int8 prewarm --arch sm_90 --quantize-from int8
+  bad --scale row prewarm --arch sm_90 --scale tensor,row
   bad -j 0 prewarm --arch sm_90 -j 0
   bad --jobs x prewarm --arch sm_90 --jobs x
   bad --index int16 prewarm --arch sm_90 --index int16
