@@ -1,0 +1,60 @@
+"""kvjit from Python: store_kv_cache on CUDA tensors and the NVRTC loader, over libkvjit (ctypes).
+
+    import kvjit
+    kvjit.store_kv_cache(k, v, k_cache, v_cache, loc)   # k_cache[loc] = k; v_cache[loc] = v
+
+The library is found through $KVJIT_LIB (a path to libkvjit.so), then a libkvjit.so* next to this
+package, then the source tree's build/src/libkvjit.so, then the system's library path. It is
+loaded on first use; kvjit.library_path() says which one.
+"""
+
+from ._context import Context, cache_info, default_context, oob_count, stats
+from ._lib import (
+    CompileError,
+    Error,
+    InvalidArgumentError,
+    LibraryNotFoundError,
+    STATUS_NAMES,
+)
+from ._program import (
+    Kernel,
+    Program,
+    current_sm,
+    device_count,
+    device_info,
+    driver_version,
+    nvrtc_archs,
+    nvrtc_version,
+    parse_arch,
+)
+from ._store import prepare, prewarm, store_kv_cache
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError", "Program",
+    "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
+    "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
+    "prewarm", "stats", "store_kv_cache", "version", "version_number",
+]
+
+
+def library_path():
+    """Path of the libkvjit actually loaded (loads it if needed)."""
+    from . import _lib
+
+    return _lib.load().path
+
+
+def version():
+    """"MAJOR.MINOR.PATCH" of the loaded libkvjit (kvjit_version_string)."""
+    from . import _lib
+
+    return _lib.load().version_string
+
+
+def version_number():
+    """MAJOR * 10000 + MINOR * 100 + PATCH of the loaded libkvjit."""
+    from . import _lib
+
+    return _lib.load().version_number

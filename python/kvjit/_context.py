@@ -1,0 +1,165 @@
+"""kvjit_context: explicit contexts, the lazily created default one, counters and cache info."""
+
+import ctypes
+import os
+import threading
+
+from . import _lib
+
+
+def _path_bytes(value, name):
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        value = ":".join(os.fspath(v) for v in value)
+    try:
+        return os.fsencode(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected a path (str, bytes or os.PathLike), got {type(value).__name__}") from None
+
+
+def _tri_state(value, name):
+    if value is None:
+        return _lib.FROM_ENV
+    if isinstance(value, bool) or value in (0, 1):
+        return int(value)
+    raise ValueError(f"{name}: expected True, False or None (from the environment), got {value!r}")
+
+
+class Context:
+    """A kvjit context: cache configuration, loaded programs, counters. Safe to share between
+    threads. Programs, kernels and the store variants it loaded stay valid while it lives: keep it
+    alive as long as launches from it (or CUDA graphs that captured them) may run.
+
+    Every option left at None comes from the environment (KVJIT_CACHE_DIR, KVJIT_CACHE_PATH, ...),
+    as with KVJIT_CONTEXT_OPTIONS_INIT. cache_path may be a list of dirs.
+    """
+
+    def __init__(self, cache_dir=None, *, cache_path=None, disable_cache=None, cache_max_bytes=0, log=None,
+                 lock_timeout_ms=0, manifest_path=None, allow_shared_dirs=None):
+        self._handle = None
+        lib = _lib.load()
+        if not isinstance(cache_max_bytes, int) or cache_max_bytes < 0:
+            raise ValueError(f"cache_max_bytes: expected an int >= 0 (0: default), got {cache_max_bytes!r}")
+        if not isinstance(lock_timeout_ms, int) or not 0 <= lock_timeout_ms < 2**32:
+            raise ValueError(f"lock_timeout_ms: expected an int >= 0 (0: default), got {lock_timeout_ms!r}")
+        opts = _lib.ContextOptions(
+            _lib.CONTEXT_OPTIONS_VERSION,
+            _path_bytes(cache_dir, "cache_dir"),
+            _path_bytes(cache_path, "cache_path"),
+            _tri_state(disable_cache, "disable_cache"),
+            cache_max_bytes,
+            _tri_state(log, "log"),
+            lock_timeout_ms,
+            _path_bytes(manifest_path, "manifest_path"),
+            _tri_state(allow_shared_dirs, "allow_shared_dirs"),
+        )
+        handle = ctypes.c_void_p()
+        lib.check(lib.fn["kvjit_context_create"](ctypes.byref(handle), ctypes.byref(opts)))
+        self._lib = lib
+        self._handle = handle.value
+        self._destroy = lib.fn["kvjit_context_destroy"]
+
+    @property
+    def handle(self):
+        """The kvjit_context pointer as an int (for C code sharing this context)."""
+        self._require_open()
+        return self._handle
+
+    def _require_open(self):
+        if self._handle is None:
+            raise ValueError("context: closed")
+
+    def close(self):
+        """Destroy the context now (no launch from it may be in flight). Idempotent."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._destroy(handle)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def stats(self):
+        """Counters since creation: a dict of kvjit_stats' fields (ints)."""
+        self._require_open()
+        out = _lib.Stats()
+        self._lib.check(self._lib.fn["kvjit_context_stats"](self._handle, ctypes.byref(out)))
+        return {name: getattr(out, name) for name in _lib.STATS_FIELDS}
+
+    def cache_info(self):
+        """Where the context caches: write_dir (None when memory only), read_dirs (list),
+        degraded_reason (None or why the writable dir is unusable), max_bytes."""
+        self._require_open()
+        out = _lib.CacheInfo()
+        self._lib.check(self._lib.fn["kvjit_context_cache_info"](self._handle, ctypes.byref(out)))
+
+        def text(b):
+            return None if b is None else os.fsdecode(b)
+
+        read_dirs = text(out.read_dirs) or ""
+        return {
+            "write_dir": text(out.write_dir),
+            "read_dirs": [d for d in read_dirs.split(":") if d],
+            "degraded_reason": text(out.degraded_reason),
+            "max_bytes": out.max_bytes,
+        }
+
+    def oob_count(self, reset=False):
+        """Slot ids >= num_slots seen by this context's store kernels in the current CUDA context
+        since the last reset. Synchronises the device."""
+        self._require_open()
+        count = ctypes.c_uint64()
+        self._lib.check(self._lib.fn["kvjit_store_kv_cache_oob_count"](self._handle, ctypes.byref(count),
+                                                                       1 if reset else 0))
+        return count.value
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else hex(self._handle)
+        return f"<kvjit.Context {state}>"
+
+
+_default = None
+_default_lock = threading.Lock()
+
+
+def default_context():
+    """The process-wide context every function uses when given none; created on first use with
+    all options from the environment. Never destroyed (launches may run until exit)."""
+    ctx = _default
+    if ctx is None:
+        ctx = _create_default()
+    return ctx
+
+
+def _create_default():
+    global _default
+    with _default_lock:
+        if _default is None:
+            ctx = Context()
+            ctx.close = lambda: None  # shared by everyone: closing it would break other users
+            _default = ctx
+        return _default
+
+
+def stats(context=None):
+    """kvjit_context_stats of @p context (default: the default context) as a dict."""
+    return (context or default_context()).stats()
+
+
+def cache_info(context=None):
+    """kvjit_context_cache_info of @p context (default: the default context) as a dict."""
+    return (context or default_context()).cache_info()
+
+
+def oob_count(reset=False, context=None):
+    """Out-of-range slot ids counted by store kernels (kvjit_store_kv_cache_oob_count)."""
+    return (context or default_context()).oob_count(reset)

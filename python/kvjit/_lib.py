@@ -1,0 +1,382 @@
+"""Finding and loading libkvjit, the ctypes mirror of include/kvjit.h, and the error types.
+
+Every struct here mirrors the header field by field (same order, same C types); the tests check
+the sizes and a round trip through the library. Only this module knows the C layouts.
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import struct
+import threading
+
+# ---- status codes (KVJIT_STATUS_MAP of kvjit.h) ------------------------------------------------
+
+OK = 0
+ERR_INVALID_ARGUMENT = -1
+ERR_UNSUPPORTED = -2
+ERR_NO_DRIVER = -3
+ERR_NO_DEVICE = -4
+ERR_CUDA = -5
+ERR_NVRTC = -6
+ERR_COMPILE = -7
+ERR_NOT_FOUND = -8
+ERR_OUT_OF_MEMORY = -9
+ERR_IO = -10
+ERR_CORRUPT = -11
+ERR_BUSY = -12
+ERR_INTERNAL = -13
+
+STATUS_NAMES = {
+    OK: "OK",
+    ERR_INVALID_ARGUMENT: "ERR_INVALID_ARGUMENT",
+    ERR_UNSUPPORTED: "ERR_UNSUPPORTED",
+    ERR_NO_DRIVER: "ERR_NO_DRIVER",
+    ERR_NO_DEVICE: "ERR_NO_DEVICE",
+    ERR_CUDA: "ERR_CUDA",
+    ERR_NVRTC: "ERR_NVRTC",
+    ERR_COMPILE: "ERR_COMPILE",
+    ERR_NOT_FOUND: "ERR_NOT_FOUND",
+    ERR_OUT_OF_MEMORY: "ERR_OUT_OF_MEMORY",
+    ERR_IO: "ERR_IO",
+    ERR_CORRUPT: "ERR_CORRUPT",
+    ERR_BUSY: "ERR_BUSY",
+    ERR_INTERNAL: "ERR_INTERNAL",
+}
+
+# ---- enums -------------------------------------------------------------------------------------
+
+FROM_ENV = -1
+NO_SKIP_SLOT = -1
+INDEX_INT32 = 1
+INDEX_INT64 = 2
+PDL_AUTO = 0
+PDL_ON = 1
+PDL_OFF = 2
+FROM_MEMORY = 1
+FROM_DISK = 2
+FROM_COMPILE = 3
+ORIGIN_NAMES = {FROM_MEMORY: "memory", FROM_DISK: "disk", FROM_COMPILE: "compile"}
+
+DTYPE_BYTES = 0
+DTYPE_F16 = 1
+DTYPE_BF16 = 2
+DTYPE_F32 = 3
+DTYPE_FP8_E4M3 = 4
+DTYPE_FP8_E5M2 = 5
+SCALE_NONE = 0
+SCALE_PER_TENSOR = 1
+SCALE_PER_HEAD = 2
+
+CONTEXT_OPTIONS_VERSION = 1
+PROGRAM_DESC_VERSION = 1
+STORE_KV_ARGS_VERSION = 2
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+class Error(Exception):
+    """A kvjit call failed. ``status`` is the kvjit_status (negative int), ``name`` its enumerator
+    name without prefix ("ERR_INVALID_ARGUMENT"), ``message`` the library's one-line detail."""
+
+    def __init__(self, status, message="", name=None):
+        self.status = status
+        self.name = name or STATUS_NAMES.get(status, "UNKNOWN")
+        self.message = message
+        super().__init__(f"{message or self.name} ({self.name})")
+
+
+class InvalidArgumentError(Error, ValueError):
+    """KVJIT_ERR_INVALID_ARGUMENT: the library rejected an argument (the message names it)."""
+
+
+class CompileError(Error):
+    """KVJIT_ERR_COMPILE: NVRTC rejected the source. ``log`` holds the compiler log where the
+    library has one (kvjit_program_get), else "" (the message carries the first error line)."""
+
+    def __init__(self, status, message="", name=None, log=""):
+        super().__init__(status, message, name)
+        self.log = log
+
+
+class LibraryNotFoundError(ImportError):
+    """No libkvjit could be found or loaded; the message lists every place tried."""
+
+
+def _error_class(status):
+    if status == ERR_INVALID_ARGUMENT:
+        return InvalidArgumentError
+    if status == ERR_COMPILE:
+        return CompileError
+    return Error
+
+
+# ---- structs -----------------------------------------------------------------------------------
+
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("cache_dir", ctypes.c_char_p),
+        ("cache_path", ctypes.c_char_p),
+        ("disable_cache", ctypes.c_int),
+        ("cache_max_bytes", ctypes.c_uint64),
+        ("log", ctypes.c_int),
+        ("lock_timeout_ms", ctypes.c_uint),
+        ("manifest_path", ctypes.c_char_p),
+        ("allow_shared_dirs", ctypes.c_int),
+    ]
+
+
+STATS_FIELDS = (
+    "memory_hits", "disk_hits", "compiles", "compile_failures", "compile_ns", "bad_entries",
+    "disk_writes", "write_failures", "lock_waits", "lock_timeouts", "loads", "evictions",
+)
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+
+
+class CacheInfo(ctypes.Structure):
+    _fields_ = [
+        ("write_dir", ctypes.c_char_p),
+        ("read_dirs", ctypes.c_char_p),
+        ("degraded_reason", ctypes.c_char_p),
+        ("max_bytes", ctypes.c_uint64),
+    ]
+
+
+class Header(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("source", ctypes.c_char_p)]
+
+
+class ProgramDesc(ctypes.Structure):
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("name", ctypes.c_char_p),
+        ("source", ctypes.c_char_p),
+        ("options", ctypes.POINTER(ctypes.c_char_p)),
+        ("num_options", ctypes.c_size_t),
+        ("headers", ctypes.POINTER(Header)),
+        ("num_headers", ctypes.c_size_t),
+        ("kernels", ctypes.POINTER(ctypes.c_char_p)),
+        ("num_kernels", ctypes.c_size_t),
+        ("arch", ctypes.c_int),
+    ]
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("programmatic_serialization", ctypes.c_int),
+    ]
+
+
+class StoreKvArgs(ctypes.Structure):
+    """kvjit_store_kv_args (version 2). The hot path packs the same bytes with STORE_KV_PACKER."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("k", ctypes.c_void_p),
+        ("v", ctypes.c_void_p),
+        ("k_cache", ctypes.c_void_p),
+        ("v_cache", ctypes.c_void_p),
+        ("indices", ctypes.c_void_p),
+        ("index_type", ctypes.c_int),
+        ("index_stride", ctypes.c_int64),
+        ("batch", ctypes.c_int64),
+        ("k_row_bytes", ctypes.c_int64),
+        ("v_row_bytes", ctypes.c_int64),
+        ("k_stride", ctypes.c_int64),
+        ("v_stride", ctypes.c_int64),
+        ("k_cache_stride", ctypes.c_int64),
+        ("v_cache_stride", ctypes.c_int64),
+        ("num_slots", ctypes.c_int64),
+        ("skip_slot", ctypes.c_int64),
+        ("split", ctypes.c_int),
+        ("pdl", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
+        # version 2
+        ("dtype", ctypes.c_int),
+        ("cache_dtype", ctypes.c_int),
+        ("scale_kind", ctypes.c_int),
+        ("k_scale", ctypes.c_void_p),
+        ("v_scale", ctypes.c_void_p),
+        ("num_heads", ctypes.c_int64),
+    ]
+
+
+# The same layout for struct.pack: '@' gives each field its native alignment, as the C compiler
+# does. Packing one bytes object per call is faster than setting 26 ctypes fields, and an
+# immutable per-call buffer needs no per-thread struct (ctypes drops the GIL during the call).
+STORE_KV_PACKER = struct.Struct("@I5Pi10qiiPiiiPPq")
+assert STORE_KV_PACKER.size == ctypes.sizeof(StoreKvArgs), "kvjit_store_kv_args layout"
+
+
+class StoreKvVariant(ctypes.Structure):
+    _fields_ = [
+        ("arch", ctypes.c_int),
+        ("k_row_bytes", ctypes.c_int64),
+        ("v_row_bytes", ctypes.c_int64),
+        ("index_type", ctypes.c_int),
+        ("pdl", ctypes.c_int),
+        ("split", ctypes.c_int),
+        ("vector_bytes", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("cache_dtype", ctypes.c_int),
+        ("scale_kind", ctypes.c_int),
+        ("num_heads", ctypes.c_int64),
+    ]
+
+
+# ---- the library -------------------------------------------------------------------------------
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_S = ctypes.c_char_p
+_PROTOTYPES = {
+    # name: (restype, argtypes)
+    "kvjit_version_number": (ctypes.c_uint, []),
+    "kvjit_version_string": (_S, []),
+    "kvjit_status_name": (_S, [_I]),
+    "kvjit_status_string": (_S, [_I]),
+    "kvjit_last_error": (_S, []),
+    "kvjit_context_create": (_I, [ctypes.POINTER(_P), ctypes.POINTER(ContextOptions)]),
+    "kvjit_context_destroy": (None, [_P]),
+    "kvjit_context_stats": (_I, [_P, ctypes.POINTER(Stats)]),
+    "kvjit_context_cache_info": (_I, [_P, ctypes.POINTER(CacheInfo)]),
+    "kvjit_nvrtc_archs": (_I, [ctypes.POINTER(_I), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "kvjit_nvrtc_version": (_I, [ctypes.POINTER(_I), ctypes.POINTER(_I)]),
+    "kvjit_driver_version": (_I, [ctypes.POINTER(_I)]),
+    "kvjit_device_count": (_I, [ctypes.POINTER(_I)]),
+    "kvjit_device_info": (_I, [_I, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_I)]),
+    "kvjit_current_sm": (_I, [ctypes.POINTER(_I)]),
+    "kvjit_parse_arch": (_I, [_S, ctypes.POINTER(_I)]),
+    "kvjit_program_get": (_I, [_P, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(ProgramDesc)]),
+    "kvjit_program_compile": (_I, [_P, ctypes.POINTER(_I), ctypes.POINTER(ProgramDesc)]),
+    "kvjit_program_log": (_S, [_P]),
+    "kvjit_program_key": (_S, [_P]),
+    "kvjit_program_arch": (_I, [_P]),
+    "kvjit_program_kernel": (_I, [_P, ctypes.POINTER(_P), _S, ctypes.c_size_t]),
+    "kvjit_launch": (_I, [_P, ctypes.POINTER(LaunchConfig), _P]),
+    # args is passed as a packed bytes object (STORE_KV_PACKER), hence c_char_p.
+    "kvjit_store_kv_cache": (_I, [_P, _S]),
+    "kvjit_store_kv_cache_prepare": (_I, [_P, _S]),
+    "kvjit_store_kv_cache_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
+    "kvjit_store_kv_cache_prewarm": (_I, [_P, ctypes.POINTER(StoreKvVariant), ctypes.POINTER(ctypes.c_uint),
+                                          ctypes.POINTER(ctypes.c_uint)]),
+    "kvjit_store_kv_variant_format": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_char_p, ctypes.c_size_t]),
+    "kvjit_store_kv_variant_parse": (_I, [ctypes.POINTER(StoreKvVariant), _S]),
+}
+
+
+class Library:
+    """A loaded libkvjit: its path, the CDLL and one ctypes function object per entry point."""
+
+    def __init__(self, path):
+        self.path = path
+        self.cdll = ctypes.CDLL(path)
+        self.fn = {}
+        for name, (restype, argtypes) in _PROTOTYPES.items():
+            f = getattr(self.cdll, name)
+            f.restype = restype
+            f.argtypes = argtypes
+            self.fn[name] = f
+        # Bound once: the hot path reads these attributes directly.
+        self.store = self.fn["kvjit_store_kv_cache"]
+        self.prepare = self.fn["kvjit_store_kv_cache_prepare"]
+        self.last_error_fn = self.fn["kvjit_last_error"]
+        self.version_string = self.fn["kvjit_version_string"]().decode()
+        self.version_number = self.fn["kvjit_version_number"]()
+        self.store_args_version = self._probe_store_args_version()
+
+    def last_error(self):
+        return self.last_error_fn().decode(errors="replace")
+
+    def error(self, status, log=None):
+        """The exception for a failed call, with this thread's last-error detail."""
+        cls = _error_class(status)
+        message = self.last_error()
+        name = self.fn["kvjit_status_name"](status).decode()
+        if cls is CompileError:
+            return CompileError(status, message, name, log or "")
+        return cls(status, message, name)
+
+    def check(self, status):
+        if status != OK:
+            raise self.error(status)
+
+    def _probe_store_args_version(self):
+        """2 when the library takes version-2 store args (quantize on store), else 1.
+
+        A batch-0 store is validated and returns before any driver call, so this works anywhere.
+        A library built before version 2 still serves plain copies with version-1 args (the
+        version-2 fields sit after the version-1 ones and are then simply not read).
+        """
+        handle = ctypes.c_void_p()
+        opts = ContextOptions(CONTEXT_OPTIONS_VERSION, None, None, 1, 0, 0, 0, None, FROM_ENV)
+        if self.fn["kvjit_context_create"](ctypes.byref(handle), ctypes.byref(opts)) != OK:
+            return STORE_KV_ARGS_VERSION
+        try:
+            for version in (STORE_KV_ARGS_VERSION, 1):
+                args = STORE_KV_PACKER.pack(version, 0, 0, 0, 0, 0, INDEX_INT64, 1, 0, 16, 0, 0, 0, 0, 0, 1,
+                                            NO_SKIP_SLOT, 0, PDL_AUTO, 0, 0, 0, 0, 0, 0, 0)
+                if self.store(handle, args) == OK:
+                    return version
+            return STORE_KV_ARGS_VERSION
+        finally:
+            self.fn["kvjit_context_destroy"](handle)
+
+
+def _candidates():
+    """(description, path) pairs in lookup order; paths may not exist."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = os.environ.get("KVJIT_LIB")
+    if env:
+        yield "$KVJIT_LIB", env
+        return
+    # Shortest name first: libkvjit.so, then libkvjit.so.0, then libkvjit.so.0.1.0.
+    for path in sorted(glob.glob(os.path.join(here, "libkvjit.so*")), key=len):
+        yield "next to the package", path
+    yield "the source tree's build dir", os.path.normpath(os.path.join(here, "..", "..", "build", "src", "libkvjit.so"))
+    found = ctypes.util.find_library("kvjit")
+    yield "ctypes.util.find_library('kvjit')", found
+
+
+_library = None
+_library_lock = threading.Lock()
+
+
+def load():
+    """The loaded library (loaded on first use; thread-safe). Raises LibraryNotFoundError."""
+    global _library
+    lib = _library
+    if lib is not None:
+        return lib
+    with _library_lock:
+        if _library is not None:
+            return _library
+        tried = []
+        for where, path in _candidates():
+            if not path:
+                tried.append(f"{where}: nothing")
+                continue
+            if os.sep in path and not os.path.exists(path):
+                tried.append(f"{where}: {path} does not exist")
+                continue
+            try:
+                _library = Library(path)
+                return _library
+            except (OSError, AttributeError) as e:
+                if where == "$KVJIT_LIB":
+                    raise LibraryNotFoundError(f"kvjit: KVJIT_LIB={path} could not be loaded: {e}") from e
+                tried.append(f"{where}: {path}: {e}")
+        raise LibraryNotFoundError(
+            "kvjit: libkvjit.so not found (build it with `meson setup build && ninja -C build`, then set "
+            "KVJIT_LIB=/path/to/libkvjit.so or copy it next to the package). Tried: " + "; ".join(tried))

@@ -1,0 +1,283 @@
+"""The generic loader: CUDA source + options + kernel names -> cached, launchable kernels."""
+
+import ctypes
+
+from . import _context, _lib, _tensor
+
+
+def _text(value, name):
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise TypeError(f"{name}: expected str or bytes, got {type(value).__name__}")
+
+
+def _strings(values, name):
+    if isinstance(values, (str, bytes)):
+        values = [values]
+    items = [_text(v, f"{name}[{i}]") for i, v in enumerate(values)]
+    return items, (ctypes.c_char_p * max(len(items), 1))(*items)
+
+
+class Program:
+    """A CUDA program compiled by NVRTC for one arch and cached on disk.
+
+        prog = kvjit.Program(src, kernels=["scale<256, float>"], options=["-std=c++17"])
+        prog.kernel("scale<256, float>").launch(grid, 256, [ptr, ctypes.c_float(2.0), ctypes.c_int(n)])
+
+    Nothing is compiled at construction: kernel()/load() compile or fetch and load (needs a GPU);
+    compile(arch=...) only fills the disk cache (no driver needed). kernels are extern "C" names
+    or C++ name expressions; options are NVRTC options (no --gpu-architecture: use arch);
+    headers maps include names to their source. arch 0 means the current device.
+    """
+
+    def __init__(self, source, kernels, options=(), *, name="kvjit_program.cu", headers=None, arch=0, context=None):
+        self._context = context or _context.default_context()
+        self._source = _text(source, "source")
+        self._name = _text(name, "name")
+        self._kernel_names, self._kernel_array = _strings(kernels, "kernels")
+        if not self._kernel_names:
+            raise ValueError("kernels: at least one kernel name is needed")
+        self._options, self._option_array = _strings(options, "options")
+        headers = dict(headers or {})
+        self._header_strings = []
+        self._header_array = (_lib.Header * max(len(headers), 1))()
+        for i, (hname, hsource) in enumerate(headers.items()):
+            pair = (_text(hname, "headers key"), _text(hsource, f"headers[{hname!r}]"))
+            self._header_strings.append(pair)
+            self._header_array[i] = _lib.Header(*pair)
+        self._num_headers = len(headers)
+        self._arch = self._parse_arch(arch)
+        self._handle = None
+        self._kernels = {}
+
+    def _parse_arch(self, arch):
+        if isinstance(arch, int) and not isinstance(arch, bool):
+            if arch < 0:
+                raise ValueError(f"arch: must be >= 0 (0: the current device), got {arch}")
+            return arch
+        if isinstance(arch, str):
+            lib = self._context._lib
+            sm = ctypes.c_int()
+            lib.check(lib.fn["kvjit_parse_arch"](arch.encode(), ctypes.byref(sm)))
+            return sm.value
+        raise TypeError(f"arch: expected an int (90) or a string ('sm_90'), got {type(arch).__name__}")
+
+    def _desc(self, arch):
+        return _lib.ProgramDesc(
+            _lib.PROGRAM_DESC_VERSION, self._name, self._source,
+            ctypes.cast(self._option_array, ctypes.POINTER(ctypes.c_char_p)), len(self._options),
+            ctypes.cast(self._header_array, ctypes.POINTER(_lib.Header)), self._num_headers,
+            ctypes.cast(self._kernel_array, ctypes.POINTER(ctypes.c_char_p)), len(self._kernel_names), arch)
+
+    def compile(self, arch=None):
+        """Make sure the program is in the disk cache for @p arch (default: the Program's; it must
+        be set where there is no GPU). Needs no driver. Returns "disk" or "compile".
+        Raises CompileError (message: the first error line) when NVRTC rejects the source."""
+        arch = self._arch if arch is None else self._parse_arch(arch)
+        ctx = self._context
+        ctx._require_open()
+        desc = self._desc(arch)
+        origin = ctypes.c_int(0)
+        lib = ctx._lib
+        lib.check(lib.fn["kvjit_program_compile"](ctx._handle, ctypes.byref(origin), ctypes.byref(desc)))
+        return _lib.ORIGIN_NAMES.get(origin.value, str(origin.value))
+
+    def load(self):
+        """Compile or fetch and load the program (kvjit_program_get); returns where it came from
+        ("memory", "disk" or "compile"). Raises CompileError with .log on a compile error."""
+        ctx = self._context
+        ctx._require_open()
+        lib = ctx._lib
+        desc = self._desc(self._arch)
+        handle = ctypes.c_void_p()
+        origin = ctypes.c_int(0)
+        status = lib.fn["kvjit_program_get"](ctx._handle, ctypes.byref(handle), ctypes.byref(origin),
+                                             ctypes.byref(desc))
+        if status != _lib.OK:
+            log = ""
+            if handle.value:
+                log = lib.fn["kvjit_program_log"](handle.value).decode(errors="replace")
+            raise lib.error(status, log=log)
+        self._handle = handle.value
+        return _lib.ORIGIN_NAMES.get(origin.value, str(origin.value))
+
+    def _require_loaded(self):
+        if self._handle is None:
+            self.load()
+        return self._handle
+
+    @property
+    def log(self):
+        """NVRTC's log of a loaded program ("" when it came from the disk cache)."""
+        handle = self._require_loaded()
+        return self._context._lib.fn["kvjit_program_log"](handle).decode(errors="replace")
+
+    @property
+    def key(self):
+        """The cache key of the loaded program (32 hex digits)."""
+        handle = self._require_loaded()
+        return self._context._lib.fn["kvjit_program_key"](handle).decode()
+
+    @property
+    def arch(self):
+        """Compute capability the loaded program was built for (negative: PTX)."""
+        handle = self._require_loaded()
+        return self._context._lib.fn["kvjit_program_arch"](handle)
+
+    def kernel(self, name=None, index=0):
+        """The Kernel by its name as given in kernels (or by index when name is None). Loads the
+        program on first use."""
+        key = name if name is not None else index
+        kernel = self._kernels.get(key)
+        if kernel is not None:
+            return kernel
+        handle = self._require_loaded()
+        lib = self._context._lib
+        out = ctypes.c_void_p()
+        cname = None if name is None else _text(name, "name")
+        lib.check(lib.fn["kvjit_program_kernel"](handle, ctypes.byref(out), cname, index))
+        kernel = Kernel(self, out.value, name if name is not None else self._kernel_names[index].decode())
+        self._kernels[key] = kernel
+        return kernel
+
+    def __repr__(self):
+        return f"<kvjit.Program {self._name.decode()} kernels={[k.decode() for k in self._kernel_names]}>"
+
+
+def _dims(value, name):
+    if isinstance(value, int) and not isinstance(value, bool):
+        dims = (value, 1, 1)
+    else:
+        dims = tuple(value) + (1,) * (3 - len(value))
+        if len(dims) != 3:
+            raise ValueError(f"{name}: at most 3 dimensions, got {value!r}")
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 < d < 2**32:
+            raise ValueError(f"{name}: each dimension must be an int >= 1, got {value!r}")
+    return dims
+
+
+class Kernel:
+    """A launchable kernel of a loaded Program; immutable, usable from any thread and stream."""
+
+    def __init__(self, program, handle, name):
+        self._program = program  # keeps the program (and its context) alive
+        self._handle = handle
+        self.name = name
+        self._launch = program._context._lib.fn["kvjit_launch"]
+        self._lib = program._context._lib
+
+    def launch(self, grid, block, args, shared_bytes=0, stream=None, pdl=False):
+        """Launch in the current CUDA context (kvjit_launch / cuLaunchKernelEx).
+
+        grid, block: an int or up to three ints. args: one per kernel parameter, each a ctypes
+        value (c_int, c_int64, c_float, c_void_p, a ctypes Structure, ...) or a CUDA tensor
+        (passed as its device pointer). Python ints/floats are refused: their C width is
+        ambiguous. stream: an int handle or a stream object; default torch's current stream
+        when an argument is a torch tensor, else the legacy default stream. pdl: set programmatic
+        stream serialization (sm_90+)."""
+        cfg = _lib.LaunchConfig()
+        cfg.grid[:] = _dims(grid, "grid")
+        cfg.block[:] = _dims(block, "block")
+        if not isinstance(shared_bytes, int) or not 0 <= shared_bytes < 2**32:
+            raise ValueError(f"shared_bytes: must be an int >= 0, got {shared_bytes!r}")
+        cfg.shared_bytes = shared_bytes
+        cfg.programmatic_serialization = 1 if pdl else 0
+        values = []
+        torch_dev = None
+        for i, arg in enumerate(args):
+            if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):
+                values.append(arg)
+            elif isinstance(arg, (bool, int, float)):
+                raise TypeError(f"args[{i}]: wrap Python numbers in a ctypes type (ctypes.c_int, c_int64, c_float, "
+                                f"c_void_p, ...) so the kernel gets the right width, got {arg!r}")
+            elif _tensor.is_tensor(arg):
+                d = _tensor.describe(arg, f"args[{i}]")
+                if d[7] and torch_dev is None:
+                    torch_dev = d[5]
+                values.append(ctypes.c_void_p(d[0]))
+            else:
+                raise TypeError(f"args[{i}]: expected a ctypes value or a CUDA tensor, got {type(arg).__name__}")
+        pointers = (ctypes.c_void_p * max(len(values), 1))()
+        for i, value in enumerate(values):
+            pointers[i] = ctypes.addressof(value)
+        if stream is not None:
+            cfg.stream = _tensor.stream_handle(stream)
+        elif torch_dev is not None:
+            cfg.stream = _tensor.torch_raw_stream(torch_dev)
+        status = self._call(cfg, pointers, torch_dev)
+        if status and status == _lib.ERR_NO_DEVICE and torch_dev is not None and \
+                _tensor.make_primary_context_current(torch_dev):
+            status = self._call(cfg, pointers, torch_dev)
+        if status:
+            raise self._lib.error(status)
+
+    def _call(self, cfg, pointers, torch_dev):
+        if torch_dev is not None and _tensor.torch_get_device() != torch_dev:
+            with _tensor.torch_device_guard(torch_dev):
+                return self._launch(self._handle, ctypes.byref(cfg), pointers)
+        return self._launch(self._handle, ctypes.byref(cfg), pointers)
+
+    def __repr__(self):
+        return f"<kvjit.Kernel {self.name}>"
+
+
+def nvrtc_archs():
+    """Compute capabilities NVRTC can build for (e.g. [75, 80, 86, 89, 90, ...])."""
+    lib = _lib.load()
+    count = ctypes.c_size_t()
+    lib.check(lib.fn["kvjit_nvrtc_archs"](None, 0, ctypes.byref(count)))
+    out = (ctypes.c_int * max(count.value, 1))()
+    lib.check(lib.fn["kvjit_nvrtc_archs"](out, count.value, ctypes.byref(count)))
+    return list(out[:count.value])
+
+
+def nvrtc_version():
+    """(major, minor) of the NVRTC kvjit uses."""
+    lib = _lib.load()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.check(lib.fn["kvjit_nvrtc_version"](ctypes.byref(major), ctypes.byref(minor)))
+    return major.value, minor.value
+
+
+def driver_version():
+    """CUDA driver version (e.g. 13000); kvjit.Error ERR_NO_DRIVER without a driver."""
+    lib = _lib.load()
+    out = ctypes.c_int()
+    lib.check(lib.fn["kvjit_driver_version"](ctypes.byref(out)))
+    return out.value
+
+
+def device_count():
+    """Number of CUDA devices; kvjit.Error ERR_NO_DRIVER without a driver."""
+    lib = _lib.load()
+    out = ctypes.c_int()
+    lib.check(lib.fn["kvjit_device_count"](ctypes.byref(out)))
+    return out.value
+
+
+def device_info(ordinal):
+    """(name, compute capability) of a device."""
+    lib = _lib.load()
+    name = ctypes.create_string_buffer(256)
+    sm = ctypes.c_int()
+    lib.check(lib.fn["kvjit_device_info"](ordinal, name, len(name), ctypes.byref(sm)))
+    return name.value.decode(errors="replace"), sm.value
+
+
+def current_sm():
+    """Compute capability of the current CUDA context's device (else device 0)."""
+    lib = _lib.load()
+    out = ctypes.c_int()
+    lib.check(lib.fn["kvjit_current_sm"](ctypes.byref(out)))
+    return out.value
+
+
+def parse_arch(text):
+    """"sm_90", "sm_90a", "90" or "9.0" -> 90; InvalidArgumentError otherwise."""
+    lib = _lib.load()
+    out = ctypes.c_int()
+    lib.check(lib.fn["kvjit_parse_arch"](_text(text, "text"), ctypes.byref(out)))
+    return out.value
