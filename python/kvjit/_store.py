@@ -9,7 +9,7 @@ slots: [slots, H, D], [slots, H*D], [pages, page_size, H, D], [pages, page_size,
 import ctypes
 
 from . import _context, _lib, _tensor
-from ._tensor import describe
+from ._tensor import _describer_for, _describers, describe
 
 _PDL = {"auto": _lib.PDL_AUTO, "on": _lib.PDL_ON, "off": _lib.PDL_OFF}
 _INDEX = {"i32": _lib.INDEX_INT32, "i64": _lib.INDEX_INT64}
@@ -176,9 +176,11 @@ def _scale(name, scale, dev):
 def build_args(k, v, k_cache, v_cache, indices, batch, num_slots, skip_slot, split, pdl, k_scale, v_scale,
                cache_dtype, stream, version):
     """Check everything and pack kvjit_store_kv_args. Returns (args bytes, device, is_torch)."""
-    kd = describe(k, "k")
-    kcd = describe(k_cache, "k_cache")
-    idd = describe(indices, "indices")
+    # describe(), inlined: the type's describer is one dict lookup.
+    describers = _describers
+    kd = (describers.get(type(k)) or _describer_for(k, "k"))(k, "k")
+    kcd = (describers.get(type(k_cache)) or _describer_for(k_cache, "k_cache"))(k_cache, "k_cache")
+    idd = (describers.get(type(indices)) or _describer_for(indices, "indices"))(indices, "indices")
     b, k_row, k_stride, heads = _input_rows("k", kd)
     dev = kd[5]
     k_size = kd[3]
@@ -214,8 +216,8 @@ def build_args(k, v, k_cache, v_cache, indices, batch, num_slots, skip_slot, spl
                              f"both, or neither to store K only)")
         v_ptr = v_cache_ptr = v_row_bytes = v_stride = v_cache_stride = 0
     else:
-        vd = describe(v, "v")
-        vcd = describe(v_cache, "v_cache")
+        vd = (describers.get(type(v)) or _describer_for(v, "v"))(v, "v")
+        vcd = (describers.get(type(v_cache)) or _describer_for(v_cache, "v_cache"))(v_cache, "v_cache")
         vb, v_row, v_stride_el, v_heads = _input_rows("v", vd)
         if vb != b:
             raise ValueError(f"v: {vb} tokens, k has {b}")

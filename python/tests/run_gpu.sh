@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The Python binding's whole suite on a GPU machine (CPU tests, GPU tests against PyTorch, fp8),
+# then the per-call overhead and an install of the package with pip. Run from the repo root with
+# the library already built in BUILD_DIR (default build-gpu) and a python3 that has torch;
+# pytest is used when installed, else python/tests/run.py's built-in runner.
+# usage: bash python/tests/run_gpu.sh [BUILD_DIR]
+# exit: the test run's (0 pass, 77 everything skipped, 1 a failure).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-gpu}
+lib="$PWD/$build/src/libkvjit.so"
+if [ ! -e "$lib" ]; then
+  echo "run_gpu: $lib is missing: build it first (meson setup $build && ninja -C $build)" >&2
+  exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvjit-py-gpu.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+export KVJIT_LIB="$lib" KVJIT_LOG=0 KVJIT_CACHE_DIR="$tmp/cache"
+unset KVJIT_CACHE_PATH KVJIT_MANIFEST
+
+echo "== environment"
+nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null || echo "nvidia-smi: none"
+python3 - <<'PY'
+import sys
+print("python", sys.version.split()[0])
+try:
+    import torch
+    print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(),
+          "devices", torch.cuda.device_count())
+except ImportError as e:
+    print("torch: not importable (GPU tests will skip):", e)
+try:
+    import pytest
+    print("pytest", pytest.__version__)
+except ImportError:
+    print("pytest: not installed (built-in runner)")
+PY
+
+echo "== tests"
+start=$SECONDS
+python3 python/tests/run.py -v python/tests
+status=$?
+echo "tests: exit $status in $((SECONDS - start)) s"
+
+echo "== per-call overhead"
+python3 python/tests/bench_overhead.py || echo "bench_overhead: failed"
+
+echo "== pip install ./python"
+# The GPU machine is offline: build without isolation, with the setuptools and wheel it has.
+if python3 -c "import setuptools, wheel" 2>/dev/null; then
+  if python3 -m pip install -q --no-deps --no-build-isolation --target "$tmp/site" ./python; then
+    KVJIT_TEST_INSTALLED=1 PYTHONPATH="$tmp/site" python3 python/tests/run.py python/tests/test_api.py | tail -1
+  else
+    echo "pip install ./python: failed"
+  fi
+  rm -rf python/build python/kvjit.egg-info
+else
+  echo "no setuptools + wheel here: install check skipped"
+fi
+echo "run_gpu: tests exit $status (0 pass, 77 all skipped, 1 failure)"
+exit $status
