@@ -2,7 +2,7 @@
 
 import ctypes
 
-from . import _context, _lib, _tensor
+from . import _context, _lib, _store, _tensor
 
 
 def _text(value, name):
@@ -207,18 +207,14 @@ class Kernel:
             cfg.stream = _tensor.stream_handle(stream)
         elif torch_dev is not None:
             cfg.stream = _tensor.torch_raw_stream(torch_dev)
-        status = self._call(cfg, pointers, torch_dev)
-        if status and status == _lib.ERR_NO_DEVICE and torch_dev is not None and \
-                _tensor.make_primary_context_current(torch_dev):
-            status = self._call(cfg, pointers, torch_dev)
-        if status:
-            raise self._lib.error(status)
-
-    def _call(self, cfg, pointers, torch_dev):
+        launch = (self._launch, torch_dev, self._handle, ctypes.byref(cfg), pointers)
         if torch_dev is not None and _tensor.torch_get_device() != torch_dev:
             with _tensor.torch_device_guard(torch_dev):
-                return self._launch(self._handle, ctypes.byref(cfg), pointers)
-        return self._launch(self._handle, ctypes.byref(cfg), pointers)
+                status = _store.call_in_context(*launch)
+        else:
+            status = _store.call_in_context(*launch)
+        if status:
+            raise self._lib.error(status)
 
     def __repr__(self):
         return f"<kvjit.Kernel {self.name}>"

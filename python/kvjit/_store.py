@@ -333,16 +333,20 @@ def run(fn, ctx, args, dev, is_torch):
         raise ValueError("context: closed")
     if is_torch and _tensor.torch_get_device() != dev:
         with _tensor.torch_device_guard(dev):
-            status = fn(handle, args)
+            status = call_in_context(fn, dev, handle, args)
     else:
-        status = fn(handle, args)
+        status = call_in_context(fn, dev, handle, args)
     if status:
-        # A thread that has made no CUDA runtime call has no current context: give it the
-        # device's primary context (the runtime's, so torch's) and try once more.
-        if status == _lib.ERR_NO_DEVICE and dev is not None and _tensor.make_primary_context_current(dev):
-            status = fn(handle, args)
-        if status:
-            raise ctx._lib.error(status)
+        raise ctx._lib.error(status)
+
+
+def call_in_context(fn, dev, *args):
+    """fn(*args); when it finds no current CUDA context (a thread that has made no CUDA runtime
+    call has none), make @p dev's primary context (the runtime's, so torch's) current and retry."""
+    status = fn(*args)
+    if status == _lib.ERR_NO_DEVICE and dev is not None and _tensor.make_primary_context_current(dev):
+        status = fn(*args)
+    return status
 
 
 def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
