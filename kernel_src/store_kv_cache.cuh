@@ -138,9 +138,14 @@ __device__ __forceinline__ void kvjit_ld(unsigned char &d, const unsigned char *
   d = (unsigned char)t;
 }
 
+// Scales: a relaxed load at CTA scope. Strong like the rows' loads, so that ptxas issues it
+// with them instead of sinking it past the slot check (a plain load was sunk: one more memory
+// latency per decode store); CTA scope, because gpu-scope loads of several scale words per warp
+// doubled the time of per-head stores at large batches on the H200 (204 vs 114 us, 2048 B rows
+// x 65536). The scales were written before this grid started (or before griddepcontrol.wait).
 __device__ __forceinline__ float kvjit_ldf(const float *p) {
   float f;
-  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];" : "=f"(f) : "l"(p));
+  asm volatile("ld.relaxed.cta.global.f32 %0, [%1];" : "=f"(f) : "l"(p));
   return f;
 }
 
@@ -195,22 +200,19 @@ __device__ __forceinline__ unsigned int kvjit_fp8x2(float lo, float hi) {
 }
 #endif
 
-// One loaded chunk -> what the cache gets: the chunk itself, or its elements quantized.
-__device__ __forceinline__ kvjit_out_chunk kvjit_convert(const kvjit_chunk &in, float scale) {
-#if KVJIT_SRC_DTYPE == 0
-  (void)scale;
-  return in;
-#else
-  constexpr int kN = KVJIT_VEC / kElem;
+#if KVJIT_SRC_DTYPE
+constexpr int kElemsPerChunk = KVJIT_VEC / kElem;
+
+// The chunk's source elements as fp32 (exact for f16 and bf16).
+__device__ __forceinline__ void kvjit_unpack(const kvjit_chunk &in, float (&x)[kElemsPerChunk]) {
   union {
     kvjit_chunk c;
     unsigned short h[KVJIT_VEC / 2];
     unsigned int w[KVJIT_VEC >= 4 ? KVJIT_VEC / 4 : 1];
   } u;
   u.c = in;
-  float x[kN];
 #pragma unroll
-  for (int j = 0; j < kN; ++j) {
+  for (int j = 0; j < kElemsPerChunk; ++j) {
 #if KVJIT_SRC_DTYPE == 1
     asm("cvt.f32.f16 %0, %1;" : "=f"(x[j]) : "h"(u.h[j]));
 #elif KVJIT_SRC_DTYPE == 2
@@ -218,17 +220,84 @@ __device__ __forceinline__ kvjit_out_chunk kvjit_convert(const kvjit_chunk &in, 
 #else
     x[j] = __uint_as_float(u.w[j]);
 #endif
-#if KVJIT_SCALE
-    x[j] = x[j] / scale;  // IEEE division (NVRTC's default -prec-div=true), as x / s in PyTorch
-#endif
   }
+}
+
+// fp32 values -> the cache's fp8 bytes, element 0 in the lowest byte.
+__device__ __forceinline__ kvjit_out_chunk kvjit_pack(const float (&x)[kElemsPerChunk]) {
   kvjit_u64 out = 0;
 #pragma unroll
-  for (int j = 0; j < kN; j += 2) {
-    out |= (kvjit_u64)kvjit_fp8x2(x[j], j + 1 < kN ? x[j + 1] : 0.0f) << (8 * j);
+  for (int j = 0; j < kElemsPerChunk; j += 2) {
+    out |= (kvjit_u64)kvjit_fp8x2(x[j], j + 1 < kElemsPerChunk ? x[j + 1] : 0.0f) << (8 * j);
   }
-  (void)scale;
   return (kvjit_out_chunk)out;  // one element: the low byte
+}
+
+#if KVJIT_SCALE
+// |v| in [2^-60, 2^61): with both x and the scale in this range, x * (1/scale) neither overflows
+// nor underflows, and neither does the residual below.
+__device__ __forceinline__ bool kvjit_div_safe(float v) {
+  return ((__float_as_uint(v) >> 23) & 0xffu) - 67u <= 120u;
+}
+
+// The rare case (a value or the scale outside the safe range: zeros excepted, subnormals, huge
+// values, Inf, NaN): one IEEE division per value. Kept out of line so that the common path
+// stays short (instruction fetch is part of a decode-sized store's latency).
+__device__ __noinline__ kvjit_out_chunk kvjit_convert_exact(kvjit_chunk in, float scale) {
+  float x[kElemsPerChunk];
+  kvjit_unpack(in, x);
+#pragma unroll
+  for (int j = 0; j < kElemsPerChunk; ++j) x[j] = x[j] / scale;
+  return kvjit_pack(x);
+}
+#endif
+#endif
+
+// One loaded chunk -> what the cache gets: the chunk itself, or its elements quantized as
+// fp8(x / scale) with x / scale the correctly rounded fp32 quotient (as x / s in PyTorch).
+//
+// A division per value costs a reciprocal, a check and a branch, serialised (0.5 us per decode
+// store on the H200). Instead: one correctly rounded reciprocal r per chunk, then q = x * r and
+// one correction q + (x - q * scale) * r, which is the correctly rounded quotient whenever r is
+// the correctly rounded reciprocal and nothing over- or underflows (Markstein's theorem; checked
+// bit for bit against the division by the GPU tests). Zeros keep q (the right signed zero).
+// @p redo is set when a value or the scale is outside that range: the caller stores this
+// result anyway and then stores kvjit_convert_exact()'s over it, so that the rare case adds no
+// branch before the common case's store (the branch cost 0.18 us per decode store).
+__device__ __forceinline__ kvjit_out_chunk kvjit_convert(const kvjit_chunk &in, float scale, bool &redo) {
+  redo = false;
+#if KVJIT_SRC_DTYPE == 0
+  (void)scale;
+  return in;
+#else
+  float x[kElemsPerChunk];
+  kvjit_unpack(in, x);
+#if KVJIT_SCALE
+  bool fast = kvjit_div_safe(scale);
+#pragma unroll
+  for (int j = 0; j < kElemsPerChunk; ++j) fast &= kvjit_div_safe(x[j]) || x[j] == 0.0f;
+  redo = !fast;
+  const float r = __frcp_rn(scale);
+#pragma unroll
+  for (int j = 0; j < kElemsPerChunk; ++j) {
+    const float q = __fmul_rn(x[j], r);
+    const float e = __fmaf_rn(-q, scale, x[j]);
+    x[j] = x[j] == 0.0f ? q : __fmaf_rn(e, r, q);
+  }
+#else
+  (void)scale;
+#endif
+  return kvjit_pack(x);
+#endif
+}
+
+// Store chunk @p in converted at @p dst; redone exactly where the fast path could not be used.
+// Only for a single chunk (the round-by-round path): kvjit_store_all() batches the redo.
+__device__ __forceinline__ void kvjit_store_one(unsigned char *dst, const kvjit_chunk &in, float scale) {
+  bool redo;
+  *reinterpret_cast<kvjit_out_chunk *>(dst) = kvjit_convert(in, scale, redo);
+#if KVJIT_SRC_DTYPE && KVJIT_SCALE
+  if (redo) *reinterpret_cast<kvjit_out_chunk *>(dst) = kvjit_convert_exact(in, scale);
 #endif
 }
 
@@ -267,13 +336,25 @@ template <kvjit_i64 kChunks, kvjit_i64 kPerLane>
 __device__ __forceinline__ void kvjit_store_all(const kvjit_chunk (&buf)[kPerLane > 0 ? kPerLane : 1],
                                                 const float (&scale)[kScalePerChunk && kPerLane > 0 ? kPerLane : 1],
                                                 unsigned char *dst, int lane) {
+  bool redo[kPerLane > 0 ? kPerLane : 1];
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
+    redo[c] = false;
     if (kvjit_in_slice<kChunks>(c, lane)) {
       *reinterpret_cast<kvjit_out_chunk *>(dst + (c * kLanes + lane) * kOutVec) =
-          kvjit_convert(buf[c], scale[kScalePerChunk ? c : 0]);
+          kvjit_convert(buf[c], scale[kScalePerChunk ? c : 0], redo[c]);
     }
   }
+#if KVJIT_SRC_DTYPE && KVJIT_SCALE
+  // The rare values the fast division does not cover, after every store has been issued.
+#pragma unroll
+  for (kvjit_i64 c = 0; c < kPerLane; ++c) {
+    if (redo[c]) {
+      *reinterpret_cast<kvjit_out_chunk *>(dst + (c * kLanes + lane) * kOutVec) =
+          kvjit_convert_exact(buf[c], scale[kScalePerChunk ? c : 0]);
+    }
+  }
+#endif
 }
 
 // Wide slices: rounds of kRound chunks, each round's loads before its stores.
@@ -302,8 +383,8 @@ __device__ __forceinline__ void kvjit_copy_rounds(const unsigned char *src, unsi
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_in_slice<kChunks>(c, lane)) {
-        *reinterpret_cast<kvjit_out_chunk *>(dst + (c * kLanes + lane) * kOutVec) =
-            kvjit_convert(buf[r], kScalePerChunk ? scale[kScalePerChunk ? r : 0] : row_scale);
+        kvjit_store_one(dst + (c * kLanes + lane) * kOutVec, buf[r],
+                        kScalePerChunk ? scale[kScalePerChunk ? r : 0] : row_scale);
       }
     }
   }
