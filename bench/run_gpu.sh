@@ -3,9 +3,9 @@
 #
 #   usage: OUT=/some/dir bash bench/run_gpu.sh BUILD_DIR
 #
-# BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_jit and
-# src/libkvjit.so are rebuilt with ninja if missing). Writes six files into $OUT:
-#   store.csv  store.md  store.png  torch.csv  jit.txt  log.txt
+# BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_fp8, bench_jit
+# and src/libkvjit.so are rebuilt with ninja if missing). Writes eight files into $OUT:
+#   store.csv  store.md  store.png  fp8.csv  fp8.md  torch.csv  jit.txt  log.txt
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
@@ -39,7 +39,8 @@ say "environment"
 } >> "$LOG" 2>&1
 GPU_TITLE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, / · driver /') · $(date -u +%Y-%m-%d)"
 
-if [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
+if [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -x "$BUILD/bench/bench_fp8" ] ||
+   [ ! -e "$BUILD/src/libkvjit.so" ]; then
   say "building bench targets in $BUILD"
   timeout 120 ninja -C "$BUILD" >> "$LOG" 2>&1 || echo "ninja failed (see log)" | tee -a "$LOG"
 fi
@@ -50,6 +51,12 @@ say "bench_store (full grid, timeout ${T} s)"
 timeout -k 10 "$T" "$BUILD/bench/bench_store" --csv "$OUT/store.csv" --md "$OUT/store.md" \
   --deadline $((T - 45)) 2>&1 | tee -a "$LOG"
 echo "bench_store exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+
+# 1b. Quantize on store: fused vs unfused vs plain copies.
+T=$(cap 120 100)
+say "bench_fp8 (timeout ${T} s)"
+timeout -k 10 "$T" "$BUILD/bench/bench_fp8" --csv "$OUT/fp8.csv" --md "$OUT/fp8.md" 2>&1 | tee -a "$LOG"
+echo "bench_fp8 exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
 
 # 2. PyTorch's fallback and kvjit through ctypes, same process.
 T=$(cap 110 45)
