@@ -19,7 +19,7 @@ DESCRIBE_ERRORS = (TypeError, ValueError)
 # ---- torch -------------------------------------------------------------------------------------
 
 torch = None  # the torch module, once a torch tensor was seen (kvjit never imports torch itself)
-_TORCH_DTYPES = {}
+_TORCH_DTYPES = {}  # torch dtype -> (short name, element size)
 # Set by _init_torch: the current device ordinal and the raw current stream of a device; both
 # are cheap C calls (no Stream object is built).
 torch_get_device = None
@@ -37,7 +37,10 @@ def _init_torch(module):
     for attr, key in names.items():
         dt = getattr(module, attr, None)
         if dt is not None:
-            _TORCH_DTYPES[dt] = key
+            size = getattr(dt, "itemsize", None)  # torch >= 2.1
+            if size is None:
+                size = module.empty(0, dtype=dt).element_size()
+            _TORCH_DTYPES[dt] = (key, size)
     c = getattr(module, "_C", None)
     get_device = getattr(c, "_cuda_getDevice", None)
     raw_stream = getattr(c, "_cuda_getCurrentRawStream", None)
@@ -51,7 +54,10 @@ def _describe_torch(t, name):
     if dev < 0:
         raise ValueError(f"{name}: must be a CUDA tensor, got one on {t.device}")
     dt = t.dtype
-    return (t.data_ptr(), t.shape, t.stride(), t.element_size(), _TORCH_DTYPES.get(dt) or str(dt), dev, None, True)
+    known = _TORCH_DTYPES.get(dt)
+    if known is None:
+        known = (str(dt), t.element_size())
+    return (t.data_ptr(), t.shape, t.stride(), known[1], known[0], dev, None, True)
 
 
 # ---- __cuda_array_interface__ ------------------------------------------------------------------

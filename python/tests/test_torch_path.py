@@ -20,7 +20,7 @@ CHILD = textwrap.dedent(r'''
 
     class dtype:
         def __init__(self, name, size):
-            self.name, self.size = name, size
+            self.name, self.itemsize = name, size
         def __repr__(self):
             return "torch." + self.name
 
@@ -41,7 +41,7 @@ CHILD = textwrap.dedent(r'''
         device = property(lambda self: "cuda:%d" % self._dev if self._dev >= 0 else "cpu")
         def data_ptr(self): return self._ptr
         def stride(self): return self._strides
-        def element_size(self): return self.dtype.size
+        def element_size(self): return self.dtype.itemsize
         def get_device(self): return self._dev
 
     class Parameter(Tensor):
@@ -95,6 +95,14 @@ CHILD = textwrap.dedent(r'''
     assert (s.dtype, s.cache_dtype, s.scale_kind, s.num_heads) == (_lib.DTYPE_BF16, _lib.DTYPE_FP8_E4M3,
                                                                    _lib.SCALE_PER_HEAD, H)
     assert (s.k_row_bytes, s.k_cache_stride, s.pdl) == (2048, 1024, _lib.PDL_ON)
+
+    # a dtype the binding has no name for: its element size comes from the tensor
+    torch.complex64 = dtype("complex64", 8)
+    c64 = lambda shape, ptr: t(shape, torch.complex64, ptr, dev=1)
+    args, _, _ = _store.build_args(c64((4, 64), 0x1000), None, c64((10, 64), 0x2000), None,
+                                   t((4,), torch.int64, 0x3000, dev=1), None, None, None, 0, "auto", None, None,
+                                   None, None, 2)
+    assert _lib.StoreKvArgs.from_buffer_copy(args).k_row_bytes == 512
 
     # errors name the argument
     def fails(exc, prefix, *a, **kw):
