@@ -1,6 +1,7 @@
 /*
  * libFuzzer harness over store_kv_cache argument validation, with no GPU and the disk cache off:
- * every field of kvjit_store_kv_args comes from the input (pointers included: they are device
+ * every field of kvjit_store_kv_args comes from the input, the quantizing ones of version 2 too
+ * (pointers included: they are device
  * addresses and must never be dereferenced on the host, so AddressSanitizer would catch a read).
  * Without a driver both calls must fail with a known status and a message, except a valid
  * batch-0 store, which is a no-op.
@@ -86,6 +87,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.split = (int)(int8_t)take(&r, 1);
   a.pdl = (kvjit_pdl_mode)(int)(int8_t)take(&r, 1);
   a.stream = (flags & 4) ? (struct CUstream_st *)take_ptr(&r) : NULL;
+  if (flags & 8) { /* quantize on store (version 2): mostly valid enums, sometimes not */
+    a.dtype = (kvjit_dtype)((int)(take(&r, 1) % 8) - 1);
+    a.cache_dtype = (kvjit_dtype)((int)(take(&r, 1) % 8) - 1);
+    a.scale_kind = (kvjit_scale_kind)((int)(take(&r, 1) % 5) - 1);
+    a.k_scale = (const float *)take_ptr(&r);
+    a.v_scale = (const float *)take_ptr(&r);
+    a.num_heads = take_i64(&r);
+  }
 
   kvjit_status prep = kvjit_store_kv_cache_prepare(ctx, &a);
   CHECK(prep != KVJIT_OK); /* no driver: nothing can be loaded */
