@@ -157,7 +157,7 @@ def test_k_only_and_asymmetric_rows():
 
 def test_strided_inputs_and_interleaved_cache():
     torch = need_gpu()
-    batch, heads, dim, slots = 333, 8, 128, 500
+    batch, heads, dim, slots = 333, 8, 128, 700  # slots >= 2 * batch: loc takes every other of 2 * batch ids
     row = heads * dim
     # k and v are column blocks of a fused qkv projection: token stride 3 rows
     qkv = random_rows(torch, (batch, 3 * row), torch.float16)
