@@ -67,6 +67,15 @@ timeout -k 10 "$T" python3 "$HERE/torch_peer.py" --lib "$KVJIT_LIB" --csv "$OUT/
   --deadline $((T - 30)) "${MD_APPEND[@]}" >> "$LOG" 2>&1
 echo "torch_peer exit: $?" | tee -a "$LOG"
 
+# 2b. The fp8 cache filled by PyTorch (divide, cast, index) vs kvjit's fused store (Python binding).
+T=$(cap 90 30)
+say "torch_fp8_peer.py (timeout ${T} s)"
+FP8_APPEND=()
+[ -f "$OUT/fp8.md" ] && FP8_APPEND=(--md-append "$OUT/fp8.md")
+PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "$T" python3 "$HERE/torch_fp8_peer.py" \
+  "${FP8_APPEND[@]}" >> "$LOG" 2>&1
+echo "torch_fp8_peer exit: $?" | tee -a "$LOG"
+
 # 3. JIT latency (its own temp cache dirs; nvcc as the peer).
 T=$(cap 60 20)
 say "bench_jit (timeout ${T} s)"
@@ -91,6 +100,7 @@ if [ -f "$OUT/store.md" ]; then
   sed -n '/^## Bounds/,/^## Per launch in a CUDA graph/p' "$OUT/store.md" | sed '$d'
   sed -n '/^## kvjit vs the PyTorch/,$p' "$OUT/store.md" | head -60
 fi
+[ -f "$OUT/fp8.md" ] && cat "$OUT/fp8.md"
 [ -f "$OUT/jit.txt" ] && sed -n '/^cold NVRTC/,/^csv:/p' "$OUT/jit.txt" | grep -v '^csv:'
 ls -la "$OUT"
 say "done"

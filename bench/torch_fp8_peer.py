@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""PyTorch peer of bench_fp8: what a runtime does without kvjit to fill an fp8 KV cache from bf16
+rows (SGLang's path: divide by the scale, cast to fp8, store through indexing),
+
+    k_cache[loc] = (k / k_scale).to(torch.float8_e4m3fn); v_cache[loc] = (v / v_scale).to(...)
+
+against kvjit's fused store through its Python binding (python/kvjit), on the same tensors, per
+launch sequence inside a CUDA graph (torch.cuda.CUDAGraph; events around each replay; the median
+of the replays). Scales are 1-element fp32 CUDA tensors, as vLLM and SGLang keep them. Inputs
+rotate through a pool and slots are slices of one random permutation, so no launch rewrites what
+the one before wrote. Before timing, both write launch 0 and the caches are compared bit for bit
+(values stay inside the fp8 range, where PyTorch's cast and kvjit's saturating one agree).
+
+usage: PYTHONPATH=python KVJIT_LIB=build/src/libkvjit.so python3 bench/torch_fp8_peer.py [--md-append f.md]
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+import kvjit
+
+MIB = 1 << 20
+
+
+def time_graph(op, n, reps):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for j in range(min(n, 3)):
+            op(j)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for j in range(n):
+            op(j)
+    g.replay()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
+    ev[0].record()
+    for r in range(reps):
+        g.replay()
+        ev[r + 1].record()
+    torch.cuda.synchronize()
+    us = [ev[r].elapsed_time(ev[r + 1]) * 1000.0 / n for r in range(reps)]
+    del g
+    return statistics.median(us)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--md-append", help="append the table to this Markdown file")
+    ap.add_argument("--reps", type=int, default=9)
+    opt = ap.parse_args()
+    t0 = time.monotonic()
+    dev = torch.device("cuda")
+    fp8 = torch.float8_e4m3fn
+    print(f"torch_fp8_peer: torch {torch.__version__} on {torch.cuda.get_device_name(dev)}, "
+          f"kvjit {kvjit.version()} from {kvjit.library_path()}")
+    shapes = [(1, 128), (8, 128), (8, 512)]  # (KV heads, head dim): bf16 rows of 256, 2048, 8192 B
+    batches = [1, 16, 256, 4096, 65536]
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(7)
+    lines = ["", "## Quantize on store vs PyTorch (torch_fp8_peer.py, same process, CUDA graph, µs per store)", "",
+             "bf16 K and V `[batch, heads, dim]` → fp8 e4m3 caches; PyTorch: `cache[loc] = (x / scale).to(fp8)` "
+             "for K and V; kvjit: one `kvjit.store_kv_cache(..., k_scale=, v_scale=)` call.", "",
+             "| heads × dim | bf16 row B | batch | PyTorch µs | kvjit µs | kvjit / PyTorch | check |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    failures = 0
+    k_scale = torch.tensor([0.37], dtype=torch.float32, device=dev)
+    v_scale = torch.tensor([1.9], dtype=torch.float32, device=dev)
+    for heads, dim in shapes:
+        row = heads * dim
+        slots = (1 << 30) // row  # 1 GiB of fp8 cache per K and V
+        k_cache = torch.empty((slots, heads, dim), dtype=fp8, device=dev)
+        v_cache = torch.empty((slots, heads, dim), dtype=fp8, device=dev)
+        k_cache.view(torch.uint8).random_(generator=gen)
+        v_cache.view(torch.uint8).random_(generator=gen)
+        perm = torch.randperm(slots, device=dev, generator=gen)
+        pool_rows = max(65536, (256 * MIB) // (row * 2))
+        k_pool = (torch.randn((pool_rows, heads, dim), device=dev, generator=gen) * 8).to(torch.bfloat16)
+        v_pool = (torch.randn((pool_rows, heads, dim), device=dev, generator=gen) * 8).to(torch.bfloat16)
+        for batch in batches:
+            if batch > pool_rows or 2 * batch > slots:
+                continue
+            est_us = 1.0 + batch * row * 2 * 3 / 3.0e6
+            n = int(min(128, max(4, 2000.0 / est_us)))
+            n = max(1, min(n, slots // batch, pool_rows // batch))
+            ks = [k_pool[(j * batch) % (pool_rows - batch + 1):][:batch] for j in range(n)]
+            vs = [v_pool[(j * batch) % (pool_rows - batch + 1):][:batch] for j in range(n)]
+            locs = [perm[j * batch:(j + 1) * batch] for j in range(n)]
+
+            def torch_op(j):
+                k_cache[locs[j]] = (ks[j] / k_scale).to(fp8)
+                v_cache[locs[j]] = (vs[j] / v_scale).to(fp8)
+
+            def kvjit_op(j):
+                kvjit.store_kv_cache(ks[j], vs[j], k_cache, v_cache, locs[j], k_scale=k_scale, v_scale=v_scale)
+
+            # Check: both write launch 0's rows; every byte equal.
+            kvjit_op(0)
+            torch.cuda.synchronize()
+            got = (k_cache[locs[0]].view(torch.uint8).clone(), v_cache[locs[0]].view(torch.uint8).clone())
+            torch_op(0)
+            torch.cuda.synchronize()
+            ok = torch.equal(got[0], k_cache[locs[0]].view(torch.uint8)) and \
+                torch.equal(got[1], v_cache[locs[0]].view(torch.uint8))
+            failures += not ok
+            t_torch = time_graph(torch_op, n, opt.reps)
+            t_kvjit = time_graph(kvjit_op, n, opt.reps)
+            lines.append(f"| {heads} × {dim} | {row * 2} | {batch} | {t_torch:.2f} | {t_kvjit:.2f} | "
+                         f"{t_kvjit / t_torch:.3f} | {'ok' if ok else 'FAIL'} |")
+            print(lines[-1], flush=True)
+        del k_cache, v_cache, k_pool, v_pool
+        torch.cuda.empty_cache()
+    lines.append(f"\nchecks failed: {failures}; {time.monotonic() - t0:.1f} s\n")
+    text = "\n".join(lines)
+    print(text)
+    if opt.md_append:
+        with open(opt.md_append, "a") as md:
+            md.write(text)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
