@@ -14,39 +14,15 @@ the one before wrote. Before timing, both write launch 0 and the caches are comp
 usage: PYTHONPATH=python KVJIT_LIB=build/src/libkvjit.so python3 bench/torch_fp8_peer.py [--md-append f.md]
 """
 import argparse
-import statistics
 import sys
 import time
 
 import torch
 
 import kvjit
+from torch_peer import time_graph  # the same graph timing as the plain store's peer (bench/)
 
 MIB = 1 << 20
-
-
-def time_graph(op, n, reps):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for j in range(min(n, 3)):
-            op(j)
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for j in range(n):
-            op(j)
-    g.replay()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(reps + 1)]
-    ev[0].record()
-    for r in range(reps):
-        g.replay()
-        ev[r + 1].record()
-    torch.cuda.synchronize()
-    us = [ev[r].elapsed_time(ev[r + 1]) * 1000.0 / n for r in range(reps)]
-    del g
-    return statistics.median(us)
 
 
 def main():
@@ -108,8 +84,8 @@ def main():
             ok = torch.equal(got[0], k_cache[locs[0]].view(torch.uint8)) and \
                 torch.equal(got[1], v_cache[locs[0]].view(torch.uint8))
             failures += not ok
-            t_torch = time_graph(torch_op, n, opt.reps)
-            t_kvjit = time_graph(kvjit_op, n, opt.reps)
+            t_torch = time_graph(torch_op, n, opt.reps)[0]  # (median, min, max)
+            t_kvjit = time_graph(kvjit_op, n, opt.reps)[0]
             lines.append(f"| {heads} × {dim} | {row * 2} | {batch} | {t_torch:.2f} | {t_kvjit:.2f} | "
                          f"{t_kvjit / t_torch:.3f} | {'ok' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)

@@ -105,3 +105,31 @@ void gpu_fill_random(void *buf, size_t bytes, uint64_t *state) {
     memcpy(p + i, &r, bytes - i);
   }
 }
+
+int gpu_context_create(kvjit_context **ctx, char *dir, size_t dir_capacity, const char *name,
+                       const char *manifest_file) {
+  snprintf(dir, dir_capacity, "/tmp/kvjit-gpu-%s-XXXXXX", name);
+  if (mkdtemp(dir) == NULL) {
+    perror("mkdtemp");
+    return 1;
+  }
+  char manifest[512];
+  if (manifest_file != NULL) snprintf(manifest, sizeof manifest, "%s/%s", dir, manifest_file);
+  kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
+  opt.cache_dir = dir;
+  opt.disable_cache = 0;
+  opt.log = 0;
+  opt.manifest_path = manifest_file != NULL ? manifest : NULL;
+  if (kvjit_context_create(ctx, &opt) != KVJIT_OK) {
+    fprintf(stderr, "kvjit_context_create: %s\n", kvjit_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+void gpu_context_destroy(kvjit_context *ctx, const char *dir) {
+  kvjit_context_destroy(ctx);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}

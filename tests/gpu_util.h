@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "driver.h"
+#include "kvjit.h"
 
 /** meson's exit code for a skipped test. */
 #define GPU_SKIP 77
@@ -58,6 +59,16 @@ void gpu_upload(CUdeviceptr dst, const void *src, size_t bytes);
 void gpu_download(void *dst, CUdeviceptr src, size_t bytes);
 /** cuCtxSynchronize that aborts on failure. */
 void gpu_sync(void);
+
+/**
+ * A kvjit context on a fresh cache dir /tmp/kvjit-gpu-<name>-XXXXXX (written into @p dir), disk
+ * cache on, no log lines; with @p manifest_file, the manifest is that file inside the dir.
+ * @return 0, or 1 after printing why.
+ */
+int gpu_context_create(kvjit_context **ctx, char *dir, size_t dir_capacity, const char *name,
+                       const char *manifest_file);
+/** Destroy the context and remove its cache dir. */
+void gpu_context_destroy(kvjit_context *ctx, const char *dir);
 
 /** xorshift64*: the next pseudo-random value of @p state (seed it with any non-zero value). */
 uint64_t gpu_rand(uint64_t *state);

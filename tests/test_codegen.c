@@ -250,10 +250,8 @@ static void test_distinct_keys(void **state) {
   for (int i = 0; i < N; i++) free(sources[i]);
 }
 
-/* Real NVRTC compiles for sm_90 into a temp cache dir: no driver needed. */
-static void test_prewarm_compiles(void **state) {
-  (void)state;
-  char dir[] = "/tmp/kvjit-test-codegen-XXXXXX";
+/* A context on a fresh temp cache dir (no driver needed), and its removal. */
+static kvjit_context *temp_cache_context(char *dir) {
   assert_non_null(mkdtemp(dir));
   kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
   opt.cache_dir = dir;
@@ -261,6 +259,25 @@ static void test_prewarm_compiles(void **state) {
   opt.log = 0;
   kvjit_context *ctx = NULL;
   assert_int_equal(kvjit_context_create(&ctx, &opt), KVJIT_OK);
+  return ctx;
+}
+
+static void drop_temp_cache_context(kvjit_context *ctx, const char *dir) {
+  kvjit_stats stats;
+  assert_int_equal(kvjit_context_stats(ctx, &stats), KVJIT_OK);
+  assert_int_equal(stats.compile_failures, 0);
+  kvjit_cache_clear(ctx, NULL);
+  kvjit_context_destroy(ctx);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Real NVRTC compiles for sm_90 into a temp cache dir: no driver needed. */
+static void test_prewarm_compiles(void **state) {
+  (void)state;
+  char dir[] = "/tmp/kvjit-test-codegen-XXXXXX";
+  kvjit_context *ctx = temp_cache_context(dir);
 
   kvjit_store_kv_variant variants[] = {
       {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16}, /* auto: classes differ (lanes) */
@@ -295,15 +312,7 @@ static void test_prewarm_compiles(void **state) {
   assert_int_equal(kvjit_store_kv_cache_prewarm(NULL, &sm80, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, NULL, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
 
-  kvjit_stats stats;
-  assert_int_equal(kvjit_context_stats(ctx, &stats), KVJIT_OK);
-  assert_int_equal(stats.compile_failures, 0);
-  uint64_t removed = 0;
-  kvjit_cache_clear(ctx, &removed);
-  kvjit_context_destroy(ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  drop_temp_cache_context(ctx, dir);
 }
 
 /* ---- quantize on store ------------------------------------------------------------------------ */
@@ -465,13 +474,7 @@ static void test_fp8_distinct_keys(void **state) {
 static void test_fp8_prewarm_compiles(void **state) {
   (void)state;
   char dir[] = "/tmp/kvjit-test-codegen-fp8-XXXXXX";
-  assert_non_null(mkdtemp(dir));
-  kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
-  opt.cache_dir = dir;
-  opt.disable_cache = 0;
-  opt.log = 0;
-  kvjit_context *ctx = NULL;
-  assert_int_equal(kvjit_context_create(&ctx, &opt), KVJIT_OK);
+  kvjit_context *ctx = temp_cache_context(dir);
   const int archs[] = {80, 90};
   const kvjit_dtype srcs[] = {KVJIT_DTYPE_F16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_F32};
   const kvjit_dtype caches[] = {KVJIT_DTYPE_FP8_E4M3, KVJIT_DTYPE_FP8_E5M2};
@@ -499,14 +502,7 @@ static void test_fp8_prewarm_compiles(void **state) {
                                    KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8};
   st = kvjit_store_kv_cache_prewarm(ctx, &rounds, NULL, NULL);
   if (st != KVJIT_OK) fail_msg("rounds: %s", kvjit_last_error());
-  kvjit_stats stats;
-  assert_int_equal(kvjit_context_stats(ctx, &stats), KVJIT_OK);
-  assert_int_equal(stats.compile_failures, 0);
-  kvjit_cache_clear(ctx, NULL);
-  kvjit_context_destroy(ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  drop_temp_cache_context(ctx, dir);
 }
 
 int main(void) {

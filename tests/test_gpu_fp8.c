@@ -608,19 +608,7 @@ int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int rc = gpu_setup(&env);
   if (rc != 0) return rc;
-  snprintf(cache_dir, sizeof cache_dir, "/tmp/kvjit-gpu-fp8-XXXXXX");
-  if (mkdtemp(cache_dir) == NULL) {
-    perror("mkdtemp");
-    return 1;
-  }
-  kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
-  opt.cache_dir = cache_dir;
-  opt.disable_cache = 0;
-  opt.log = 0;
-  if (kvjit_context_create(&ctx, &opt) != KVJIT_OK) {
-    fprintf(stderr, "kvjit_context_create: %s\n", kvjit_last_error());
-    return 1;
-  }
+  if (gpu_context_create(&ctx, cache_dir, sizeof cache_dir, "fp8", NULL) != 0) return 1;
   printf("device 0: %s, sm_%d\n", env.name, env.sm);
   double t0 = now_s();
   const struct CMUnitTest tests[] = {
@@ -636,10 +624,7 @@ int main(void) {
          env.sm, (unsigned long long)totals.cases, (unsigned long long)totals.launches,
          (unsigned long long)totals.values, (double)totals.bytes / 1e6, (unsigned long long)stats.compiles,
          (unsigned long long)totals.failures, failed, now_s() - t0);
-  kvjit_context_destroy(ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
+  gpu_context_destroy(ctx, cache_dir);
   gpu_teardown(&env);
   return failed ? 1 : 0;
 }

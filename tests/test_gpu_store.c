@@ -809,21 +809,8 @@ int main(void) {
   if (rc != 0) return rc;
   const char *q = getenv("KVJIT_TEST_QUICK");
   quick = q != NULL && q[0] == '1';
-  snprintf(cache_dir, sizeof cache_dir, "/tmp/kvjit-gpu-store-XXXXXX");
-  if (mkdtemp(cache_dir) == NULL) {
-    perror("mkdtemp");
-    return 1;
-  }
+  if (gpu_context_create(&ctx, cache_dir, sizeof cache_dir, "store", "manifest.txt") != 0) return 1;
   snprintf(manifest_path, sizeof manifest_path, "%s/manifest.txt", cache_dir);
-  kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
-  opt.cache_dir = cache_dir;
-  opt.disable_cache = 0;
-  opt.log = 0;
-  opt.manifest_path = manifest_path;
-  if (kvjit_context_create(&ctx, &opt) != KVJIT_OK) {
-    fprintf(stderr, "kvjit_context_create: %s\n", kvjit_last_error());
-    return 1;
-  }
   printf("device 0: %s, sm_%d, %d device(s)%s\n", env.name, env.sm, env.device_count, quick ? ", quick" : "");
   double t0 = now_s();
   const struct CMUnitTest tests[] = {
@@ -841,10 +828,7 @@ int main(void) {
          env.sm, (unsigned long long)totals.cases, (unsigned long long)totals.launches,
          (unsigned long long)totals.rows, (double)totals.bytes / 1e6, (unsigned long long)stats.compiles,
          (unsigned long long)totals.failures, failed, now_s() - t0);
-  kvjit_context_destroy(ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache_dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cache_dir);
+  gpu_context_destroy(ctx, cache_dir);
   gpu_teardown(&env);
   return failed ? 1 : 0;
 }
