@@ -295,7 +295,11 @@ int main(int argc, char **argv) {
 
   /* 4. The op's cold prewarm: every kernel the automatic choice may pick for this variant. */
   ctx = context_over(dir_b);
-  kvjit_store_kv_variant v = {o.arch, o.row, o.row, KVJIT_INDEX_INT64, plan.pdl ? KVJIT_PDL_ON : KVJIT_PDL_OFF, 0, 16};
+  kvjit_store_kv_variant v = KVJIT_STORE_KV_VARIANT_INIT;
+  v.arch = o.arch;
+  v.k_row_bytes = v.v_row_bytes = o.row;
+  v.pdl = plan.pdl ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
+  v.vector_bytes = 16;
   unsigned compiled = 0, cached = 0;
   t0 = bench_now_ns();
   st = kvjit_store_kv_cache_prewarm(ctx, &v, &compiled, &cached);

@@ -356,8 +356,13 @@ static size_t compile_all(kvjit_context *ctx, const options *o, int arch, int ve
       for (int p = 0; p < 2; p++) {
         if (!(o->index_mask & (x ? 2 : 1)) || !(o->pdl_mask & (p ? 1 : 2))) continue;
         for (int s = -1; s < (o->splits ? NUM_FIXED_SPLITS : 0); s++) {
-          kvjit_store_kv_variant v = {arch, o->rows[r], o->rows[r], x ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32,
-                                      p ? KVJIT_PDL_ON : KVJIT_PDL_OFF, s < 0 ? 0 : fixed_splits[s], 16};
+          kvjit_store_kv_variant v = KVJIT_STORE_KV_VARIANT_INIT;
+          v.arch = arch;
+          v.k_row_bytes = v.v_row_bytes = o->rows[r];
+          v.index_type = x ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
+          v.pdl = p ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
+          v.split = s < 0 ? 0 : fixed_splits[s];
+          v.vector_bytes = 16;
           if (v.split && o->rows[r] % v.split) continue;
           jobs[n].kind = JOB_STORE;
           jobs[n++].variant = v;

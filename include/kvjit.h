@@ -397,8 +397,11 @@ KVJIT_API kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kv
  */
 KVJIT_API kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
 
+#define KVJIT_STORE_KV_VARIANT_VERSION 1
+
 /** A store_kv_cache variant, as the prewarm CLI and manifests describe it. */
 typedef struct kvjit_store_kv_variant {
+  unsigned version;       /**< KVJIT_STORE_KV_VARIANT_VERSION */
   int arch;               /**< compute capability, 0 = current device */
   int64_t k_row_bytes;    /**< source bytes of one K row */
   int64_t v_row_bytes;    /**< 0: K only */
@@ -413,6 +416,10 @@ typedef struct kvjit_store_kv_variant {
   kvjit_scale_kind scale_kind;
   int64_t num_heads;      /**< KVJIT_SCALE_PER_HEAD only */
 } kvjit_store_kv_variant;
+
+#define KVJIT_STORE_KV_VARIANT_INIT                                                              \
+  { KVJIT_STORE_KV_VARIANT_VERSION, 0, 0, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0, KVJIT_DTYPE_BYTES, \
+    KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0 }
 
 /**
  * Compile (no driver needed) into the disk cache every kernel a store with this variant may use.

@@ -564,6 +564,7 @@ static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant
           for (size_t s = 0; s < o->splits.count; s++)
             for (size_t w = 0; w < o->vecs.count; w++) {
               kvjit_store_kv_variant v = {
+                  .version = KVJIT_STORE_KV_VARIANT_VERSION,
                   .arch = o->archs.value[a],
                   .k_row_bytes = rows->items[r].k,
                   .v_row_bytes = rows->items[r].v,

@@ -335,6 +335,7 @@ static kvjit_status load_plan(kvjit_context *ctx, const kvjit_store_kv_plan *pla
 
 static void request_of(kvjit_store_kv_variant *v, int sm, const store_call *c, const kvjit_store_kv_args *a) {
   memset(v, 0, sizeof *v);
+  v->version = KVJIT_STORE_KV_VARIANT_VERSION;
   v->arch = sm;
   v->k_row_bytes = c->k_row;
   v->v_row_bytes = c->v_row;
@@ -517,12 +518,26 @@ kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count,
   return KVJIT_OK;
 }
 
+/* The struct has grown before (the quantizing fields): a caller built against another layout is
+ * refused instead of read past its end. */
+static kvjit_status check_variant_version(const kvjit_store_kv_variant *v) {
+  if (v->version != KVJIT_STORE_KV_VARIANT_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "variant->version: must be KVJIT_STORE_KV_VARIANT_VERSION (%d), got %u (initialise with "
+                      "KVJIT_STORE_KV_VARIANT_INIT)",
+                      KVJIT_STORE_KV_VARIANT_VERSION, v->version);
+  }
+  return KVJIT_OK;
+}
+
 kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
                                           unsigned *compiled, unsigned *cached) {
   if (compiled) *compiled = 0;
   if (cached) *cached = 0;
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
+  kvjit_status vst = check_variant_version(variant);
+  if (vst != KVJIT_OK) return vst;
   int arch = variant->arch;
   if (arch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be >= 0 (0 = current device), got %d", arch);
   int vec = variant->vector_bytes ? variant->vector_bytes : 16;
@@ -591,6 +606,8 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
   if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
   const kvjit_store_kv_variant *v = variant;
+  kvjit_status vst = check_variant_version(v);
+  if (vst != KVJIT_OK) return vst;
   if (v->arch < 0 || v->arch > KVJIT_STORE_KV_MAX_ARCH) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be 0..%d, got %d", KVJIT_STORE_KV_MAX_ARCH, v->arch);
   }
@@ -672,6 +689,7 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
   }
   kvjit_store_kv_variant v;
   memset(&v, 0, sizeof v);
+  v.version = KVJIT_STORE_KV_VARIANT_VERSION;
   int seen[F_COUNT] = {0};
   while ((tok = strtok_r(NULL, " \t", &save)) != NULL) {
     char *eq = strchr(tok, '=');

@@ -18,6 +18,9 @@
 #include "key.h"
 #include "kvjit.h"
 
+/* The first field of every kvjit_store_kv_variant initialiser below. */
+#define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
+
 static kvjit_store_kv_plan make(int arch, int64_t k, int64_t v, int vec, kvjit_index_type it, kvjit_pdl_mode pdl,
                                 int split, int cls) {
   kvjit_store_kv_plan p;
@@ -280,10 +283,10 @@ static void test_prewarm_compiles(void **state) {
   kvjit_context *ctx = temp_cache_context(dir);
 
   kvjit_store_kv_variant variants[] = {
-      {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16}, /* auto: classes differ (lanes) */
-      {90, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 0, 16},   /* tail, 4 B accesses */
-      {90, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 4},     /* K only, narrow pointers */
-      {90, 8192, 8192, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16}, /* wide slices: the round-by-round path */
+      {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16}, /* auto: classes differ (lanes) */
+      {VARIANT_V1, 90, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 0, 16},   /* tail, 4 B accesses */
+      {VARIANT_V1, 90, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 4},     /* K only, narrow pointers */
+      {VARIANT_V1, 90, 8192, 8192, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16}, /* wide slices: the round-by-round path */
   };
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     unsigned compiled = 99, cached = 99;
@@ -298,11 +301,11 @@ static void test_prewarm_compiles(void **state) {
   }
   /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B, so one kernel serves all. */
   unsigned compiled = 0, cached = 0;
-  kvjit_store_kv_variant sm80 = {80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
+  kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
   assert_int_equal(compiled, 1);
   /* PDL forced on before sm_90: refused before any compile. */
-  kvjit_store_kv_variant bad = {80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};
+  kvjit_store_kv_variant bad = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &bad, &compiled, &cached), KVJIT_ERR_UNSUPPORTED);
   assert_int_equal(compiled, 0);
   bad.pdl = KVJIT_PDL_AUTO;
@@ -483,7 +486,8 @@ static void test_fp8_prewarm_compiles(void **state) {
     for (size_t s = 0; s < 3; s++) {
       for (size_t c = 0; c < 2; c++) {
         kvjit_scale_kind scale = (kvjit_scale_kind)((s + c) % 3);
-        kvjit_store_kv_variant v = {archs[a], 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, srcs[s], caches[c],
+        kvjit_store_kv_variant v = {VARIANT_V1, archs[a], 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16,
+                                    srcs[s], caches[c],
                                     scale, scale == KVJIT_SCALE_PER_HEAD ? 4 : 0};
         unsigned compiled = 0;
         kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &v, &compiled, NULL);
@@ -494,11 +498,12 @@ static void test_fp8_prewarm_compiles(void **state) {
   }
   assert_true(total >= 12);
   /* K only with per-head scales, 2-byte accesses; wide slices through the round-by-round path. */
-  kvjit_store_kv_variant k_only = {90, 576, 0, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 0, 2, KVJIT_DTYPE_BF16,
+  kvjit_store_kv_variant k_only = {VARIANT_V1, 90, 576, 0, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 0, 2, KVJIT_DTYPE_BF16,
                                    KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 1};
   kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &k_only, NULL, NULL);
   if (st != KVJIT_OK) fail_msg("K only: %s", kvjit_last_error());
-  kvjit_store_kv_variant rounds = {90, 16384, 16384, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16, KVJIT_DTYPE_F32,
+  kvjit_store_kv_variant rounds = {VARIANT_V1, 90, 16384, 16384, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16,
+                                   KVJIT_DTYPE_F32,
                                    KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8};
   st = kvjit_store_kv_cache_prewarm(ctx, &rounds, NULL, NULL);
   if (st != KVJIT_OK) fail_msg("rounds: %s", kvjit_last_error());

@@ -386,7 +386,9 @@ static void test_matrix(void **state) {
           c.index_type = index_types[it];
           c.pdl = (kvjit_pdl_mode)pdl_modes[p];
           combos[count] = c;
-          kvjit_store_kv_variant v = {env.sm, c.k_row, c.v_row, c.index_type, c.pdl, c.split, 16};
+          kvjit_store_kv_variant v = {.version = KVJIT_STORE_KV_VARIANT_VERSION, .arch = env.sm, .k_row_bytes = c.k_row,
+                                      .v_row_bytes = c.v_row, .index_type = c.index_type, .pdl = c.pdl,
+                                      .split = c.split, .vector_bytes = 16};
           variants[count] = v;
           count++;
         }

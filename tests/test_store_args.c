@@ -15,6 +15,9 @@
 
 #include "kvjit.h"
 
+/* The first field of every kvjit_store_kv_variant initialiser below. */
+#define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
+
 /* Never dereferenced: every call below fails validation or has batch 0 (or finds no context). */
 #define FAKE(n) ((void *)(uintptr_t)(0x7f0000000000ull + (n)*0x100000ull))
 
@@ -262,6 +265,7 @@ static void round_trip(const kvjit_store_kv_variant *v) {
   memset(&back, 0xab, sizeof back);
   st = kvjit_store_kv_variant_parse(&back, line);
   if (st != KVJIT_OK) fail_msg("parse \"%s\": %s", line, kvjit_last_error());
+  assert_int_equal(back.version, KVJIT_STORE_KV_VARIANT_VERSION);
   assert_int_equal(back.arch, v->arch);
   assert_int_equal(back.k_row_bytes, v->k_row_bytes);
   assert_int_equal(back.v_row_bytes, v->v_row_bytes);
@@ -278,11 +282,11 @@ static void round_trip(const kvjit_store_kv_variant *v) {
 static void test_variant_round_trip(void **state) {
   (void)state;
   kvjit_store_kv_variant vs[] = {
-      {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16},
-      {80, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 7, 4},
-      {100, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 8},
-      {0, 8192, 1024, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 4, 0},
-      {121, 1, 1, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 1},
+      {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16},
+      {VARIANT_V1, 80, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 7, 4},
+      {VARIANT_V1, 100, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 8},
+      {VARIANT_V1, 0, 8192, 1024, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 4, 0},
+      {VARIANT_V1, 121, 1, 1, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 1},
   };
   for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) round_trip(&vs[i]);
   char line[256];
@@ -361,7 +365,7 @@ static void test_variant_parse_errors(void **state) {
 
 static void test_variant_format_errors(void **state) {
   (void)state;
-  kvjit_store_kv_variant v = {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
+  kvjit_store_kv_variant v = {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   char small[20];
   assert_int_equal(kvjit_store_kv_variant_format(&v, small, sizeof small), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "capacity"));
@@ -373,6 +377,15 @@ static void test_variant_format_errors(void **state) {
   assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "split"));
   v.split = 0;
+  v.version = 0; /* a caller built against another layout of the struct */
+  assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "variant->version: must be KVJIT_STORE_KV_VARIANT_VERSION (1), got 0"));
+  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &v, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "variant->version"));
+  v.version = KVJIT_STORE_KV_VARIANT_VERSION;
+  kvjit_store_kv_variant init = KVJIT_STORE_KV_VARIANT_INIT;
+  assert_int_equal(init.version, KVJIT_STORE_KV_VARIANT_VERSION);
+  assert_int_equal(init.index_type, KVJIT_INDEX_INT64);
   v.vector_bytes = 6;
   assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
   v.vector_bytes = 16;
@@ -384,10 +397,11 @@ static void test_variant_format_errors(void **state) {
 static void test_fp8_variant_lines(void **state) {
   (void)state;
   kvjit_store_kv_variant vs[] = {
-      {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3,
+      {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3,
        KVJIT_SCALE_PER_TENSOR, 0},
-      {80, 1024, 512, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 2, 8, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_NONE, 0},
-      {0, 2048, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3,
+      {VARIANT_V1, 80, 1024, 512, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 2, 8, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E5M2,
+       KVJIT_SCALE_NONE, 0},
+      {VARIANT_V1, 0, 2048, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3,
        KVJIT_SCALE_PER_HEAD, 8},
   };
   for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) round_trip(&vs[i]);
@@ -407,7 +421,7 @@ static void test_fp8_variant_lines(void **state) {
   expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST " cache_dtype=fp8_e4m3", E,
                      "dtype: quantizing");
   /* A plain variant with a dtype named writes the plain line (the dtype does not shape its kernel). */
-  kvjit_store_kv_variant plain = {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
+  kvjit_store_kv_variant plain = {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
                                   KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
   assert_int_equal(kvjit_store_kv_variant_format(&plain, line, sizeof line), KVJIT_OK);
   assert_string_equal(line, "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16");

@@ -219,8 +219,12 @@ STORE_KV_PACKER = struct.Struct("@I5Pi10qiiPiiiPPq")
 assert STORE_KV_PACKER.size == ctypes.sizeof(StoreKvArgs), "kvjit_store_kv_args layout"
 
 
+STORE_KV_VARIANT_VERSION = 1
+
+
 class StoreKvVariant(ctypes.Structure):
     _fields_ = [
+        ("version", ctypes.c_uint),
         ("arch", ctypes.c_int),
         ("k_row_bytes", ctypes.c_int64),
         ("v_row_bytes", ctypes.c_int64),

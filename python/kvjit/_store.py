@@ -424,8 +424,9 @@ def variant(k_row_bytes, v_row_bytes=0, *, arch=0, index="int64", pdl="auto", sp
                         ("vector_bytes", vector_bytes), ("num_heads", num_heads)):
         if type(value) is not int or value < 0:
             raise ValueError(f"{name}: must be an int >= 0, got {value!r}")
-    return _lib.StoreKvVariant(_arch(arch, lib), k_row_bytes, v_row_bytes, _INDEX[index_key], _pdl_mode(pdl), split,
-                               vector_bytes, src, cache, scale_kind, num_heads)
+    return _lib.StoreKvVariant(_lib.STORE_KV_VARIANT_VERSION, _arch(arch, lib), k_row_bytes, v_row_bytes,
+                               _INDEX[index_key], _pdl_mode(pdl), split, vector_bytes, src, cache, scale_kind,
+                               num_heads)
 
 
 def prewarm(k_row_bytes, v_row_bytes=0, *, arch=0, index="int64", pdl="auto", split=0, vector_bytes=0, dtype=None,
