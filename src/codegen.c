@@ -8,7 +8,11 @@
  *    large batches measured 1-6 % slower on the H200 (2026-11-29, bench/results), most at 128 B rows;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - PDL: on for sm_90+ in every class: on the H200 it was faster than off in every graph cell,
- *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us).
+ *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us);
+ *  - quantizing, at most 8 source bytes per access for decode batches: a lane's chain of
+ *    conversions is what a decode store waits for (bf16 -> e4m3, H200, hot inputs: 2048 B x 1
+ *    0.99 -> 0.84 us, x 16 1.05 -> 0.88 us; 4 bytes was worse at 8192 B x 16), 16 bytes beyond
+ *    (2048 B x 256: 1.34 us at 16 vs 1.58 at 8; x 65536: 112 vs 158 us).
  * The table below is the one place to retune after measuring.
  */
 #include "codegen.h"
@@ -21,10 +25,10 @@
 #include "status.h"
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES] = {
-    /* max_batch, chunks_per_lane, pdl_min_row_bytes */
-    {16, 1, 0},        /* decode: latency, one access per lane per row */
-    {4096, 1, 0},      /* mid: same geometry (kept separate so it can be tuned alone) */
-    {INT64_MAX, 1, 0}, /* large: bandwidth (same geometry measured best; kept separate to retune) */
+    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec */
+    {16, 1, 0, 8},         /* decode: latency, one access per lane per row */
+    {4096, 1, 0, 16},      /* mid: same geometry (kept separate so it can be tuned alone) */
+    {INT64_MAX, 1, 0, 16}, /* large: bandwidth (same geometry measured best; kept separate to retune) */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
@@ -275,6 +279,10 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   if (quant != NULL) {
     kvjit_status st = kvjit_store_kv_quant_check(quant, k_row_bytes, v_row_bytes, split, &vec);
     if (st != KVJIT_OK) return st;
+    /* Never below one element: f32 keeps at least its 4 bytes. */
+    int elem = kvjit_dtype_bytes(quant->dtype);
+    int cap = rule->quant_max_vec > elem ? rule->quant_max_vec : elem;
+    if (vec > cap) vec = cap;
   }
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
   vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);

@@ -91,6 +91,7 @@ typedef struct kvjit_store_kv_class_rule {
   int64_t max_batch;         /* the class holds batches up to this (inclusive) */
   int chunks_per_lane;       /* target vector accesses per lane per row */
   int64_t pdl_min_row_bytes; /* PDL_AUTO turns PDL on (sm_90+) when the wider row has at least this */
+  int quant_max_vec;         /* quantizing: widest source access (bytes); shorter conversion chains per lane */
 } kvjit_store_kv_class_rule;
 
 /** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_BATCH_CLASSES - 1). */

@@ -386,7 +386,18 @@ static void test_fp8_reference(void **state) {
 static void test_fp8_plans(void **state) {
   (void)state;
   kvjit_store_kv_plan p = make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
-  assert_int_equal(p.vec, 16); /* 8 bf16 in, 8 fp8 bytes out per access */
+  assert_int_equal(p.vec, 8); /* decode class: 4 bf16 per access, a shorter conversion chain per lane */
+  kvjit_store_kv_quant q_large = {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0};
+  kvjit_store_kv_plan large;
+  assert_int_equal(kvjit_store_kv_plan_make_quant(&large, 90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2,
+                                                  &q_large),
+                   KVJIT_OK);
+  assert_int_equal(large.vec, 16); /* large batches: 8 bf16 in, 8 fp8 bytes out per access */
+  kvjit_store_kv_quant q_f32 = {KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_NONE, 0};
+  assert_int_equal(kvjit_store_kv_plan_make_quant(&large, 90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0,
+                                                  &q_f32),
+                   KVJIT_OK);
+  assert_int_equal(large.vec, 8); /* f32 at decode: 2 elements */
   assert_int_equal(p.fp8_soft, 0);
   assert_int_equal(p.src_dtype, KVJIT_DTYPE_BF16);
   p = make_q(80, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
