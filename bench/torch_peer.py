@@ -28,33 +28,9 @@ MIN_LAUNCHES, MAX_LAUNCHES = 8, 320
 KVJIT_INDEX_INT64 = 2
 KVJIT_PDL_AUTO = 0
 KVJIT_NO_SKIP_SLOT = -1
-KVJIT_STORE_KV_ARGS_VERSION = 1
-
-
-class StoreKVArgs(ctypes.Structure):
-    """Mirror of kvjit_store_kv_args (include/kvjit.h); ctypes applies the C alignment rules."""
-    _fields_ = [
-        ("version", ctypes.c_uint),
-        ("k", ctypes.c_void_p),
-        ("v", ctypes.c_void_p),
-        ("k_cache", ctypes.c_void_p),
-        ("v_cache", ctypes.c_void_p),
-        ("indices", ctypes.c_void_p),
-        ("index_type", ctypes.c_int),
-        ("index_stride", ctypes.c_int64),
-        ("batch", ctypes.c_int64),
-        ("k_row_bytes", ctypes.c_int64),
-        ("v_row_bytes", ctypes.c_int64),
-        ("k_stride", ctypes.c_int64),
-        ("v_stride", ctypes.c_int64),
-        ("k_cache_stride", ctypes.c_int64),
-        ("v_cache_stride", ctypes.c_int64),
-        ("num_slots", ctypes.c_int64),
-        ("skip_slot", ctypes.c_int64),
-        ("split", ctypes.c_int),
-        ("pdl", ctypes.c_int),
-        ("stream", ctypes.c_void_p),
-    ]
+# The args struct's ctypes mirror is the Python binding's (python/kvjit), not a second copy.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from kvjit._lib import STORE_KV_ARGS_VERSION, StoreKvArgs  # noqa: E402
 
 
 class Kvjit:
@@ -67,7 +43,7 @@ class Kvjit:
         L.kvjit_context_destroy.restype = None
         for name in ("kvjit_store_kv_cache", "kvjit_store_kv_cache_prepare"):
             fn = getattr(L, name)
-            fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(StoreKVArgs)]
+            fn.argtypes = [ctypes.c_void_p, ctypes.POINTER(StoreKvArgs)]
             fn.restype = ctypes.c_int
         L.kvjit_last_error.restype = ctypes.c_char_p
         L.kvjit_status_name.argtypes = [ctypes.c_int]
@@ -84,8 +60,8 @@ class Kvjit:
                                f"{self.lib.kvjit_last_error().decode()}")
 
     def args(self, k, v, kc, vc, idx, batch, row, num_slots, stream):
-        a = StoreKVArgs()
-        a.version = KVJIT_STORE_KV_ARGS_VERSION
+        a = StoreKvArgs()
+        a.version = STORE_KV_ARGS_VERSION
         a.k, a.v, a.k_cache, a.v_cache, a.indices = k, v, kc, vc, idx
         a.index_type = KVJIT_INDEX_INT64
         a.index_stride = 1
