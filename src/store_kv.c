@@ -530,6 +530,18 @@ static kvjit_status check_variant_version(const kvjit_store_kv_variant *v) {
   return KVJIT_OK;
 }
 
+/* The plan of @p v for @p arch (0: any arch, for checks without a device) and batch class; with
+ * @p quant (optional) receiving the resolved quantization and @p quantize whether there is one. */
+static kvjit_status variant_plan(const kvjit_store_kv_variant *v, int arch, int batch_class, kvjit_store_kv_plan *plan,
+                                 kvjit_store_kv_quant *quant, int *quantize) {
+  kvjit_status st =
+      kvjit_store_kv_quant_resolve(quant, quantize, v->dtype, v->cache_dtype, v->scale_kind, v->num_heads);
+  if (st != KVJIT_OK) return st;
+  return kvjit_store_kv_plan_make_quant(plan, arch ? arch : KVJIT_STORE_KV_MAX_ARCH, v->k_row_bytes, v->v_row_bytes,
+                                        v->vector_bytes ? v->vector_bytes : 16, v->index_type, v->pdl, v->split,
+                                        batch_class, *quantize ? quant : NULL);
+}
+
 kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
                                           unsigned *compiled, unsigned *cached) {
   if (compiled) *compiled = 0;
@@ -540,18 +552,11 @@ kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_
   if (vst != KVJIT_OK) return vst;
   int arch = variant->arch;
   if (arch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be >= 0 (0 = current device), got %d", arch);
-  int vec = variant->vector_bytes ? variant->vector_bytes : 16;
   kvjit_store_kv_quant quant;
   int quantize = 0;
-  kvjit_status st = kvjit_store_kv_quant_resolve(&quant, &quantize, variant->dtype, variant->cache_dtype,
-                                                 variant->scale_kind, variant->num_heads);
-  if (st != KVJIT_OK) return st;
-  const kvjit_store_kv_quant *q = quantize ? &quant : NULL;
-  /* Validate everything before asking for a driver (plan_make repeats it with the real arch). */
+  /* Validate everything before asking for a driver (the loop repeats it with the real arch). */
   kvjit_store_kv_plan plan;
-  st = kvjit_store_kv_plan_make_quant(&plan, arch ? arch : KVJIT_STORE_KV_MAX_ARCH, variant->k_row_bytes,
-                                      variant->v_row_bytes, vec, variant->index_type, variant->pdl, variant->split, 0,
-                                      q);
+  kvjit_status st = variant_plan(variant, arch, 0, &plan, &quant, &quantize);
   if (st != KVJIT_OK) return st;
   if (arch == 0) {
     const kvjit_driver *drv;
@@ -564,8 +569,7 @@ kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_
   kvjit_fast_key done[KVJIT_STORE_KV_BATCH_CLASSES];
   int num_done = 0;
   for (int cls = 0; cls < KVJIT_STORE_KV_BATCH_CLASSES; cls++) {
-    st = kvjit_store_kv_plan_make_quant(&plan, arch, variant->k_row_bytes, variant->v_row_bytes, vec,
-                                        variant->index_type, variant->pdl, variant->split, cls, q);
+    st = variant_plan(variant, arch, cls, &plan, &quant, &quantize);
     if (st != KVJIT_OK) return st;
     kvjit_fast_key key = kvjit_store_kv_plan_key(&plan);
     int seen = 0;
@@ -614,14 +618,9 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
   int vec = v->vector_bytes ? v->vector_bytes : 16;
   kvjit_store_kv_quant quant;
   int quantize = 0;
-  kvjit_status st =
-      kvjit_store_kv_quant_resolve(&quant, &quantize, v->dtype, v->cache_dtype, v->scale_kind, v->num_heads);
-  if (st != KVJIT_OK) return st;
   kvjit_store_kv_plan plan;
   /* The same checks a prewarm makes (arch 0 stands for "some arch" here). */
-  st = kvjit_store_kv_plan_make_quant(&plan, v->arch ? v->arch : KVJIT_STORE_KV_MAX_ARCH, v->k_row_bytes,
-                                      v->v_row_bytes, vec, v->index_type, v->pdl, v->split, 0,
-                                      quantize ? &quant : NULL);
+  kvjit_status st = variant_plan(v, v->arch, 0, &plan, &quant, &quantize);
   if (st != KVJIT_OK) return st;
   /* Plain copies keep the version-1 line: the dtype does not change their kernel. */
   char quant_text[128] = "";
@@ -781,12 +780,8 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
   /* Cross-field rules (split divides the rows, PDL on needs sm_90, dtypes): the same as format's. */
   kvjit_store_kv_quant quant;
   int quantize = 0;
-  kvjit_status st =
-      kvjit_store_kv_quant_resolve(&quant, &quantize, v.dtype, v.cache_dtype, v.scale_kind, v.num_heads);
-  if (st != KVJIT_OK) return st;
   kvjit_store_kv_plan plan;
-  st = kvjit_store_kv_plan_make_quant(&plan, v.arch ? v.arch : KVJIT_STORE_KV_MAX_ARCH, v.k_row_bytes, v.v_row_bytes,
-                                      v.vector_bytes, v.index_type, v.pdl, v.split, 0, quantize ? &quant : NULL);
+  kvjit_status st = variant_plan(&v, v.arch, 0, &plan, &quant, &quantize);
   if (st != KVJIT_OK) return st;
   *out = v;
   kvjit_clear_error();
