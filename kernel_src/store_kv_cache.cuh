@@ -301,16 +301,12 @@ __device__ __forceinline__ void kvjit_store_one(unsigned char *dst, const kvjit_
 #endif
 }
 
-// Scales of one row: per head, one per chunk (the chunk's first byte picks the head; an access
-// never straddles two heads); per tensor, one.
+// A chunk's per-head scale: the chunk's first byte picks the head (an access never straddles two
+// heads). Per-tensor scales are loaded once per row by the callers.
 template <kvjit_i64 kHeadBytes>
 __device__ __forceinline__ float kvjit_scale_of(const float *scales, kvjit_i64 row_offset) {
-#if KVJIT_SCALE == 2
+  static_assert(kHeadBytes > 0, "per-head scales only");
   return kvjit_ldf(scales + row_offset / kHeadBytes);
-#else
-  (void)row_offset;
-  return kvjit_ldf(scales);
-#endif
 }
 
 template <kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kSlice, kvjit_i64 kHeadBytes>
