@@ -4,15 +4,27 @@
  * The automatic choice, per batch class (kvjit_store_kv_batch_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
- *    every lane does one access per row (all issued before any store). Two accesses per lane for
- *    large batches measured 1-6 % slower on the H200 (2026-11-29, bench/results), most at 128 B rows;
+ *    every lane does chunks_per_lane accesses per row (all issued before any store). One access per
+ *    lane, except plain copies of rows >= 1 KiB at batches 257..4096: two there (H200,
+ *    2026-11-29: 8192 B x 1024 9.86 -> 9.56 us, 2048 B x 4096 9.88 -> 9.62; 128-512 B rows were
+ *    up to 6 % slower with two). Two per lane at batches > 4096 measured 1-6 % slower;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
+ *  - items: at batches > 4096, a lane group of at most 8 lanes stores two items (128 B x 65536:
+ *    10.87 -> 10.33 us, 3.09 -> 3.25 TB/s); at 512 B and up, and at smaller batches, it was slower;
+ *  - evict-first stores (an L2 cache policy on the cache writes): batches <= 16 with rows >= 1 KiB
+ *    and every batch 17..256. The rows just written push out lines that the next kernels read; with
+ *    the mark they go first. H200 (graph, per store): 8192 B x 16 with L2-resident inputs 0.96 ->
+ *    0.73 us, 4096 B x 16 0.84 -> 0.71; inputs from DRAM 1024 B x 16 0.75 -> 0.66, 2048 B x 16 1.09
+ *    -> 0.96, 128 B x 128 0.81 -> 0.69. Narrower decode rows were 0.003-0.007 us slower with it, and
+ *    larger batches 0-1 % slower, so they keep plain stores;
+ *  - threads per block: see kvjit_store_kv_threads() (a launch-time choice, not a variant);
  *  - PDL: on for sm_90+ in every class: on the H200 it was faster than off in every graph cell,
  *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us);
  *  - quantizing, at most 8 source bytes per access for decode batches: a lane's chain of
  *    conversions is what a decode store waits for (bf16 -> e4m3, H200, hot inputs: 2048 B x 1
  *    0.99 -> 0.84 us, x 16 1.05 -> 0.88 us; 4 bytes was worse at 8192 B x 16), 16 bytes beyond
- *    (2048 B x 256: 1.34 us at 16 vs 1.58 at 8; x 65536: 112 vs 158 us).
+ *    (2048 B x 256: 1.34 us at 16 vs 1.58 at 8; x 65536: 112 vs 158 us). Quantizing plans keep one
+ *    access per lane and one item per group (not measured otherwise).
  * The table below is the one place to retune after measuring.
  */
 #include "codegen.h"
@@ -25,10 +37,12 @@
 #include "status.h"
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES] = {
-    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec */
-    {16, 1, 0, 8},         /* decode: latency, one access per lane per row */
-    {4096, 1, 0, 16},      /* mid: same geometry (kept separate so it can be tuned alone) */
-    {INT64_MAX, 1, 0, 16}, /* large: bandwidth (same geometry measured best; kept separate to retune) */
+    /* max_batch, chunks_per_lane, wide_chunks_per_lane, wide_row_bytes, pdl_min_row_bytes, quant_max_vec,
+     * pair_max_lanes, evict_first_min_row */
+    {16, 1, 1, 0, 0, 8, 0, 1024},        /* decode: latency, one access per lane per row */
+    {256, 1, 1, 0, 0, 16, 0, 0},         /* small batches: evict-first stores for every row */
+    {4096, 1, 2, 1024, 0, 16, 0, -1},    /* mid: two accesses per lane for rows >= 1 KiB */
+    {INT64_MAX, 1, 1, 0, 0, 16, 8, -1},  /* large: bandwidth; two items per group for narrow rows */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
@@ -286,8 +300,11 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   }
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
   vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
+  int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
+  const int chunks_per_lane =
+      quant == NULL && widest >= rule->wide_row_bytes ? rule->wide_chunks_per_lane : rule->chunks_per_lane;
   if (split == 0) {
-    split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
+    split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, chunks_per_lane);
   } else {
     if (k_row_bytes % split != 0) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
@@ -300,15 +317,20 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
     /* An explicit split whose slices are not whole vectors narrows the vector instead of failing. */
     vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
   }
-  int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
   memset(out, 0, sizeof *out);
   out->arch = arch;
   out->k_row_bytes = k_row_bytes;
   out->v_row_bytes = v_row_bytes;
   out->split = split;
   out->vec = vec;
-  out->lanes = kvjit_store_kv_lanes(widest / split / vec, rule->chunks_per_lane);
+  out->lanes = kvjit_store_kv_lanes(widest / split / vec, chunks_per_lane);
   out->block = KVJIT_STORE_KV_BLOCK;
+  /* Two items per group: only where every lane makes one access per row (kernel's static_assert). */
+  out->items = quant == NULL && out->lanes <= rule->pair_max_lanes &&
+                       (widest / split / vec + out->lanes - 1) / out->lanes <= 1
+                   ? 2
+                   : 1;
+  out->evict_first = arch >= 80 && rule->evict_first_min_row >= 0 && widest >= rule->evict_first_min_row;
   out->index64 = index_type == KVJIT_INDEX_INT64;
   if (pdl == KVJIT_PDL_AUTO) {
     out->pdl = arch >= 90 && widest >= rule->pdl_min_row_bytes;
@@ -328,11 +350,11 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
 }
 
 /* b's layout: tag 0..7 | arch 8..17 | log2 vec 18..20 | log2 lanes 21..23 | block/32 24..29 |
- * index64 30 | pdl 31 | split 32..52. a: k_row_bytes << 32 | v_row_bytes. */
+ * index64 30 | pdl 31 | split 32..52 | items - 1 53 | evict_first 54. a: k_row_bytes << 32 | v_row_bytes. */
 #define KVJIT_STORE_KV_KEY_TAG 0x51u
 
 /* Quantizing plans (tag 0x53): a = k_row_bytes << 36 | v_row_bytes << 8 | src dtype 0..1 |
- * fp8 kind 2..3 | scale kind 4..5 | soft 6; b as above up to bit 31, then split 32..47 and
+ * fp8 kind 2..3 | scale kind 4..5 | soft 6 | evict_first 7 (items is always 1); b as above up to bit 31, then split 32..47 and
  * num_heads 48..63 (the limits KVJIT_STORE_KV_QUANT_MAX_* keep every field in its bits). */
 #define KVJIT_STORE_KV_QUANT_KEY_TAG 0x53u
 
@@ -344,12 +366,14 @@ kvjit_fast_key kvjit_store_kv_plan_key(const kvjit_store_kv_plan *plan) {
   if (plan->cache_dtype != KVJIT_DTYPE_BYTES) {
     key.a = (uint64_t)plan->k_row_bytes << 36 | (uint64_t)plan->v_row_bytes << 8 |
             (uint64_t)(plan->src_dtype - KVJIT_DTYPE_F16) | (uint64_t)(plan->cache_dtype - KVJIT_DTYPE_FP8_E4M3) << 2 |
-            (uint64_t)plan->scale_kind << 4 | (uint64_t)(plan->fp8_soft != 0) << 6;
+            (uint64_t)plan->scale_kind << 4 | (uint64_t)(plan->fp8_soft != 0) << 6 |
+            (uint64_t)(plan->evict_first != 0) << 7;
     key.b = KVJIT_STORE_KV_QUANT_KEY_TAG | common | (uint64_t)plan->split << 32 | (uint64_t)plan->num_heads << 48;
     return key;
   }
   key.a = (uint64_t)plan->k_row_bytes << 32 | (uint64_t)plan->v_row_bytes;
-  key.b = KVJIT_STORE_KV_KEY_TAG | common | (uint64_t)plan->split << 32;
+  key.b = KVJIT_STORE_KV_KEY_TAG | common | (uint64_t)plan->split << 32 | (uint64_t)(plan->items == 2) << 53 |
+          (uint64_t)(plan->evict_first != 0) << 54;
   return key;
 }
 
@@ -371,12 +395,15 @@ char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan) {
                    "#define KVJIT_SCALE %d\n"
                    "#define KVJIT_K_HEAD_BYTES %lld\n"
                    "#define KVJIT_V_HEAD_BYTES %lld\n"
-                   "#define KVJIT_FP8_SOFT %d\n",
+                   "#define KVJIT_FP8_SOFT %d\n"
+                   "#define KVJIT_ITEMS %d\n"
+                   "#define KVJIT_EVICT_FIRST %d\n",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
                    plan->block, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, quant ? (int)plan->src_dtype : 0,
                    !quant ? 0 : plan->cache_dtype == KVJIT_DTYPE_FP8_E4M3 ? 1 : 2, quant ? (int)plan->scale_kind : 0,
                    (long long)(plan->num_heads ? plan->k_row_bytes / plan->num_heads : 0),
-                   (long long)(plan->num_heads ? plan->v_row_bytes / plan->num_heads : 0), plan->fp8_soft ? 1 : 0);
+                   (long long)(plan->num_heads ? plan->v_row_bytes / plan->num_heads : 0), plan->fp8_soft ? 1 : 0,
+                   plan->items == 2 ? 2 : 1, plan->evict_first ? 1 : 0);
   if (n < 0 || (size_t)n >= sizeof prelude) return NULL;
   size_t body = (size_t)kvjit_src_store_kv_cache_len;
   char *src = malloc((size_t)n + body + 1);
@@ -403,10 +430,34 @@ void kvjit_store_kv_desc(const kvjit_store_kv_plan *plan, const char *source, kv
   *desc = d;
 }
 
+/* Lane groups a launch of @p batch items needs, or 0 when batch x split overflows. */
+static uint64_t launch_groups(const kvjit_store_kv_plan *plan, int64_t batch) {
+  if (batch <= 0 || (uint64_t)batch > UINT64_MAX / (uint64_t)plan->split / 2) return 0;
+  uint64_t units = (uint64_t)batch * (uint64_t)plan->split;
+  uint64_t items = plan->items == 2 ? 2 : 1;
+  return units / items + (units % items != 0);
+}
+
+int kvjit_store_kv_threads(const kvjit_store_kv_plan *plan, int64_t batch) {
+  uint64_t groups = launch_groups(plan, batch);
+  if (groups == 0 || groups > (uint64_t)INT32_MAX) return plan->block;
+  uint64_t threads = groups * (uint64_t)plan->lanes;
+  /* Measured on the H200 (2026-11-29, decode batches, per store): one block of four warps -> four
+   * blocks of one warp 0.65 -> 0.62-0.63 us (128 B x 16, 2048 B x 1); two blocks -> four blocks of
+   * two warps 0.66 -> 0.63 us (256 B x 16, 4096 B x 1). One or two warps stay one block (1024 B
+   * x 1: 32- or 64-thread blocks were 0.01 us slower), and so do grids of three blocks or more
+   * (8192 B x 1 at 32 threads: 0.64 -> 0.66 us). */
+  if (threads <= 64 || threads > 2 * (uint64_t)plan->block) return plan->block;
+  uint64_t quarter = (threads + 3) / 4;
+  int block = 32;
+  while ((uint64_t)block < quarter && block < plan->block) block *= 2;
+  return block;
+}
+
 uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch) {
-  uint64_t groups_per_block = (uint64_t)(plan->block / plan->lanes);
-  if (batch <= 0 || (uint64_t)batch > UINT64_MAX / (uint64_t)plan->split) return 0;
-  uint64_t groups = (uint64_t)batch * (uint64_t)plan->split;
+  uint64_t groups = launch_groups(plan, batch);
+  if (groups == 0) return 0;
+  uint64_t groups_per_block = (uint64_t)(kvjit_store_kv_threads(plan, batch) / plan->lanes);
   uint64_t blocks = groups / groups_per_block + (groups % groups_per_block != 0);
   return blocks > (uint64_t)INT32_MAX ? 0 : blocks;
 }

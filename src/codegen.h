@@ -21,7 +21,7 @@
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_STORE_KV_MAX_ARCH 1023
 /** Number of batch classes (see kvjit_store_kv_batch_class()). */
-#define KVJIT_STORE_KV_BATCH_CLASSES 3
+#define KVJIT_STORE_KV_BATCH_CLASSES 4
 /** Name of the kernel in the template and of its out-of-range counter. */
 #define KVJIT_STORE_KV_KERNEL "kvjit_store_kv"
 #define KVJIT_STORE_KV_OOB_COUNTER "kvjit_store_kv_oob"
@@ -75,7 +75,9 @@ typedef struct kvjit_store_kv_plan {
   int split;           /* slices per row, resolved */
   int vec;             /* bytes per access: 16, 8, 4, 2 or 1 */
   int lanes;           /* lanes per slice group: power of two <= 32 */
-  int block;           /* threads per block */
+  int block;           /* most threads per block (launch bound); kvjit_store_kv_threads() picks the launch's */
+  int items;           /* items per lane group: 1, or 2 (plain copies, one access per lane) */
+  int evict_first;     /* 1: cache stores carry an L2 evict-first policy (sm_80+) */
   int index64;         /* 1: int64 indices, 0: int32 */
   int pdl;             /* 1: PDL wait/trigger compiled in and the launch attribute set */
   /* Quantize on store (all 0 for a plain copy). vec and the row bytes count source bytes. */
@@ -89,17 +91,22 @@ typedef struct kvjit_store_kv_plan {
 /** What the automatic choice does for one batch class (the table lives in codegen.c). */
 typedef struct kvjit_store_kv_class_rule {
   int64_t max_batch;         /* the class holds batches up to this (inclusive) */
-  int chunks_per_lane;       /* target vector accesses per lane per row */
-  int64_t pdl_min_row_bytes; /* PDL_AUTO turns PDL on (sm_90+) when the wider row has at least this */
-  int quant_max_vec;         /* quantizing: widest source access (bytes); shorter conversion chains per lane */
+  int chunks_per_lane;         /* target vector accesses per lane per row */
+  int wide_chunks_per_lane;    /* plain copies whose wider row has at least wide_row_bytes: this instead */
+  int64_t wide_row_bytes;
+  int64_t pdl_min_row_bytes;   /* PDL_AUTO turns PDL on (sm_90+) when the wider row has at least this */
+  int quant_max_vec;           /* quantizing: widest source access (bytes); shorter conversion chains per lane */
+  int pair_max_lanes;          /* plain copies: two items per lane group when a slice needs at most this many
+                                  lanes (and one access per lane); 0: never */
+  int64_t evict_first_min_row; /* evict-first cache stores (sm_80+) when the wider row has at least this; -1: never */
 } kvjit_store_kv_class_rule;
 
 /** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_BATCH_CLASSES - 1). */
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class);
 
-/** Batch class of a batch >= 1: 0 = decode-sized (<= 16), 1 = up to 4096, 2 = larger. */
+/** Batch class of a batch >= 1: 0 = decode-sized (<= 16), 1 = up to 256, 2 = up to 4096, 3 = larger. */
 static inline int kvjit_store_kv_batch_class(int64_t batch) {
-  return batch <= 16 ? 0 : batch <= 4096 ? 1 : 2;
+  return batch <= 16 ? 0 : batch <= 256 ? 1 : batch <= 4096 ? 2 : 3;
 }
 
 /** Largest power of two <= 16 dividing @p bits (the OR of every address, stride and size); 16 for 0. */
@@ -155,7 +162,15 @@ char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan);
 /** Program description of a plan's @p source (static name, options and kernel list). */
 void kvjit_store_kv_desc(const kvjit_store_kv_plan *plan, const char *source, kvjit_program_desc *desc);
 
-/** Blocks of a launch of @p batch items, or 0 when it exceeds the grid limit (2^31 - 1). */
+/**
+ * Threads per block of a launch of @p batch items (>= 1): plan->block, except that a grid of at
+ * most two such blocks with more than two warps of work is spread over three or four smaller
+ * blocks (32 or 64 threads), which puts its warps on more SMs.
+ */
+int kvjit_store_kv_threads(const kvjit_store_kv_plan *plan, int64_t batch);
+
+/** Blocks of a launch of @p batch items with kvjit_store_kv_threads() threads each, or 0 when it
+ * exceeds the grid limit (2^31 - 1). */
 uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch);
 
 #endif

@@ -81,12 +81,43 @@ static void test_plan_rules(void **state) {
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.block, KVJIT_STORE_KV_BLOCK);
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  assert_int_equal(p.items, 1);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
-  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  assert_int_equal(p.items, 2); /* large batches of narrow rows: two items per lane group */
+  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.split, 16);
+  assert_int_equal(p.items, 1);
+  /* Mid batches (257..4096): rows of 1 KiB and more take two accesses per lane. */
+  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  assert_int_equal(p.split, 8);
+  assert_int_equal(p.lanes, 32);
+  p = make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  assert_int_equal(p.split, 1);
+  assert_int_equal(p.lanes, 32);
+  p = make(90, 512, 512, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  assert_int_equal(p.split, 1);
+  assert_int_equal(p.lanes, 32);
+  /* An explicit split with two accesses per lane: half the lanes. */
+  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 4, 2);
+  assert_int_equal(p.lanes, 16);
+  /* Two items per group only with one access per lane: an explicit split 1 of a 1 KiB row does not. */
+  assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 3).items, 1);
+  assert_int_equal(make(90, 64, 64, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).items, 2);
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).items, 1);
+  /* Evict-first stores: decode batches of rows >= 1 KiB, every row at 17..256, none beyond. */
+  assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
+  assert_int_equal(make(90, 576, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
+  assert_int_equal(make(90, 512, 512, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 0);
+  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).evict_first, 1);
+  assert_int_equal(make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).evict_first, 1);
+  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2).evict_first, 0);
+  assert_int_equal(make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).evict_first, 0);
+  /* The cache policy needs sm_80. */
+  assert_int_equal(make(75, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 0);
+  assert_int_equal(make(80, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
   p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 0);
   assert_int_equal(p.split, 16);
   assert_int_equal(p.lanes, 32);
@@ -94,7 +125,7 @@ static void test_plan_rules(void **state) {
   /* PDL auto before sm_90 is off; forced off stays off. */
   assert_int_equal(make(80, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).pdl, 0);
   assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 0).pdl, 0);
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 2).pdl, 1);
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 3).pdl, 1);
   /* Rows narrow the vector: 196 B -> 4 B; pointers narrow it too. */
   p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
   assert_int_equal(p.vec, 4);
@@ -147,9 +178,11 @@ static void test_batch_classes(void **state) {
   assert_int_equal(kvjit_store_kv_batch_class(1), 0);
   assert_int_equal(kvjit_store_kv_batch_class(16), 0);
   assert_int_equal(kvjit_store_kv_batch_class(17), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(4096), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(4097), 2);
-  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 2);
+  assert_int_equal(kvjit_store_kv_batch_class(256), 1);
+  assert_int_equal(kvjit_store_kv_batch_class(257), 2);
+  assert_int_equal(kvjit_store_kv_batch_class(4096), 2);
+  assert_int_equal(kvjit_store_kv_batch_class(4097), 3);
+  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 3);
   for (int c = 0; c < KVJIT_STORE_KV_BATCH_CLASSES; c++) {
     const kvjit_store_kv_class_rule *r = kvjit_store_kv_class_rule_get(c);
     assert_non_null(r);
@@ -161,12 +194,38 @@ static void test_batch_classes(void **state) {
 static void test_blocks(void **state) {
   (void)state;
   kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  /* 8 lanes: 16 items per 128-thread block. */
+  /* 8 lanes per item. Up to two warps of work: one 128-thread block. */
+  assert_int_equal(kvjit_store_kv_threads(&p, 1), 128);
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 16), 1);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 17), 2);
+  assert_int_equal(kvjit_store_kv_threads(&p, 8), 128);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 8), 1);
+  /* Three or four warps: one-warp blocks (3 or 4 of them). */
+  assert_int_equal(kvjit_store_kv_threads(&p, 12), 32);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 12), 3);
+  assert_int_equal(kvjit_store_kv_threads(&p, 16), 32);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 16), 4);
+  /* Five to eight warps: two-warp blocks. */
+  assert_int_equal(kvjit_store_kv_threads(&p, 17), 64);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 17), 3);
+  assert_int_equal(kvjit_store_kv_threads(&p, 32), 64);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 32), 4);
+  /* More: full blocks. */
+  assert_int_equal(kvjit_store_kv_threads(&p, 33), 128);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 33), 3);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 4096);
+  /* Two items per group halve the groups. */
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
+  assert_int_equal(p.items, 2);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 2048);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 65535), 2048);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
+  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  /* split 4 x 32 lanes: one item is four warps, spread over four blocks. */
+  assert_int_equal(kvjit_store_kv_threads(&p, 1), 32);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 1), 4);
   p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
   /* split 16 x 32 lanes = 512 threads per item. */
+  assert_int_equal(kvjit_store_kv_threads(&p, 1), 128);
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 4);
   assert_int_equal(kvjit_store_kv_blocks(&p, 0), 0);
   assert_int_equal(kvjit_store_kv_blocks(&p, INT64_MAX / 2), 0);
@@ -187,6 +246,8 @@ static void test_source(void **state) {
   assert_true(contains(src, "#define KVJIT_BLOCK 128\n"));
   assert_true(contains(src, "#define KVJIT_INDEX_INT64 0\n"));
   assert_true(contains(src, "#define KVJIT_PDL 1\n"));
+  assert_true(contains(src, "#define KVJIT_ITEMS 1\n"));
+  assert_true(contains(src, "#define KVJIT_EVICT_FIRST 0\n"));
   /* The embedded template follows the prelude. */
   assert_true(contains(src, "kvjit_store_kv(const __grid_constant__ kvjit_store_kv_params p)"));
   assert_true(contains(src, "griddepcontrol.wait"));
@@ -202,6 +263,15 @@ static void test_source(void **state) {
   assert_true(contains(src, "#define KVJIT_INDEX_INT64 1\n"));
   assert_true(contains(src, "#define KVJIT_PDL 0\n"));
   free(src);
+
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
+  src = kvjit_store_kv_source(&p);
+  assert_true(contains(src, "#define KVJIT_ITEMS 2\n"));
+  free(src);
+  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  src = kvjit_store_kv_source(&p);
+  assert_true(contains(src, "#define KVJIT_EVICT_FIRST 1\n"));
+  free(src);
 }
 
 /* Each field on its own changes the source, the cache key and the fast key. */
@@ -214,7 +284,10 @@ static void test_distinct_keys(void **state) {
       make(90, 256, 256, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 1, 0),
       make(90, 256, 256, 8, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 0),
-      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* narrower vector, large class */
+      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 3), /* narrower vector, large class */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* one item per group */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 3), /* two: only items differs */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 1), /* evict-first: only it differs */
       make(90, 256, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 128, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 256, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
@@ -299,11 +372,12 @@ static void test_prewarm_compiles(void **state) {
     assert_int_equal(compiled2, 0);
     assert_int_equal(cached2, compiled);
   }
-  /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B, so one kernel serves all. */
+  /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B; batches 17..256 add evict-first
+   * stores, so two kernels serve all four classes. */
   unsigned compiled = 0, cached = 0;
   kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
-  assert_int_equal(compiled, 1);
+  assert_int_equal(compiled, 2);
   /* PDL forced on before sm_90: refused before any compile. */
   kvjit_store_kv_variant bad = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &bad, &compiled, &cached), KVJIT_ERR_UNSUPPORTED);
