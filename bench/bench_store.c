@@ -1066,15 +1066,28 @@ static void tally(target_tally *t, double value, int want_max, const record *r) 
   t->seen = 1;
 }
 
-static void md_target(FILE *f, const char *what, const target_tally *t, double limit, int want_max, const char *unit) {
+static void md_cell(FILE *f, const target_tally *t, const char *unit, int conditions) {
   if (!t->seen) {
-    fprintf(f, "| %s | not measured | | |\n", what);
+    fprintf(f, " not measured |");
     return;
   }
-  const int pass = want_max ? t->worst <= limit : t->worst >= limit;
-  fprintf(f, "| %s | %.3f %s (row %lld, batch %lld, %s, PDL %s) | %s %.2f | %s |\n", what, t->worst, unit,
-          (long long)t->row, (long long)t->batch, t->index64 ? "int64" : "int32", t->pdl ? "on" : "off",
-          want_max ? "≤" : "≥", limit, pass ? "pass" : "**miss**");
+  fprintf(f, " %.3f %s (row %lld, batch %lld", t->worst, unit, (long long)t->row, (long long)t->batch);
+  if (conditions) fprintf(f, ", %s, PDL %s", t->index64 ? "int64" : "int32", t->pdl ? "on" : "off");
+  fprintf(f, ") |");
+}
+
+/* t[0]: the issue's conditions (int64, PDL on); t[1]: the worst over every index type and PDL mode. */
+static void md_target(FILE *f, const char *what, const target_tally t[2], double limit, int want_max,
+                      const char *unit) {
+  fprintf(f, "| %s |", what);
+  md_cell(f, &t[0], unit, 0);
+  md_cell(f, &t[1], unit, 1);
+  fprintf(f, " %s %.2f |", want_max ? "≤" : "≥", limit);
+  for (int i = 0; i < 2; i++) {
+    const int pass = want_max ? t[i].worst <= limit : t[i].worst >= limit;
+    fprintf(f, " %s |", !t[i].seen ? "-" : pass ? "pass" : "**miss**");
+  }
+  fprintf(f, "\n");
 }
 
 static void write_md(const bench *b) {
@@ -1119,7 +1132,7 @@ static void write_md(const bench *b) {
               b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl] <= 1.05 ? "pass" : "**miss**");
 
   /* Targets of issue 3, on the graph timings. */
-  target_tally small = {0}, small8k = {0}, big = {0}, big128 = {0};
+  target_tally small[2] = {{0}}, small8k[2] = {{0}}, big[2] = {{0}}, big128[2] = {{0}};
   size_t cells = 0, slower = 0, slower2 = 0, auto_worse = 0, auto_cells = 0, stream_slower = 0, stream_cells = 0;
   double worst_ratio = 0;
   const record *worst = NULL;
@@ -1135,10 +1148,13 @@ static void write_md(const bench *b) {
       }
       continue;
     }
-    if (r->batch <= 16 && r->row <= 2048) tally(&small, r->us.median, 1, r);
-    if (r->batch <= 16 && r->row == 8192) tally(&small8k, r->us.median, 1, r);
-    if (r->batch == 65536 && r->row >= 512) tally(&big, tbps(bytes, r->us.median), 0, r);
-    if (r->batch == 65536 && r->row == 128) tally(&big128, tbps(bytes, r->us.median), 0, r);
+    for (int all = 0; all < 2; all++) {
+      if (!all && !(r->index64 && r->pdl)) continue;
+      if (r->batch <= 16 && r->row <= 2048) tally(&small[all], r->us.median, 1, r);
+      if (r->batch <= 16 && r->row == 8192) tally(&small8k[all], r->us.median, 1, r);
+      if (r->batch == 65536 && r->row >= 512) tally(&big[all], tbps(bytes, r->us.median), 0, r);
+      if (r->batch == 65536 && r->row == 128) tally(&big128[all], tbps(bytes, r->us.median), 0, r);
+    }
     if (ref) {
       cells++;
       const double ratio = r->us.median / ref->us.median;
@@ -1155,12 +1171,16 @@ static void write_md(const bench *b) {
       auto_worse += r->us.median > bf->us.median * 1.02;
     }
   }
-  fprintf(f, "\n## Targets (issue 3), per launch in a CUDA graph\n\n| target | worst cell | limit | |\n"
-             "| --- | --- | --- | --- |\n");
-  md_target(f, "batch ≤ 16, rows ≤ 2048 B", &small, 0.65, 1, "µs");
-  md_target(f, "batch ≤ 16, rows 8192 B", &small8k, 0.9, 1, "µs");
-  md_target(f, "batch 65536, rows ≥ 512 B", &big, 4.0, 0, "TB/s");
-  md_target(f, "batch 65536, rows 128 B", &big128, 3.2, 0, "TB/s");
+  fprintf(f, "\n## Targets (issue 3), per launch in a CUDA graph\n\n"
+             "The issue states the reference's figures and its targets for int64 indices with PDL on; the "
+             "second column is the worst cell over int32/int64 and PDL on/off (PDL off adds ~0.5 µs at decode "
+             "sizes, for kvjit and the reference alike).\n\n"
+             "| target | worst cell, int64, PDL on | worst cell, any index type and PDL mode | limit | int64, PDL on | "
+             "any |\n| --- | --- | --- | --- | --- | --- |\n");
+  md_target(f, "batch ≤ 16, rows ≤ 2048 B", small, 0.65, 1, "µs");
+  md_target(f, "batch ≤ 16, rows 8192 B", small8k, 0.9, 1, "µs");
+  md_target(f, "batch 65536, rows ≥ 512 B", big, 4.0, 0, "TB/s");
+  md_target(f, "batch 65536, rows 128 B", big128, 3.2, 0, "TB/s");
   fprintf(f, "\n- cells where kvjit is slower than the reference (graph): %zu of %zu (%zu by more than 2%%)", slower,
           cells, slower2);
   if (worst)

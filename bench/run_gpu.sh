@@ -4,8 +4,8 @@
 #   usage: OUT=/some/dir bash bench/run_gpu.sh BUILD_DIR
 #
 # BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_fp8, bench_jit
-# and src/libkvjit.so are rebuilt with ninja if missing). Writes eight files into $OUT:
-#   store.csv  store.md  store.png  fp8.csv  fp8.md  torch.csv  jit.txt  log.txt
+# and src/libkvjit.so are rebuilt with ninja if missing). Writes ten files into $OUT:
+#   store.csv  store.md  store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt  log.txt
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
@@ -58,6 +58,13 @@ say "bench_fp8 (timeout ${T} s)"
 timeout -k 10 "$T" "$BUILD/bench/bench_fp8" --csv "$OUT/fp8.csv" --md "$OUT/fp8.md" 2>&1 | tee -a "$LOG"
 echo "bench_fp8 exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
 
+# 1c. Decode sizes with L2-resident inputs (the conditions of the reference figures).
+T=$(cap 60 90)
+say "bench_store --hot-inputs (decode sizes, timeout ${T} s)"
+timeout -k 10 "$T" "$BUILD/bench/bench_store" --hot-inputs --batches 1,16 --index 64 --pdl on \
+  --csv "$OUT/hot.csv" --md "$OUT/hot.md" --deadline $((T - 15)) >> "$LOG" 2>&1
+echo "bench_store --hot-inputs exit: $?" | tee -a "$LOG"
+
 # 2. PyTorch's fallback and kvjit through ctypes, same process.
 T=$(cap 110 45)
 say "torch_peer.py (timeout ${T} s)"
@@ -100,6 +107,7 @@ if [ -f "$OUT/store.md" ]; then
   sed -n '/^## Bounds/,/^## Per launch in a CUDA graph/p' "$OUT/store.md" | sed '$d'
   sed -n '/^## kvjit vs the PyTorch/,$p' "$OUT/store.md" | head -60
 fi
+[ -f "$OUT/hot.md" ] && sed -n '/^## Targets/,/^## Per launch on a stream/p' "$OUT/hot.md" | sed '$d' | head -40
 [ -f "$OUT/fp8.md" ] && cat "$OUT/fp8.md"
 [ -f "$OUT/jit.txt" ] && sed -n '/^cold NVRTC/,/^csv:/p' "$OUT/jit.txt" | grep -v '^csv:'
 ls -la "$OUT"
