@@ -9,15 +9,19 @@
  *    2026-11-29: 8192 B x 1024 9.86 -> 9.56 us, 2048 B x 4096 9.88 -> 9.62; 128-512 B rows were
  *    up to 6 % slower with two). Two per lane at batches > 4096 measured 1-6 % slower;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
- *  - items: at batches > 4096, a lane group of at most 8 lanes stores two items (128 B x 65536:
- *    10.87 -> 10.33 us, 3.09 -> 3.25 TB/s); at 512 B and up, and at smaller batches, it was slower;
+ *  - items: at batches > 32768, a lane group of at most 8 lanes stores two items (128 B x 65536:
+ *    10.90 -> 10.47 us, 3.08 -> 3.20 TB/s). It is a wave effect: 65536 items x 8 lanes need two
+ *    waves of 132 SMs x 2048 threads, paired one. At 4097-32768 it was slower (128 B x 8192
+ *    2.37 -> 2.65 us, x 32768 5.91 -> 5.99), and so at 512 B and up;
  *  - evict-first stores (an L2 cache policy on the cache writes): batches <= 16 with rows >= 1 KiB
  *    and every batch 17..256. The rows just written push out lines that the next kernels read; with
  *    the mark they go first. H200 (graph, per store): 8192 B x 16 with L2-resident inputs 0.96 ->
  *    0.73 us, 4096 B x 16 0.84 -> 0.71; inputs from DRAM 1024 B x 16 0.75 -> 0.66, 2048 B x 16 1.09
  *    -> 0.96, 128 B x 128 0.81 -> 0.69. Narrower decode rows were 0.003-0.007 us slower with it, and
  *    larger batches 0-1 % slower, so they keep plain stores;
- *  - threads per block: see kvjit_store_kv_threads() (a launch-time choice, not a variant);
+ *  - threads per block: 128. The kernel reads blockDim, so a launch could use fewer: spreading
+ *    one- or two-block grids over 32/64-thread blocks measured 0.02 us slower (128 B x 16, 2048 B
+ *    x 1) once the kernel no longer had the block size compiled in;
  *  - PDL: on for sm_90+ in every class: on the H200 it was faster than off in every graph cell,
  *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us);
  *  - quantizing, at most 8 source bytes per access for decode batches: a lane's chain of
@@ -42,7 +46,8 @@ static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES]
     {16, 1, 1, 0, 0, 8, 0, 1024},        /* decode: latency, one access per lane per row */
     {256, 1, 1, 0, 0, 16, 0, 0},         /* small batches: evict-first stores for every row */
     {4096, 1, 2, 1024, 0, 16, 0, -1},    /* mid: two accesses per lane for rows >= 1 KiB */
-    {INT64_MAX, 1, 1, 0, 0, 16, 8, -1},  /* large: bandwidth; two items per group for narrow rows */
+    {32768, 1, 1, 0, 0, 16, 0, -1},      /* large: bandwidth */
+    {INT64_MAX, 1, 1, 0, 0, 16, 8, -1},  /* largest: two items per group for narrow rows */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
@@ -438,26 +443,10 @@ static uint64_t launch_groups(const kvjit_store_kv_plan *plan, int64_t batch) {
   return units / items + (units % items != 0);
 }
 
-int kvjit_store_kv_threads(const kvjit_store_kv_plan *plan, int64_t batch) {
-  uint64_t groups = launch_groups(plan, batch);
-  if (groups == 0 || groups > (uint64_t)INT32_MAX) return plan->block;
-  uint64_t threads = groups * (uint64_t)plan->lanes;
-  /* Measured on the H200 (2026-11-29, decode batches, per store): one block of four warps -> four
-   * blocks of one warp 0.65 -> 0.62-0.63 us (128 B x 16, 2048 B x 1); two blocks -> four blocks of
-   * two warps 0.66 -> 0.63 us (256 B x 16, 4096 B x 1). One or two warps stay one block (1024 B
-   * x 1: 32- or 64-thread blocks were 0.01 us slower), and so do grids of three blocks or more
-   * (8192 B x 1 at 32 threads: 0.64 -> 0.66 us). */
-  if (threads <= 64 || threads > 2 * (uint64_t)plan->block) return plan->block;
-  uint64_t quarter = (threads + 3) / 4;
-  int block = 32;
-  while ((uint64_t)block < quarter && block < plan->block) block *= 2;
-  return block;
-}
-
 uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch) {
   uint64_t groups = launch_groups(plan, batch);
   if (groups == 0) return 0;
-  uint64_t groups_per_block = (uint64_t)(kvjit_store_kv_threads(plan, batch) / plan->lanes);
+  uint64_t groups_per_block = (uint64_t)(plan->block / plan->lanes);
   uint64_t blocks = groups / groups_per_block + (groups % groups_per_block != 0);
   return blocks > (uint64_t)INT32_MAX ? 0 : blocks;
 }

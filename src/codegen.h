@@ -21,7 +21,7 @@
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_STORE_KV_MAX_ARCH 1023
 /** Number of batch classes (see kvjit_store_kv_batch_class()). */
-#define KVJIT_STORE_KV_BATCH_CLASSES 4
+#define KVJIT_STORE_KV_BATCH_CLASSES 5
 /** Name of the kernel in the template and of its out-of-range counter. */
 #define KVJIT_STORE_KV_KERNEL "kvjit_store_kv"
 #define KVJIT_STORE_KV_OOB_COUNTER "kvjit_store_kv_oob"
@@ -75,7 +75,7 @@ typedef struct kvjit_store_kv_plan {
   int split;           /* slices per row, resolved */
   int vec;             /* bytes per access: 16, 8, 4, 2 or 1 */
   int lanes;           /* lanes per slice group: power of two <= 32 */
-  int block;           /* most threads per block (launch bound); kvjit_store_kv_threads() picks the launch's */
+  int block;           /* threads per block */
   int items;           /* items per lane group: 1, or 2 (plain copies, one access per lane) */
   int evict_first;     /* 1: cache stores carry an L2 evict-first policy (sm_80+) */
   int index64;         /* 1: int64 indices, 0: int32 */
@@ -104,9 +104,10 @@ typedef struct kvjit_store_kv_class_rule {
 /** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_BATCH_CLASSES - 1). */
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class);
 
-/** Batch class of a batch >= 1: 0 = decode-sized (<= 16), 1 = up to 256, 2 = up to 4096, 3 = larger. */
+/** Batch class of a batch >= 1: 0 = decode-sized (<= 16), 1 = up to 256, 2 = up to 4096, 3 = up to
+ * 32768, 4 = larger. */
 static inline int kvjit_store_kv_batch_class(int64_t batch) {
-  return batch <= 16 ? 0 : batch <= 256 ? 1 : batch <= 4096 ? 2 : 3;
+  return batch <= 16 ? 0 : batch <= 256 ? 1 : batch <= 4096 ? 2 : batch <= 32768 ? 3 : 4;
 }
 
 /** Largest power of two <= 16 dividing @p bits (the OR of every address, stride and size); 16 for 0. */
@@ -162,15 +163,7 @@ char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan);
 /** Program description of a plan's @p source (static name, options and kernel list). */
 void kvjit_store_kv_desc(const kvjit_store_kv_plan *plan, const char *source, kvjit_program_desc *desc);
 
-/**
- * Threads per block of a launch of @p batch items (>= 1): plan->block, except that a grid of at
- * most two such blocks with more than two warps of work is spread over three or four smaller
- * blocks (32 or 64 threads), which puts its warps on more SMs.
- */
-int kvjit_store_kv_threads(const kvjit_store_kv_plan *plan, int64_t batch);
-
-/** Blocks of a launch of @p batch items with kvjit_store_kv_threads() threads each, or 0 when it
- * exceeds the grid limit (2^31 - 1). */
+/** Blocks of a launch of @p batch items, or 0 when it exceeds the grid limit (2^31 - 1). */
 uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch);
 
 #endif

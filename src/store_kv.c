@@ -406,7 +406,7 @@ kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args 
   void *kernel_args[] = {&params};
   kvjit_launch_config cfg = KVJIT_LAUNCH_CONFIG_INIT;
   cfg.grid[0] = (unsigned)blocks;
-  cfg.block[0] = (unsigned)kvjit_store_kv_threads(&plan, args->batch);
+  cfg.block[0] = (unsigned)plan.block;
   cfg.stream = args->stream;
   /* Tied to the compiled-in wait/trigger: the attribute without the wait would be a race. */
   cfg.programmatic_serialization = plan.pdl;

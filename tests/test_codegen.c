@@ -82,10 +82,11 @@ static void test_plan_rules(void **state) {
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.block, KVJIT_STORE_KV_BLOCK);
   assert_int_equal(p.items, 1);
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4);
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
-  assert_int_equal(p.items, 2); /* large batches of narrow rows: two items per lane group */
+  assert_int_equal(p.items, 2); /* the largest batches of narrow rows: two items per lane group */
+  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).items, 1);
   p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.split, 16);
@@ -104,9 +105,9 @@ static void test_plan_rules(void **state) {
   p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 4, 2);
   assert_int_equal(p.lanes, 16);
   /* Two items per group only with one access per lane: an explicit split 1 of a 1 KiB row does not. */
-  assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 3).items, 1);
-  assert_int_equal(make(90, 64, 64, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).items, 2);
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).items, 1);
+  assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 4).items, 1);
+  assert_int_equal(make(90, 64, 64, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4).items, 2);
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4).items, 1);
   /* Evict-first stores: decode batches of rows >= 1 KiB, every row at 17..256, none beyond. */
   assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
   assert_int_equal(make(90, 576, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
@@ -115,6 +116,7 @@ static void test_plan_rules(void **state) {
   assert_int_equal(make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).evict_first, 1);
   assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2).evict_first, 0);
   assert_int_equal(make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).evict_first, 0);
+  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4).evict_first, 0);
   /* The cache policy needs sm_80. */
   assert_int_equal(make(75, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 0);
   assert_int_equal(make(80, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
@@ -182,7 +184,9 @@ static void test_batch_classes(void **state) {
   assert_int_equal(kvjit_store_kv_batch_class(257), 2);
   assert_int_equal(kvjit_store_kv_batch_class(4096), 2);
   assert_int_equal(kvjit_store_kv_batch_class(4097), 3);
-  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 3);
+  assert_int_equal(kvjit_store_kv_batch_class(32768), 3);
+  assert_int_equal(kvjit_store_kv_batch_class(32769), 4);
+  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 4);
   for (int c = 0; c < KVJIT_STORE_KV_BATCH_CLASSES; c++) {
     const kvjit_store_kv_class_rule *r = kvjit_store_kv_class_rule_get(c);
     assert_non_null(r);
@@ -194,38 +198,20 @@ static void test_batch_classes(void **state) {
 static void test_blocks(void **state) {
   (void)state;
   kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  /* 8 lanes per item. Up to two warps of work: one 128-thread block. */
-  assert_int_equal(kvjit_store_kv_threads(&p, 1), 128);
+  /* 8 lanes: 16 items per 128-thread block. */
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
-  assert_int_equal(kvjit_store_kv_threads(&p, 8), 128);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 8), 1);
-  /* Three or four warps: one-warp blocks (3 or 4 of them). */
-  assert_int_equal(kvjit_store_kv_threads(&p, 12), 32);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 12), 3);
-  assert_int_equal(kvjit_store_kv_threads(&p, 16), 32);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 16), 4);
-  /* Five to eight warps: two-warp blocks. */
-  assert_int_equal(kvjit_store_kv_threads(&p, 17), 64);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 17), 3);
-  assert_int_equal(kvjit_store_kv_threads(&p, 32), 64);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 32), 4);
-  /* More: full blocks. */
-  assert_int_equal(kvjit_store_kv_threads(&p, 33), 128);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 33), 3);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 16), 1);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 17), 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 4096);
   /* Two items per group halve the groups. */
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4);
   assert_int_equal(p.items, 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 2048);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65535), 2048);
+  assert_int_equal(kvjit_store_kv_blocks(&p, 33), 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
-  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  /* split 4 x 32 lanes: one item is four warps, spread over four blocks. */
-  assert_int_equal(kvjit_store_kv_threads(&p, 1), 32);
-  assert_int_equal(kvjit_store_kv_blocks(&p, 1), 4);
   p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
   /* split 16 x 32 lanes = 512 threads per item. */
-  assert_int_equal(kvjit_store_kv_threads(&p, 1), 128);
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 4);
   assert_int_equal(kvjit_store_kv_blocks(&p, 0), 0);
   assert_int_equal(kvjit_store_kv_blocks(&p, INT64_MAX / 2), 0);
@@ -264,7 +250,7 @@ static void test_source(void **state) {
   assert_true(contains(src, "#define KVJIT_PDL 0\n"));
   free(src);
 
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4);
   src = kvjit_store_kv_source(&p);
   assert_true(contains(src, "#define KVJIT_ITEMS 2\n"));
   free(src);
@@ -286,7 +272,7 @@ static void test_distinct_keys(void **state) {
       make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 0),
       make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 3), /* narrower vector, large class */
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* one item per group */
-      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 3), /* two: only items differs */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 4), /* two: only items differs */
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 1), /* evict-first: only it differs */
       make(90, 256, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 128, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
@@ -373,7 +359,7 @@ static void test_prewarm_compiles(void **state) {
     assert_int_equal(cached2, compiled);
   }
   /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B; batches 17..256 add evict-first
-   * stores, so two kernels serve all four classes. */
+   * stores, so two kernels serve all five classes. */
   unsigned compiled = 0, cached = 0;
   kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);

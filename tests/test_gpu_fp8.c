@@ -154,7 +154,7 @@ static kvjit_status launch_soft(const kvjit_store_kv_args *a, const fp8_case *c)
   void *args[] = {&p};
   kvjit_launch_config cfg = KVJIT_LAUNCH_CONFIG_INIT;
   cfg.grid[0] = (unsigned)kvjit_store_kv_blocks(&plan, a->batch);
-  cfg.block[0] = (unsigned)kvjit_store_kv_threads(&plan, a->batch);
+  cfg.block[0] = (unsigned)plan.block;
   cfg.programmatic_serialization = plan.pdl;
   return kvjit_launch(kernel, &cfg, args);
 }
