@@ -19,9 +19,11 @@
  *    0.73 us, 4096 B x 16 0.84 -> 0.71; inputs from DRAM 1024 B x 16 0.75 -> 0.66, 2048 B x 16 1.09
  *    -> 0.96, 128 B x 128 0.81 -> 0.69. Narrower decode rows were 0.003-0.007 us slower with it, and
  *    larger batches 0-1 % slower, so they keep plain stores;
- *  - threads per block: 128. The kernel reads blockDim, so a launch could use fewer: spreading
- *    one- or two-block grids over 32/64-thread blocks measured 0.02 us slower (128 B x 16, 2048 B
- *    x 1) once the kernel no longer had the block size compiled in;
+ *  - threads per block: 128. Kernels compiled for 32- or 64-thread blocks looked 0.02-0.04 us
+ *    faster for one- or two-block grids, but launching the 128-bound kernel with 32/64 threads was
+ *    0.02 us slower, and an A/B of the old and new kernel on one machine showed the compiled
+ *    differences within 0.005 us: machine-to-machine spread (up to ~5 % per decode cell) was
+ *    larger than the effect, so the block stays 128;
  *  - PDL: on for sm_90+ in every class: on the H200 it was faster than off in every graph cell,
  *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us);
  *  - quantizing, at most 8 source bytes per access for decode batches: a lane's chain of
