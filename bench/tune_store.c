@@ -1,0 +1,339 @@
+/*
+ * tune_store: time store_kv_cache plans with one knob changed, to retune src/codegen.c's class
+ * table. Not a benchmark of record (bench_store is): it times exactly what a config line asks for.
+ *
+ *   usage: tune_store [--reps N] [--alt-template FILE] CONFIG
+ *
+ * CONFIG has one line per measurement (# starts a comment):
+ *
+ *   label row batch hot split block items evict lanes
+ *
+ * row: K and V row bytes; hot 1: every launch reads the same inputs (L2-resident), 0: inputs
+ * rotate through 512 MiB pools. The rest override the automatic plan for this batch; 0 (or -1
+ * for evict) keeps the plan's choice: split, threads per block (launch), items per lane group
+ * (1 or 2), evict-first stores (0 or 1), lanes per group. A label starting with "alt" compiles
+ * the --alt-template file in place of the embedded kernel template (same generated #defines), so
+ * that two kernel versions are compared in one run on one machine: machines differ by a few
+ * percent per decode-sized cell, more than most effects being tuned.
+ *
+ * Slots are a random permutation of a 2 GiB cache (per K and V), int64 indices, PDL on, every
+ * launch inside a CUDA graph of back-to-back launches. A sample of the last launch's rows is
+ * compared before timing. Prints one line per config: median and minimum µs per launch, TB/s
+ * (4 x batch x row bytes per launch), check.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_util.h"
+#include "codegen.h"
+#include "driver.h"
+#include "jit.h"
+#include "kvjit.h"
+
+#define POOL_BYTES ((size_t)512 << 20)
+#define CACHE_BYTES ((size_t)2 << 30)
+#define MAX_REPS 31
+#define TARGET_LOOP_US 3000.0
+
+static const kvjit_driver *drv;
+
+static void die_cuda(CUresult res, const char *what, int line) {
+  const char *name = "?";
+  drv->cuGetErrorName(res, &name);
+  fprintf(stderr, "tune_store: line %d: %s: %s\n", line, what, name);
+  exit(2);
+}
+#define CU(call)                                                                                                       \
+  do {                                                                                                                 \
+    CUresult cu_res_ = (call);                                                                                         \
+    if (cu_res_ != CUDA_SUCCESS) die_cuda(cu_res_, #call, __LINE__);                                                   \
+  } while (0)
+
+typedef struct config {
+  char label[64];
+  long long row, batch;
+  int hot, split, block, items, evict, lanes;
+} config;
+
+typedef struct tuner {
+  kvjit_context *ctx;
+  CUstream stream;
+  CUevent ev[MAX_REPS + 1];
+  int sm, reps;
+  CUdeviceptr k_pool, v_pool, k_cache, v_cache, idx;
+  int64_t *perm; /* host copy of the slots of the current row size */
+  int64_t perm_row;
+  char *alt_template;
+} tuner;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rng(void) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+static void *dptr(CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    free(s);
+    s = NULL;
+  }
+  if (s) s[n] = '\0';
+  fclose(f);
+  return s;
+}
+
+static void setup(tuner *t) {
+  kvjit_status st = kvjit_context_create(&t->ctx, NULL);
+  if (st == KVJIT_OK) st = kvjit_driver_get(&drv);
+  if (st != KVJIT_OK) {
+    fprintf(stderr, "tune_store: %s (%s)\n", kvjit_status_name(st), kvjit_last_error());
+    exit(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE ? 77 : 2);
+  }
+  CUdevice dev;
+  CUcontext cu;
+  CU(drv->cuDeviceGet(&dev, 0));
+  CU(drv->cuDevicePrimaryCtxRetain(&cu, dev));
+  CU(drv->cuCtxSetCurrent(cu));
+  if ((st = kvjit_current_sm(&t->sm)) != KVJIT_OK) exit(2);
+  CU(drv->cuStreamCreate(&t->stream, CU_STREAM_NON_BLOCKING));
+  for (int i = 0; i <= MAX_REPS; i++) CU(drv->cuEventCreate(&t->ev[i], CU_EVENT_DEFAULT));
+  CU(drv->cuMemAlloc(&t->k_pool, POOL_BYTES));
+  CU(drv->cuMemAlloc(&t->v_pool, POOL_BYTES));
+  CU(drv->cuMemAlloc(&t->k_cache, CACHE_BYTES));
+  CU(drv->cuMemAlloc(&t->v_cache, CACHE_BYTES));
+  CU(drv->cuMemAlloc(&t->idx, CACHE_BYTES / 128 * 8)); /* one slot id per 128 B row at most */
+  /* Random inputs (a 16 MiB random block, one word changed per copy); poisoned caches. */
+  const size_t block = (size_t)16 << 20;
+  uint64_t *h = malloc(block);
+  t->perm = malloc(CACHE_BYTES / 128 * 8);
+  if (!h || !t->perm) exit(2);
+  for (size_t i = 0; i < block / 8; i++) h[i] = rng();
+  for (size_t off = 0; off < POOL_BYTES; off += block) {
+    h[0]++;
+    CU(drv->cuMemcpyHtoD(t->k_pool + off, h, block));
+    h[1]++;
+    CU(drv->cuMemcpyHtoD(t->v_pool + off, h, block));
+  }
+  free(h);
+  CU(drv->cuMemsetD8(t->k_cache, 0xa5, CACHE_BYTES));
+  CU(drv->cuMemsetD8(t->v_cache, 0x5a, CACHE_BYTES));
+  t->perm_row = -1;
+}
+
+/* Slots of a row size: a random permutation of the whole cache. */
+static void set_row(tuner *t, int64_t row) {
+  if (row == t->perm_row) return;
+  const int64_t slots = (int64_t)(CACHE_BYTES / (size_t)row);
+  for (int64_t i = 0; i < slots; i++) t->perm[i] = i;
+  for (int64_t i = slots - 1; i > 0; i--) {
+    int64_t j = (int64_t)(rng() % (uint64_t)(i + 1)), tmp = t->perm[i];
+    t->perm[i] = t->perm[j];
+    t->perm[j] = tmp;
+  }
+  CU(drv->cuMemcpyHtoD(t->idx, t->perm, (size_t)slots * 8));
+  t->perm_row = row;
+}
+
+/* The plan's source, with the alternative template's body when the label asks for it. */
+static char *plan_source(const tuner *t, const config *c, const kvjit_store_kv_plan *plan) {
+  char *src = kvjit_store_kv_source(plan);
+  if (!src || strncmp(c->label, "alt", 3) != 0) return src;
+  if (!t->alt_template) {
+    fprintf(stderr, "tune_store: %s: no --alt-template given\n", c->label);
+    exit(2);
+  }
+  char *body = strstr(src, "\n// kvjit store_kv_cache:");
+  if (!body) {
+    fprintf(stderr, "tune_store: the generated source has no template marker\n");
+    exit(2);
+  }
+  body[1] = '\0';
+  char *out = malloc(strlen(src) + strlen(t->alt_template) + 1);
+  if (!out) exit(2);
+  strcpy(out, src);
+  strcat(out, t->alt_template);
+  free(src);
+  return out;
+}
+
+static void run_config(tuner *t, const config *c) {
+  kvjit_store_kv_plan plan;
+  if (kvjit_store_kv_plan_make(&plan, t->sm, c->row, c->row, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, c->split,
+                               kvjit_store_kv_batch_class(c->batch)) != KVJIT_OK) {
+    printf("%-24s plan: %s\n", c->label, kvjit_last_error());
+    return;
+  }
+  if (c->lanes) plan.lanes = c->lanes;
+  if (c->items) plan.items = c->items;
+  if (c->evict >= 0) plan.evict_first = c->evict;
+  const int block = c->block ? c->block : plan.block;
+  if (block > plan.block) plan.block = block; /* the kernel's launch bound */
+  char *src = plan_source(t, c, &plan);
+  kvjit_program_desc desc;
+  kvjit_store_kv_desc(&plan, src, &desc);
+  desc.name = "tune_store.cu";
+  kvjit_program *prog = NULL;
+  kvjit_kernel *kernel;
+  if (kvjit_program_get(t->ctx, &prog, NULL, &desc) != KVJIT_OK ||
+      kvjit_program_kernel(prog, &kernel, NULL, 0) != KVJIT_OK) {
+    printf("%-24s compile: %s\n%s\n", c->label, kvjit_last_error(), prog ? kvjit_program_log(prog) : "");
+    free(src);
+    return;
+  }
+  free(src);
+
+  set_row(t, c->row);
+  const int64_t slots = (int64_t)(CACHE_BYTES / (size_t)c->row);
+  const uint64_t units = (uint64_t)c->batch * (uint64_t)plan.split;
+  const uint64_t per_block = (uint64_t)(block / plan.lanes) * (uint64_t)plan.items;
+  const uint64_t blocks = (units + per_block - 1) / per_block;
+  const double bytes = 4.0 * (double)c->batch * (double)c->row;
+  double est_us = bytes / 3.0e6;
+  if (est_us < 1.0) est_us = 1.0;
+  int launches = (int)(TARGET_LOOP_US / est_us);
+  launches = launches < 8 ? 8 : launches > 320 ? 320 : launches;
+  const int64_t in_fit = (int64_t)(POOL_BYTES / ((size_t)c->batch * (size_t)c->row));
+  const int in_sets = c->hot ? 1 : (int)(in_fit < launches ? (in_fit < 1 ? 1 : in_fit) : launches);
+  const int64_t idx_fit = slots / c->batch;
+  const int idx_sets = (int)(idx_fit < launches ? (idx_fit < 1 ? 1 : idx_fit) : launches);
+
+  CUlaunchAttribute attr;
+  memset(&attr, 0, sizeof attr);
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.gridDimX = (unsigned)blocks;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = (unsigned)block;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.hStream = t->stream;
+  cfg.attrs = plan.pdl ? &attr : NULL;
+  cfg.numAttrs = plan.pdl ? 1 : 0;
+  kvjit_store_kv_params p;
+  memset(&p, 0, sizeof p);
+  p.k_stride = p.v_stride = p.k_cache_stride = p.v_cache_stride = c->row;
+  p.index_stride = 1;
+  p.batch = c->batch;
+  p.num_slots = slots;
+  p.skip_slot = -1;
+  p.k_cache = dptr(t->k_cache);
+  p.v_cache = dptr(t->v_cache);
+  void *args[] = {&p};
+  CUgraph graph;
+  CUgraphExec exec;
+  CU(drv->cuStreamBeginCapture(t->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  for (int j = 0; j < launches; j++) {
+    const size_t off = (size_t)(j % in_sets) * (size_t)c->batch * (size_t)c->row;
+    p.k = dptr(t->k_pool + off);
+    p.v = dptr(t->v_pool + off);
+    p.indices = dptr(t->idx + (size_t)(j % idx_sets) * (size_t)c->batch * 8);
+    CU(drv->cuLaunchKernelEx(&cfg, (CUfunction)kernel->handle, args, NULL));
+  }
+  CU(drv->cuStreamEndCapture(t->stream, &graph));
+  CU(drv->cuGraphInstantiateWithFlags(&exec, graph, 0));
+  CU(drv->cuGraphLaunch(exec, t->stream));
+  CU(drv->cuStreamSynchronize(t->stream));
+
+  /* The last launch's rows, up to 512 of them, K and V. */
+  const int last = launches - 1;
+  const size_t in_off = (size_t)(last % in_sets) * (size_t)c->batch * (size_t)c->row;
+  const int64_t *slot = t->perm + (size_t)(last % idx_sets) * (size_t)c->batch;
+  unsigned char *want = malloc((size_t)c->row), *got = malloc((size_t)c->row);
+  if (!want || !got) exit(2);
+  long wrong = 0;
+  const int64_t step = c->batch > 512 ? c->batch / 512 : 1;
+  for (int64_t i = 0; i < c->batch; i += step) {
+    for (int kv = 0; kv < 2; kv++) {
+      CU(drv->cuMemcpyDtoH(want, (kv ? t->v_pool : t->k_pool) + in_off + (size_t)i * (size_t)c->row, (size_t)c->row));
+      CU(drv->cuMemcpyDtoH(got, (kv ? t->v_cache : t->k_cache) + (size_t)slot[i] * (size_t)c->row, (size_t)c->row));
+      wrong += memcmp(want, got, (size_t)c->row) != 0;
+    }
+  }
+  free(want);
+  free(got);
+
+  double us[MAX_REPS];
+  CU(drv->cuGraphLaunch(exec, t->stream));
+  CU(drv->cuEventRecord(t->ev[0], t->stream));
+  for (int r = 0; r < t->reps; r++) {
+    CU(drv->cuGraphLaunch(exec, t->stream));
+    CU(drv->cuEventRecord(t->ev[r + 1], t->stream));
+  }
+  CU(drv->cuEventSynchronize(t->ev[t->reps]));
+  for (int r = 0; r < t->reps; r++) {
+    float ms;
+    CU(drv->cuEventElapsedTime(&ms, t->ev[r], t->ev[r + 1]));
+    us[r] = (double)ms * 1000.0 / launches;
+  }
+  const bench_stats s = bench_summarize(us, (size_t)t->reps);
+  printf("%-24s %6lld %6lld %3d | split %2d lanes %2d vec %2d block %4d items %d evict %d | %9.3f %9.3f %7.3f %s\n",
+         c->label, c->row, c->batch, c->hot, plan.split, plan.lanes, plan.vec, block, plan.items, plan.evict_first,
+         s.median, s.min, bytes / s.median / 1e6, wrong ? "FAIL" : "ok");
+  fflush(stdout);
+  CU(drv->cuGraphExecDestroy(exec));
+  CU(drv->cuGraphDestroy(graph));
+}
+
+int main(int argc, char **argv) {
+  tuner t;
+  memset(&t, 0, sizeof t);
+  t.reps = 11;
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) t.reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--alt-template") && i + 1 < argc) {
+      if (!(t.alt_template = read_file(argv[++i]))) {
+        perror(argv[i]);
+        return 2;
+      }
+    } else if (argv[i][0] != '-' && !path) path = argv[i];
+    else {
+      fprintf(stderr, "usage: tune_store [--reps N] [--alt-template FILE] CONFIG\n");
+      return 2;
+    }
+  }
+  if (!path || t.reps < 3 || t.reps > MAX_REPS) {
+    fprintf(stderr, "usage: tune_store [--reps N (3..%d)] [--alt-template FILE] CONFIG\n", MAX_REPS);
+    return 2;
+  }
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    perror(path);
+    return 2;
+  }
+  setup(&t);
+  printf("%-24s %6s %6s %3s | %-57s | %9s %9s %7s %s\n", "label", "row", "batch", "hot", "plan as launched",
+         "median us", "min us", "TB/s", "check");
+  char line[512];
+  int bad = 0;
+  while (fgets(line, sizeof line, f)) {
+    config c;
+    if (line[0] == '#' || line[0] == '\n') continue;
+    if (sscanf(line, "%63s %lld %lld %d %d %d %d %d %d", c.label, &c.row, &c.batch, &c.hot, &c.split, &c.block,
+               &c.items, &c.evict, &c.lanes) != 9 ||
+        c.row <= 0 || c.batch <= 0 || (size_t)c.row * (size_t)c.batch > POOL_BYTES || c.block % 32 != 0 ||
+        c.block > 1024 || c.items < 0 || c.items > 2) {
+      fprintf(stderr, "tune_store: bad config line: %s", line);
+      bad = 1;
+      continue;
+    }
+    run_config(&t, &c);
+  }
+  fclose(f);
+  free(t.alt_template);
+  free(t.perm);
+  kvjit_context_destroy(t.ctx);
+  return bad;
+}
