@@ -447,6 +447,11 @@ static void test_fp8_plans(void **state) {
   (void)state;
   kvjit_store_kv_plan p = make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
   assert_int_equal(p.vec, 8); /* decode class: 4 bf16 per access, a shorter conversion chain per lane */
+  assert_int_equal(p.evict_first, 0); /* quantizing plans keep plain stores and one item per group */
+  assert_int_equal(p.items, 1);
+  kvjit_store_kv_plan wide = make_q(90, 2048, 2048, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3,
+                                    KVJIT_SCALE_PER_TENSOR, 0);
+  assert_int_equal(wide.evict_first, 0);
   kvjit_store_kv_quant q_large = {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0};
   kvjit_store_kv_plan large;
   assert_int_equal(kvjit_store_kv_plan_make_quant(&large, 90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2,
