@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BENCH_PROGRAM "bench_fp8"
 #include "bench_util.h"
 #include "driver.h"
 #include "jit.h"
@@ -31,15 +32,6 @@ static void die(const char *what, const char *detail) {
   fprintf(stderr, "bench_fp8: %s: %s\n", what, detail);
   exit(2);
 }
-#define CU(call)                                                                                                       \
-  do {                                                                                                                 \
-    CUresult cu_res_ = (call);                                                                                         \
-    if (cu_res_ != CUDA_SUCCESS) {                                                                                     \
-      const char *n_ = "?";                                                                                            \
-      drv->cuGetErrorName(cu_res_, &n_);                                                                               \
-      die(#call, n_);                                                                                                  \
-    }                                                                                                                  \
-  } while (0)
 #define KV(call)                                                                                                       \
   do {                                                                                                                 \
     kvjit_status kv_st_ = (call);                                                                                      \

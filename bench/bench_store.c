@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_PROGRAM "bench_store"
 #include "bench_util.h"
 #include "driver.h"
 #include "jit.h"
@@ -37,17 +38,6 @@ static const int fixed_splits[] = {1, 2, 4, 8, 16};
 
 static const kvjit_driver *drv;
 
-static void die_cuda(CUresult res, const char *what, int line) {
-  const char *name = "?";
-  if (drv && drv->cuGetErrorName) drv->cuGetErrorName(res, &name);
-  fprintf(stderr, "bench_store: line %d: %s: %s\n", line, what, name);
-  exit(2);
-}
-#define CU(call)                                                                                                       \
-  do {                                                                                                                 \
-    CUresult cu_res_ = (call);                                                                                         \
-    if (cu_res_ != CUDA_SUCCESS) die_cuda(cu_res_, #call, __LINE__);                                                   \
-  } while (0)
 
 static void die_kvjit(kvjit_status st, const char *what) {
   fprintf(stderr, "bench_store: %s: %s (%s)\n", what, kvjit_status_name(st), kvjit_last_error());

@@ -57,6 +57,14 @@ void *bench_cuda_proc(const char *symbol, int abi_version) {
   return fn;
 }
 
+void bench_die_cuda(const char *program, int result, const char *what, int line) {
+  const char *name = "?";
+  PFN_cuGetErrorName_v6000 get_name = (PFN_cuGetErrorName_v6000)bench_cuda_proc("cuGetErrorName", 6000);
+  if (get_name) get_name((CUresult)result, &name);
+  fprintf(stderr, "%s: line %d: %s: %s\n", program, line, what, name);
+  exit(2);
+}
+
 size_t bench_parse_list(const char *text, int64_t *out, size_t capacity) {
   size_t n = 0;
   const char *p = text;

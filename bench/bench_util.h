@@ -36,6 +36,19 @@ void bench_ref_kernel_name(char *out, size_t capacity, int64_t row_bytes, int sp
  */
 void *bench_cuda_proc(const char *symbol, int abi_version);
 
+/**
+ * Print "PROGRAM: line LINE: WHAT: CUDA_ERROR_NAME" and exit(2): the CUDA check of the benchmarks
+ * (result is a CUresult; the name comes from cuGetErrorName of the loaded driver, "?" without one).
+ */
+void bench_die_cuda(const char *program, int result, const char *what, int line);
+
+/** Evaluate a driver call; on failure bench_die_cuda() with BENCH_PROGRAM (define it first). */
+#define CU(call)                                                                                                       \
+  do {                                                                                                                 \
+    int cu_res_ = (int)(call);                                                                                         \
+    if (cu_res_ != 0) bench_die_cuda(BENCH_PROGRAM, cu_res_, #call, __LINE__);                                         \
+  } while (0)
+
 /** Parse a comma-separated list of positive integers; the count, or 0 on a bad list. */
 size_t bench_parse_list(const char *text, int64_t *out, size_t capacity);
 

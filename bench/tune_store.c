@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BENCH_PROGRAM "tune_store"
 #include "bench_util.h"
 #include "codegen.h"
 #include "driver.h"
@@ -38,17 +39,6 @@
 
 static const kvjit_driver *drv;
 
-static void die_cuda(CUresult res, const char *what, int line) {
-  const char *name = "?";
-  drv->cuGetErrorName(res, &name);
-  fprintf(stderr, "tune_store: line %d: %s: %s\n", line, what, name);
-  exit(2);
-}
-#define CU(call)                                                                                                       \
-  do {                                                                                                                 \
-    CUresult cu_res_ = (call);                                                                                         \
-    if (cu_res_ != CUDA_SUCCESS) die_cuda(cu_res_, #call, __LINE__);                                                   \
-  } while (0)
 
 typedef struct config {
   char label[64];
@@ -208,19 +198,11 @@ static void run_config(tuner *t, const config *c) {
   const int64_t idx_fit = slots / c->batch;
   const int idx_sets = (int)(idx_fit < launches ? (idx_fit < 1 ? 1 : idx_fit) : launches);
 
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = (unsigned)blocks;
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = (unsigned)block;
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.hStream = t->stream;
-  cfg.attrs = plan.pdl ? &attr : NULL;
-  cfg.numAttrs = plan.pdl ? 1 : 0;
+  kvjit_launch_config cfg = KVJIT_LAUNCH_CONFIG_INIT;
+  cfg.grid[0] = (unsigned)blocks;
+  cfg.block[0] = (unsigned)block;
+  cfg.stream = t->stream;
+  cfg.programmatic_serialization = plan.pdl;
   kvjit_store_kv_params p;
   memset(&p, 0, sizeof p);
   p.k_stride = p.v_stride = p.k_cache_stride = p.v_cache_stride = c->row;
@@ -239,7 +221,10 @@ static void run_config(tuner *t, const config *c) {
     p.k = dptr(t->k_pool + off);
     p.v = dptr(t->v_pool + off);
     p.indices = dptr(t->idx + (size_t)(j % idx_sets) * (size_t)c->batch * 8);
-    CU(drv->cuLaunchKernelEx(&cfg, (CUfunction)kernel->handle, args, NULL));
+    if (kvjit_launch(kernel, &cfg, args) != KVJIT_OK) {
+      fprintf(stderr, "tune_store: %s: launch: %s\n", c->label, kvjit_last_error());
+      exit(2);
+    }
   }
   CU(drv->cuStreamEndCapture(t->stream, &graph));
   CU(drv->cuGraphInstantiateWithFlags(&exec, graph, 0));

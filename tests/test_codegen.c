@@ -104,22 +104,27 @@ static void test_plan_rules(void **state) {
   /* An explicit split with two accesses per lane: half the lanes. */
   p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 4, 2);
   assert_int_equal(p.lanes, 16);
-  /* Two items per group only with one access per lane: an explicit split 1 of a 1 KiB row does not. */
-  assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 4).items, 1);
-  assert_int_equal(make(90, 64, 64, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4).items, 2);
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4).items, 1);
-  /* Evict-first stores: decode batches of rows >= 1 KiB, every row at 17..256, none beyond. */
-  assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
-  assert_int_equal(make(90, 576, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
-  assert_int_equal(make(90, 512, 512, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 0);
-  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).evict_first, 1);
-  assert_int_equal(make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).evict_first, 1);
-  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2).evict_first, 0);
-  assert_int_equal(make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).evict_first, 0);
-  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4).evict_first, 0);
-  /* The cache policy needs sm_80. */
-  assert_int_equal(make(75, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 0);
-  assert_int_equal(make(80, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).evict_first, 1);
+  /* Items per group and evict-first stores: {arch, k row, v row, split, class, items, evict_first}.
+   * Two items only with one access per lane (an explicit split 1 of a 1 KiB row has more); evict-
+   * first for decode batches of rows >= 1 KiB and every row at 17..256, none beyond, sm_80+. */
+  static const struct {
+    int arch;
+    int64_t k, v;
+    int split, cls, items, evict;
+  } policy[] = {
+      {90, 1024, 1024, 1, 4, 1, 0}, {90, 64, 64, 0, 4, 2, 0},       {90, 256, 256, 0, 4, 1, 0},
+      {90, 1024, 1024, 0, 0, 1, 1}, {90, 576, 1024, 0, 0, 1, 1},    {90, 512, 512, 0, 0, 1, 0},
+      {90, 128, 128, 0, 1, 1, 1},   {90, 8192, 8192, 0, 1, 1, 1},   {90, 128, 128, 0, 2, 1, 0},
+      {90, 8192, 8192, 0, 3, 1, 0}, {90, 128, 128, 0, 4, 2, 0},     {75, 1024, 1024, 0, 0, 1, 0},
+      {80, 1024, 1024, 0, 0, 1, 1},
+  };
+  for (size_t i = 0; i < sizeof policy / sizeof policy[0]; i++) {
+    p = make(policy[i].arch, policy[i].k, policy[i].v, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, policy[i].split,
+             policy[i].cls);
+    if (p.items != policy[i].items || p.evict_first != policy[i].evict)
+      fail_msg("policy case %zu: items %d evict_first %d, want %d %d", i, p.items, p.evict_first, policy[i].items,
+               policy[i].evict);
+  }
   p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 0);
   assert_int_equal(p.split, 16);
   assert_int_equal(p.lanes, 32);
