@@ -7,7 +7,10 @@
  *    every lane does chunks_per_lane accesses per row (all issued before any store). One access per
  *    lane, except plain copies of rows >= 1 KiB at batches 257..4096: two there (H200,
  *    2026-11-29: 8192 B x 1024 9.86 -> 9.56 us, 2048 B x 4096 9.88 -> 9.62; 128-512 B rows were
- *    up to 6 % slower with two). Two per lane at batches > 4096 measured 1-6 % slower;
+ *    up to 6 % slower with two). That is with inputs from DRAM; with L2-resident inputs it swings
+ *    by shape, -27 % (1024 B x 1024) to +25 % (4096 B x 1024), about -1 % on average
+ *    (bench/results/2026-11-29-h200-tune/tune_class2_hot.txt). Two per lane at batches > 4096
+ *    measured 1-6 % slower;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - items: at batches > 32768, a lane group of at most 8 lanes stores two items (128 B x 65536:
  *    10.90 -> 10.47 us, 3.08 -> 3.20 TB/s). It is a wave effect: 65536 items x 8 lanes need two
