@@ -4,24 +4,27 @@
  * The automatic choice, per batch class (kvjit_store_kv_batch_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
- *    every lane does chunks_per_lane accesses per row (all issued before any store). One access per
- *    lane, except plain copies of rows >= 1 KiB at batches 257..4096: two there (H200,
- *    2026-11-29: 8192 B x 1024 9.86 -> 9.56 us, 2048 B x 4096 9.88 -> 9.62; 128-512 B rows were
- *    up to 6 % slower with two). That is with inputs from DRAM; with L2-resident inputs it swings
- *    by shape, -27 % (1024 B x 1024) to +25 % (4096 B x 1024), about -1 % on average
- *    (bench/results/2026-11-29-h200-tune/tune_class2_hot.txt). Two per lane at batches > 4096
- *    measured 1-6 % slower;
+ *    every lane does one access per row (all issued before any store). Two per lane was tried per
+ *    class (H200, 2026-11-29, bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won
+ *    1-13 % with inputs from DRAM, but once the inputs stayed in L2 and the stores were evict-first
+ *    it lost 13-22 % in five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs
+ *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096); at batches > 4096 it was 1-6 %
+ *    slower;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - items: at batches > 32768, a lane group of at most 8 lanes stores two items (128 B x 65536:
  *    10.90 -> 10.47 us, 3.08 -> 3.20 TB/s). It is a wave effect: 65536 items x 8 lanes need two
  *    waves of 132 SMs x 2048 threads, paired one. At 4097-32768 it was slower (128 B x 8192
  *    2.37 -> 2.65 us, x 32768 5.91 -> 5.99), and so at 512 B and up;
- *  - evict-first stores (an L2 cache policy on the cache writes): batches <= 16 with rows >= 1 KiB
- *    and every batch 17..256. The rows just written push out lines that the next kernels read; with
- *    the mark they go first. H200 (graph, per store): 8192 B x 16 with L2-resident inputs 0.96 ->
- *    0.73 us, 4096 B x 16 0.84 -> 0.71; inputs from DRAM 1024 B x 16 0.75 -> 0.66, 2048 B x 16 1.09
- *    -> 0.96, 128 B x 128 0.81 -> 0.69. Narrower decode rows were 0.003-0.007 us slower with it, and
- *    larger batches 0-1 % slower, so they keep plain stores;
+ *  - evict-first stores (an L2 cache policy on the cache writes): decode batches with rows >= 1 KiB
+ *    and every batch 17..32768. The rows just written push out lines that the next kernels read
+ *    (first of all this store's own inputs, when the kernel before left them in L2); with the mark
+ *    they go first. H200 (graph, per store), inputs in L2: 8192 B x 16 0.97 -> 0.73 us, 4096 B x 16
+ *    0.85 -> 0.72, 1024 B x 512 1.62 -> 1.00, 512 B x 1024 1.54 -> 1.19, 8192 B x 1024 7.88 -> 6.93,
+ *    1024 B x 8192 7.93 -> 6.97; inputs from DRAM: 1024 B x 16 0.75 -> 0.67, 2048 B x 16 1.09 ->
+ *    0.96, 128 B x 128 0.81 -> 0.69, and 0-1.2 % slower at batches 257..32768. Narrower decode rows
+ *    were 0.003-0.007 us slower with it. Batches > 32768 keep plain stores: their inputs (>= 8 MB
+ *    per tensor at 128 B rows) rarely stay in L2, and from DRAM the mark cost 0.3-0.9 %
+ *    (128 B x 65536: 10.47 -> 10.57 us, which would undo the pairing's gain);
  *  - threads per block: 128. Kernels compiled for 32- or 64-thread blocks looked 0.02-0.04 us
  *    faster for one- or two-block grids, but launching the 128-bound kernel with 32/64 threads was
  *    0.02 us slower, and an A/B of the old and new kernel on one machine showed the compiled
@@ -49,13 +52,10 @@
 #include "status.h"
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES] = {
-    /* max_batch, chunks_per_lane, wide_chunks_per_lane, wide_row_bytes, pdl_min_row_bytes, quant_max_vec,
-     * pair_max_lanes, evict_first_min_row */
-    {16, 1, 1, 0, 0, 8, 0, 1024},        /* decode: latency, one access per lane per row */
-    {256, 1, 1, 0, 0, 16, 0, 0},         /* small batches: evict-first stores for every row */
-    {4096, 1, 2, 1024, 0, 16, 0, -1},    /* mid: two accesses per lane for rows >= 1 KiB */
-    {32768, 1, 1, 0, 0, 16, 0, -1},      /* large: bandwidth */
-    {INT64_MAX, 1, 1, 0, 0, 16, 8, -1},  /* largest: two items per group for narrow rows */
+    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row */
+    {16, 1, 0, 8, 0, 1024},        /* decode: latency; evict-first stores for rows >= 1 KiB */
+    {32768, 1, 0, 16, 0, 0},       /* mid: evict-first stores for every row */
+    {INT64_MAX, 1, 0, 16, 8, -1},  /* large: bandwidth; two items per group for narrow rows */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
@@ -314,8 +314,7 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
   vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
   int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
-  const int chunks_per_lane =
-      quant == NULL && widest >= rule->wide_row_bytes ? rule->wide_chunks_per_lane : rule->chunks_per_lane;
+  const int chunks_per_lane = rule->chunks_per_lane;
   if (split == 0) {
     split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, chunks_per_lane);
   } else {

@@ -21,7 +21,7 @@
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_STORE_KV_MAX_ARCH 1023
 /** Number of batch classes (see kvjit_store_kv_batch_class()). */
-#define KVJIT_STORE_KV_BATCH_CLASSES 5
+#define KVJIT_STORE_KV_BATCH_CLASSES 3
 /** Name of the kernel in the template and of its out-of-range counter. */
 #define KVJIT_STORE_KV_KERNEL "kvjit_store_kv"
 #define KVJIT_STORE_KV_OOB_COUNTER "kvjit_store_kv_oob"
@@ -92,8 +92,6 @@ typedef struct kvjit_store_kv_plan {
 typedef struct kvjit_store_kv_class_rule {
   int64_t max_batch;         /* the class holds batches up to this (inclusive) */
   int chunks_per_lane;         /* target vector accesses per lane per row */
-  int wide_chunks_per_lane;    /* plain copies whose wider row has at least wide_row_bytes: this instead */
-  int64_t wide_row_bytes;
   int64_t pdl_min_row_bytes;   /* PDL_AUTO turns PDL on (sm_90+) when the wider row has at least this */
   int quant_max_vec;           /* quantizing: widest source access (bytes); shorter conversion chains per lane */
   int pair_max_lanes;          /* plain copies: two items per lane group when a slice needs at most this many
@@ -104,10 +102,9 @@ typedef struct kvjit_store_kv_class_rule {
 /** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_BATCH_CLASSES - 1). */
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class);
 
-/** Batch class of a batch >= 1: 0 = decode-sized (<= 16), 1 = up to 256, 2 = up to 4096, 3 = up to
- * 32768, 4 = larger. */
+/** Batch class of a batch >= 1: 0 = decode-sized (<= 16), 1 = up to 32768, 2 = larger. */
 static inline int kvjit_store_kv_batch_class(int64_t batch) {
-  return batch <= 16 ? 0 : batch <= 256 ? 1 : batch <= 4096 ? 2 : batch <= 32768 ? 3 : 4;
+  return batch <= 16 ? 0 : batch <= 32768 ? 1 : 2;
 }
 
 /** Largest power of two <= 16 dividing @p bits (the OR of every address, stride and size); 16 for 0. */

@@ -82,40 +82,31 @@ static void test_plan_rules(void **state) {
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.block, KVJIT_STORE_KV_BLOCK);
   assert_int_equal(p.items, 1);
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
   assert_int_equal(p.items, 2); /* the largest batches of narrow rows: two items per lane group */
-  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3).items, 1);
-  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 3);
-  assert_int_equal(p.pdl, 1);
-  assert_int_equal(p.split, 16);
-  assert_int_equal(p.items, 1);
-  /* Mid batches (257..4096): rows of 1 KiB and more take two accesses per lane. */
-  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
-  assert_int_equal(p.split, 8);
-  assert_int_equal(p.lanes, 32);
-  p = make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
-  assert_int_equal(p.split, 1);
-  assert_int_equal(p.lanes, 32);
-  p = make(90, 512, 512, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
-  assert_int_equal(p.split, 1);
-  assert_int_equal(p.lanes, 32);
-  /* An explicit split with two accesses per lane: half the lanes. */
-  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 4, 2);
-  assert_int_equal(p.lanes, 16);
+  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).items, 1);
+  /* One access per lane in every class: 8192 B rows in 16 slices of 32 lanes x 16 B. */
+  for (int cls = 0; cls < KVJIT_STORE_KV_BATCH_CLASSES; cls++) {
+    p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls);
+    assert_int_equal(p.pdl, 1);
+    assert_int_equal(p.split, 16);
+    assert_int_equal(p.lanes, 32);
+    assert_int_equal(p.items, 1);
+  }
   /* Items per group and evict-first stores: {arch, k row, v row, split, class, items, evict_first}.
    * Two items only with one access per lane (an explicit split 1 of a 1 KiB row has more); evict-
-   * first for decode batches of rows >= 1 KiB and every row at 17..256, none beyond, sm_80+. */
+   * first for decode batches of rows >= 1 KiB and every row at 17..32768, none beyond, sm_80+. */
   static const struct {
     int arch;
     int64_t k, v;
     int split, cls, items, evict;
   } policy[] = {
-      {90, 1024, 1024, 1, 4, 1, 0}, {90, 64, 64, 0, 4, 2, 0},       {90, 256, 256, 0, 4, 1, 0},
+      {90, 1024, 1024, 1, 2, 1, 0}, {90, 64, 64, 0, 2, 2, 0},       {90, 256, 256, 0, 2, 1, 0},
       {90, 1024, 1024, 0, 0, 1, 1}, {90, 576, 1024, 0, 0, 1, 1},    {90, 512, 512, 0, 0, 1, 0},
-      {90, 128, 128, 0, 1, 1, 1},   {90, 8192, 8192, 0, 1, 1, 1},   {90, 128, 128, 0, 2, 1, 0},
-      {90, 8192, 8192, 0, 3, 1, 0}, {90, 128, 128, 0, 4, 2, 0},     {75, 1024, 1024, 0, 0, 1, 0},
+      {90, 128, 128, 0, 1, 1, 1},   {90, 8192, 8192, 0, 1, 1, 1},   {90, 8192, 8192, 0, 2, 1, 0},
+      {90, 128, 128, 0, 2, 2, 0},   {75, 1024, 1024, 0, 0, 1, 0},   {75, 128, 128, 0, 1, 1, 0},
       {80, 1024, 1024, 0, 0, 1, 1},
   };
   for (size_t i = 0; i < sizeof policy / sizeof policy[0]; i++) {
@@ -132,7 +123,7 @@ static void test_plan_rules(void **state) {
   /* PDL auto before sm_90 is off; forced off stays off. */
   assert_int_equal(make(80, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).pdl, 0);
   assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 0).pdl, 0);
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 3).pdl, 1);
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 2).pdl, 1);
   /* Rows narrow the vector: 196 B -> 4 B; pointers narrow it too. */
   p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
   assert_int_equal(p.vec, 4);
@@ -185,13 +176,10 @@ static void test_batch_classes(void **state) {
   assert_int_equal(kvjit_store_kv_batch_class(1), 0);
   assert_int_equal(kvjit_store_kv_batch_class(16), 0);
   assert_int_equal(kvjit_store_kv_batch_class(17), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(256), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(257), 2);
-  assert_int_equal(kvjit_store_kv_batch_class(4096), 2);
-  assert_int_equal(kvjit_store_kv_batch_class(4097), 3);
-  assert_int_equal(kvjit_store_kv_batch_class(32768), 3);
-  assert_int_equal(kvjit_store_kv_batch_class(32769), 4);
-  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 4);
+  assert_int_equal(kvjit_store_kv_batch_class(4096), 1);
+  assert_int_equal(kvjit_store_kv_batch_class(32768), 1);
+  assert_int_equal(kvjit_store_kv_batch_class(32769), 2);
+  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 2);
   for (int c = 0; c < KVJIT_STORE_KV_BATCH_CLASSES; c++) {
     const kvjit_store_kv_class_rule *r = kvjit_store_kv_class_rule_get(c);
     assert_non_null(r);
@@ -209,7 +197,7 @@ static void test_blocks(void **state) {
   assert_int_equal(kvjit_store_kv_blocks(&p, 17), 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 4096);
   /* Two items per group halve the groups. */
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
   assert_int_equal(p.items, 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 2048);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65535), 2048);
@@ -255,7 +243,7 @@ static void test_source(void **state) {
   assert_true(contains(src, "#define KVJIT_PDL 0\n"));
   free(src);
 
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 4);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
   src = kvjit_store_kv_source(&p);
   assert_true(contains(src, "#define KVJIT_ITEMS 2\n"));
   free(src);
@@ -275,9 +263,9 @@ static void test_distinct_keys(void **state) {
       make(90, 256, 256, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 1, 0),
       make(90, 256, 256, 8, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 0),
-      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 3), /* narrower vector, large class */
-      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* one item per group */
-      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 4), /* two: only items differs */
+      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* narrower vector, large class */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0), /* one item, plain stores */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* two: only items differs */
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 1), /* evict-first: only it differs */
       make(90, 256, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 128, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
@@ -363,8 +351,8 @@ static void test_prewarm_compiles(void **state) {
     assert_int_equal(compiled2, 0);
     assert_int_equal(cached2, compiled);
   }
-  /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B; batches 17..256 add evict-first
-   * stores, so two kernels serve all five classes. */
+  /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B; batches 17..32768 add evict-first
+   * stores, so two kernels serve all three classes. */
   unsigned compiled = 0, cached = 0;
   kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
