@@ -443,18 +443,24 @@ void kvjit_store_kv_desc(const kvjit_store_kv_plan *plan, const char *source, kv
   *desc = d;
 }
 
-/* Lane groups a launch of @p batch items needs, or 0 when batch x split overflows. */
+/* Lane groups a launch of @p batch items needs, or 0 when batch x split overflows. This runs on
+ * every call: no 64-bit division (each costs tens of cycles; they showed in the host cost). */
 static uint64_t launch_groups(const kvjit_store_kv_plan *plan, int64_t batch) {
-  if (batch <= 0 || (uint64_t)batch > UINT64_MAX / (uint64_t)plan->split / 2) return 0;
-  uint64_t units = (uint64_t)batch * (uint64_t)plan->split;
-  uint64_t items = plan->items == 2 ? 2 : 1;
-  return units / items + (units % items != 0);
+  uint64_t units;
+  if (batch <= 0 || __builtin_mul_overflow((uint64_t)batch, (uint64_t)plan->split, &units)) return 0;
+  return plan->items == 2 ? (units >> 1) + (units & 1) : units;
 }
 
 uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch) {
   uint64_t groups = launch_groups(plan, batch);
   if (groups == 0) return 0;
-  uint64_t groups_per_block = (uint64_t)(plan->block / plan->lanes);
-  uint64_t blocks = groups / groups_per_block + (groups % groups_per_block != 0);
+  const unsigned per_block = (unsigned)(plan->block / plan->lanes);
+  uint64_t blocks;
+  if ((per_block & (per_block - 1)) == 0) {
+    const int shift = __builtin_ctz(per_block);
+    blocks = (groups >> shift) + ((groups & (per_block - 1)) != 0);
+  } else {
+    blocks = groups / per_block + (groups % per_block != 0);
+  }
   return blocks > (uint64_t)INT32_MAX ? 0 : blocks;
 }
