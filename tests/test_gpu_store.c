@@ -433,7 +433,7 @@ static void test_matrix(void **state) {
 static void test_shapes(void **state) {
   (void)state;
   uint64_t before = totals.failures;
-  const int64_t batches[] = {1, 7, 17, 1023, 5000};
+  const int64_t batches[] = {1, 7, 17, 1023, 5000, 40001};
   /* Asymmetric K/V rows (head_dim != v_head_dim), automatic and explicit splits. */
   const int64_t asym[][3] = {{576, 512, 0}, {1152, 1024, 0}, {1152, 1024, 4}, {256, 128, 0},
                              {128, 256, 2}, {192, 128, 0},   {4096, 512, 0}, {200, 100, 0}};
@@ -525,6 +525,19 @@ static void test_bad_indices(void **state) {
       run_case(&good);
     }
   }
+  /* Batches past 32768 with narrow rows: each lane group stores two items (odd batches leave the
+   * last group one), and a bad id may sit in either item of a group. */
+  const int64_t paired_rows[] = {128, 196, 64};
+  for (size_t r = 0; r < sizeof paired_rows / sizeof paired_rows[0]; r++) {
+    for (int variant = 0; variant < 4; variant++) {
+      store_case p = base_case(variant % 2 ? 40001 : 32769, paired_rows[r]);
+      p.bad_indices = 1;
+      p.use_skip = variant >= 2;
+      p.index_type = variant % 2 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
+      p.v_row = variant == 3 ? 0 : p.v_row; /* K only too */
+      run_case(&p);
+    }
+  }
   /* No spare slots: past-the-end ids are the first ids past the cache. */
   store_case c = base_case(300, 512);
   c.extra_slots = 0;
@@ -566,7 +579,7 @@ static void test_prepare_then_hot_path(void **state) {
   free_host(&h);
   kvjit_stats s0, s1;
   assert_int_equal(kvjit_context_stats(ctx, &s0), KVJIT_OK);
-  const int64_t batches[] = {1, 16, 17, 4096, 4097, 9000};
+  const int64_t batches[] = {1, 16, 17, 4096, 4097, 9000, 32768, 32769, 40001};
   for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
     c.batch = batches[b];
     assert_int_equal(run_case(&c), 0);
