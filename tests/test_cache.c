@@ -17,20 +17,18 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
+#include "test_util.h"
 
 static char tmpdir[256];
 
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/kvjit-test-cache-XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return test_dir_make(tmpdir, sizeof tmpdir, "cache");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", tmpdir, tmpdir);
-  return system(cmd) == 0 ? 0 : -1;
+  return test_dir_remove(tmpdir);
 }
 
 /* Options for a context on @p dir only: no env dirs, no log lines, the disk cache on. */

@@ -17,6 +17,7 @@
 #include "fp8_ref.h"
 #include "key.h"
 #include "kvjit.h"
+#include "test_util.h"
 
 /* The first field of every kvjit_store_kv_variant initialiser below. */
 #define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
@@ -306,8 +307,8 @@ static void test_distinct_keys(void **state) {
 }
 
 /* A context on a fresh temp cache dir (no driver needed), and its removal. */
-static kvjit_context *temp_cache_context(char *dir) {
-  assert_non_null(mkdtemp(dir));
+static kvjit_context *temp_cache_context(char *dir, size_t capacity) {
+  assert_int_equal(test_dir_make(dir, capacity, "codegen"), 0);
   kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
   opt.cache_dir = dir;
   opt.disable_cache = 0;
@@ -323,16 +324,14 @@ static void drop_temp_cache_context(kvjit_context *ctx, const char *dir) {
   assert_int_equal(stats.compile_failures, 0);
   kvjit_cache_clear(ctx, NULL);
   kvjit_context_destroy(ctx);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(test_dir_remove(dir), 0);
 }
 
 /* Real NVRTC compiles for sm_90 into a temp cache dir: no driver needed. */
 static void test_prewarm_compiles(void **state) {
   (void)state;
-  char dir[] = "/tmp/kvjit-test-codegen-XXXXXX";
-  kvjit_context *ctx = temp_cache_context(dir);
+  char dir[256];
+  kvjit_context *ctx = temp_cache_context(dir, sizeof dir);
 
   kvjit_store_kv_variant variants[] = {
       {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16}, /* auto: classes differ (lanes) */
@@ -545,8 +544,8 @@ static void test_fp8_distinct_keys(void **state) {
  * every source dtype, both fp8 kinds, every scale kind, K only, and the round-by-round path. */
 static void test_fp8_prewarm_compiles(void **state) {
   (void)state;
-  char dir[] = "/tmp/kvjit-test-codegen-fp8-XXXXXX";
-  kvjit_context *ctx = temp_cache_context(dir);
+  char dir[256];
+  kvjit_context *ctx = temp_cache_context(dir, sizeof dir);
   const int archs[] = {80, 90};
   const kvjit_dtype srcs[] = {KVJIT_DTYPE_F16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_F32};
   const kvjit_dtype caches[] = {KVJIT_DTYPE_FP8_E4M3, KVJIT_DTYPE_FP8_E5M2};

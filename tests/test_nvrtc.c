@@ -14,6 +14,7 @@
 
 #include "compile.h"
 #include "kvjit.h"
+#include "test_util.h"
 
 static const char *source =
     "template <int N, typename T> __global__ void scale(T *x, T s) {\n"
@@ -23,21 +24,14 @@ static const char *kernels[] = {"scale<128, float>", "fill"};
 
 static char tmpdir[256];
 
-static void remove_tree(const char *path) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
-}
-
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/kvjit-test-nvrtc-XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return test_dir_make(tmpdir, sizeof tmpdir, "nvrtc");
 }
 
 static int teardown(void **state) {
   (void)state;
-  remove_tree(tmpdir);
+  test_dir_remove(tmpdir);
   return 0;
 }
 

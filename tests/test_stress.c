@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
+#include "test_util.h"
 
 enum { PROCS = 16, THREADS = 4, SHARED = 8, PRIVATE = 2, KEYS = SHARED + PRIVATE };
 
@@ -65,15 +66,12 @@ static uint64_t rng_next(uint64_t *s) {
 
 static int setup(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/kvjit-test-stress-XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
+  return test_dir_make(tmpdir, sizeof tmpdir, "stress");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  return system(cmd) == 0 ? 0 : -1;
+  return test_dir_remove(tmpdir);
 }
 
 /* Program n: a tiny kernel whose source (so key) differs by n. */
