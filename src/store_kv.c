@@ -598,12 +598,28 @@ kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_
 
 #define KVJIT_MANIFEST_OP "store_kv_cache"
 
-static const char *pdl_name(kvjit_pdl_mode pdl) {
-  return pdl == KVJIT_PDL_ON ? "on" : pdl == KVJIT_PDL_OFF ? "off" : "auto";
+/* The keyword of each value of the enum fields of a line, indexed by the value; formatting and
+ * parsing both read these. */
+static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
+static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+static const char *const scale_words[] = {
+    [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
+#define WORDS(table) (table), sizeof(table) / sizeof((table)[0])
+
+/* The keyword of @p value (a validated enum value). */
+static const char *word_of(const char *const *words, size_t count, int value) {
+  return value >= 0 && (size_t)value < count && words[value] != NULL ? words[value] : "?";
 }
 
-static const char *scale_name(kvjit_scale_kind kind) {
-  return kind == KVJIT_SCALE_PER_TENSOR ? "tensor" : kind == KVJIT_SCALE_PER_HEAD ? "head" : "none";
+/* The value whose keyword is @p text; 0 when there is none. */
+static int value_of(const char *const *words, size_t count, const char *text, int *value) {
+  for (size_t i = 0; i < count; i++) {
+    if (words[i] != NULL && strcmp(words[i], text) == 0) {
+      *value = (int)i;
+      return 1;
+    }
+  }
+  return 0;
 }
 
 kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out, size_t capacity) {
@@ -626,7 +642,7 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
   char quant_text[128] = "";
   if (quantize) {
     snprintf(quant_text, sizeof quant_text, " dtype=%s cache_dtype=%s scale=%s", kvjit_dtype_name(quant.dtype),
-             kvjit_dtype_name(quant.cache_dtype), scale_name(quant.scale_kind));
+             kvjit_dtype_name(quant.cache_dtype), word_of(WORDS(scale_words), (int)quant.scale_kind));
     if (quant.scale_kind == KVJIT_SCALE_PER_HEAD) {
       size_t used = strlen(quant_text);
       snprintf(quant_text + used, sizeof quant_text - used, " num_heads=%lld", (long long)quant.num_heads);
@@ -635,7 +651,8 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
   int n = snprintf(out, capacity,
                    KVJIT_MANIFEST_OP " arch=%d k_row_bytes=%lld v_row_bytes=%lld index=%s pdl=%s split=%d vec=%d%s",
                    v->arch, (long long)v->k_row_bytes, (long long)v->v_row_bytes,
-                   v->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", pdl_name(v->pdl), v->split, vec, quant_text);
+                   word_of(WORDS(index_words), (int)v->index_type), word_of(WORDS(pdl_words), (int)v->pdl), v->split,
+                   vec, quant_text);
   if (n < 0 || (size_t)n >= capacity) {
     if (capacity > 0) out[0] = '\0';
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "capacity: %zu bytes, the line needs %d", capacity, n + 1);
@@ -701,6 +718,7 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
     if (seen[f]) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: given twice", field_names[f]);
     seen[f] = 1;
     long long n = 0;
+    int word = 0;
     switch (f) {
     case F_ARCH:
       if (!parse_int(value, 0, KVJIT_STORE_KV_MAX_ARCH, &n)) goto bad_value;
@@ -715,24 +733,12 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
       v.v_row_bytes = n;
       break;
     case F_INDEX:
-      if (strcmp(value, "int32") == 0) {
-        v.index_type = KVJIT_INDEX_INT32;
-      } else if (strcmp(value, "int64") == 0) {
-        v.index_type = KVJIT_INDEX_INT64;
-      } else {
-        goto bad_value;
-      }
+      if (!value_of(WORDS(index_words), value, &word)) goto bad_value;
+      v.index_type = (kvjit_index_type)word;
       break;
     case F_PDL:
-      if (strcmp(value, "auto") == 0) {
-        v.pdl = KVJIT_PDL_AUTO;
-      } else if (strcmp(value, "on") == 0) {
-        v.pdl = KVJIT_PDL_ON;
-      } else if (strcmp(value, "off") == 0) {
-        v.pdl = KVJIT_PDL_OFF;
-      } else {
-        goto bad_value;
-      }
+      if (!value_of(WORDS(pdl_words), value, &word)) goto bad_value;
+      v.pdl = (kvjit_pdl_mode)word;
       break;
     case F_SPLIT:
       if (!parse_int(value, 0, KVJIT_STORE_KV_MAX_SPLIT, &n)) goto bad_value;
@@ -749,15 +755,8 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
       if (!kvjit_dtype_parse(value, &v.cache_dtype)) goto bad_value;
       break;
     case F_SCALE:
-      if (strcmp(value, "none") == 0) {
-        v.scale_kind = KVJIT_SCALE_NONE;
-      } else if (strcmp(value, "tensor") == 0) {
-        v.scale_kind = KVJIT_SCALE_PER_TENSOR;
-      } else if (strcmp(value, "head") == 0) {
-        v.scale_kind = KVJIT_SCALE_PER_HEAD;
-      } else {
-        goto bad_value;
-      }
+      if (!value_of(WORDS(scale_words), value, &word)) goto bad_value;
+      v.scale_kind = (kvjit_scale_kind)word;
       break;
     case F_HEADS:
       if (!parse_int(value, 1, KVJIT_STORE_KV_QUANT_MAX_HEADS, &n)) goto bad_value;
