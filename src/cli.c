@@ -249,27 +249,42 @@ static const char *item_quant_src(const char *item, int *value) {
   return NULL;
 }
 
+/* The keyword of each value of the enum options, indexed by the value: the option parsers and
+ * the progress lines both read these. */
+static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
+static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+static const char *const scale_words[] = {
+    [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
+static const char *const dtype_words[] = {
+    [KVJIT_DTYPE_BYTES] = "bytes", [KVJIT_DTYPE_F16] = "fp16",          [KVJIT_DTYPE_BF16] = "bf16",
+    [KVJIT_DTYPE_F32] = "fp32",    [KVJIT_DTYPE_FP8_E4M3] = "fp8_e4m3", [KVJIT_DTYPE_FP8_E5M2] = "fp8_e5m2"};
+
+static const char *word_of(const char *const *words, size_t count, int value) {
+  return value >= 0 && (size_t)value < count && words[value] != NULL ? words[value] : "?";
+}
+
+/* *value = the index of @p item in @p words; @p expected (the error's wording) when it is not there. */
+static const char *item_word(const char *item, int *value, const char *const *words, size_t count,
+                             const char *expected) {
+  for (size_t i = 0; i < count; i++) {
+    if (words[i] != NULL && strcmp(words[i], item) == 0) {
+      *value = (int)i;
+      return NULL;
+    }
+  }
+  return expected;
+}
+
 static const char *item_scale(const char *item, int *value) {
-  if (strcmp(item, "tensor") == 0) *value = KVJIT_SCALE_PER_TENSOR;
-  else if (strcmp(item, "head") == 0) *value = KVJIT_SCALE_PER_HEAD;
-  else if (strcmp(item, "none") == 0) *value = KVJIT_SCALE_NONE;
-  else return "tensor, head or none";
-  return NULL;
+  return item_word(item, value, scale_words, ARRAY_SIZE(scale_words), "tensor, head or none");
 }
 
 static const char *item_index(const char *item, int *value) {
-  if (strcmp(item, "int32") == 0) *value = KVJIT_INDEX_INT32;
-  else if (strcmp(item, "int64") == 0) *value = KVJIT_INDEX_INT64;
-  else return "int32 or int64";
-  return NULL;
+  return item_word(item, value, index_words, ARRAY_SIZE(index_words), "int32 or int64");
 }
 
 static const char *item_pdl(const char *item, int *value) {
-  if (strcmp(item, "auto") == 0) *value = KVJIT_PDL_AUTO;
-  else if (strcmp(item, "on") == 0) *value = KVJIT_PDL_ON;
-  else if (strcmp(item, "off") == 0) *value = KVJIT_PDL_OFF;
-  else return "auto, on or off";
-  return NULL;
+  return item_word(item, value, pdl_words, ARRAY_SIZE(pdl_words), "auto, on or off");
 }
 
 /* --split all: every split (see add_splits()). */
@@ -463,7 +478,6 @@ static void variant_list_dedup(variant_list *list) {
 
 /* "sm_90 k=2048 v=2048 int64 pdl=auto split=auto vec=16[ bf16->fp8_e4m3/tensor]", for progress lines. */
 static const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, size_t capacity) {
-  static const char *const pdl_names[] = {"auto", "on", "off"};
   char arch[32], v_bytes[32], split[16];
   if (v->v_row_bytes == 0)
     snprintf(v_bytes, sizeof v_bytes, "none");
@@ -473,18 +487,16 @@ static const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, 
     snprintf(split, sizeof split, "auto");
   else
     snprintf(split, sizeof split, "%d", v->split);
-  static const char *const dtype_names[] = {"bytes", "bf16", "fp16", "fp32", "fp8_e4m3", "fp8_e5m2"};
-  static const char *const scale_names[] = {"none", "tensor", "head"};
   char quant[64] = "";
   if (v->cache_dtype == KVJIT_DTYPE_FP8_E4M3 || v->cache_dtype == KVJIT_DTYPE_FP8_E5M2) {
-    snprintf(quant, sizeof quant, " %s->%s/%s",
-             v->dtype == KVJIT_DTYPE_BF16 ? "bf16" : (unsigned)v->dtype < ARRAY_SIZE(dtype_names) ? dtype_names[v->dtype] : "?",
-             dtype_names[v->cache_dtype], (unsigned)v->scale_kind < ARRAY_SIZE(scale_names) ? scale_names[v->scale_kind] : "?");
+    snprintf(quant, sizeof quant, " %s->%s/%s", word_of(dtype_words, ARRAY_SIZE(dtype_words), (int)v->dtype),
+             word_of(dtype_words, ARRAY_SIZE(dtype_words), (int)v->cache_dtype),
+             word_of(scale_words, ARRAY_SIZE(scale_words), (int)v->scale_kind));
   }
   snprintf(buf, capacity, "%s k=%" PRId64 " v=%s %s pdl=%s split=%s vec=%d%s", arch_name(v->arch, arch, sizeof arch),
-           v->k_row_bytes, v_bytes, v->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64",
-           (unsigned)v->pdl < ARRAY_SIZE(pdl_names) ? pdl_names[v->pdl] : "?", split,
-           v->vector_bytes ? v->vector_bytes : 16, quant);
+           v->k_row_bytes, v_bytes, word_of(index_words, ARRAY_SIZE(index_words), (int)v->index_type),
+           word_of(pdl_words, ARRAY_SIZE(pdl_words), (int)v->pdl), split, v->vector_bytes ? v->vector_bytes : 16,
+           quant);
   return buf;
 }
 
