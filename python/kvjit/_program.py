@@ -238,20 +238,22 @@ def nvrtc_version():
     return major.value, minor.value
 
 
-def driver_version():
-    """CUDA driver version (e.g. 13000); kvjit.Error ERR_NO_DRIVER without a driver."""
+def _int_result(fn_name, *args):
+    """Call a library function whose last parameter receives an int; that int."""
     lib = _lib.load()
     out = ctypes.c_int()
-    lib.check(lib.fn["kvjit_driver_version"](ctypes.byref(out)))
+    lib.check(lib.fn[fn_name](*args, ctypes.byref(out)))
     return out.value
+
+
+def driver_version():
+    """CUDA driver version (e.g. 13000); kvjit.Error ERR_NO_DRIVER without a driver."""
+    return _int_result("kvjit_driver_version")
 
 
 def device_count():
     """Number of CUDA devices; kvjit.Error ERR_NO_DRIVER without a driver."""
-    lib = _lib.load()
-    out = ctypes.c_int()
-    lib.check(lib.fn["kvjit_device_count"](ctypes.byref(out)))
-    return out.value
+    return _int_result("kvjit_device_count")
 
 
 def device_info(ordinal):
@@ -265,15 +267,9 @@ def device_info(ordinal):
 
 def current_sm():
     """Compute capability of the current CUDA context's device (else device 0)."""
-    lib = _lib.load()
-    out = ctypes.c_int()
-    lib.check(lib.fn["kvjit_current_sm"](ctypes.byref(out)))
-    return out.value
+    return _int_result("kvjit_current_sm")
 
 
 def parse_arch(text):
     """"sm_90", "sm_90a", "90" or "9.0" -> 90; InvalidArgumentError otherwise."""
-    lib = _lib.load()
-    out = ctypes.c_int()
-    lib.check(lib.fn["kvjit_parse_arch"](_text(text, "text"), ctypes.byref(out)))
-    return out.value
+    return _int_result("kvjit_parse_arch", _text(text, "text"))

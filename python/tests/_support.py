@@ -23,6 +23,20 @@ except ImportError:
 import kvjit  # noqa: E402
 
 
+# A program for the generic loader's tests: a template kernel (a name expression) and a plain one.
+LOADER_SRC = """
+template <int N, typename T>
+__global__ void scale(T *x, T factor, int n) {
+  int i = blockIdx.x * N + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+extern "C" __global__ void fill(int *x, int value, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = value;
+}
+"""
+
+
 class SkipTest(Exception):
     """Raised by skip() without pytest; run.py counts it as a skip."""
 

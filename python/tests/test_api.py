@@ -11,9 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 
-from _support import FakeCAI, has_driver, parametrize, raises, skip, tempdir
+from _support import LOADER_SRC, FakeCAI, has_driver, parametrize, raises, skip, tempdir
 
 import kvjit
 from kvjit import _lib, _store, _tensor
@@ -207,22 +206,10 @@ def test_prewarm_bad_arguments():
 
 # ---- the loader --------------------------------------------------------------------------------
 
-SCALE_SRC = textwrap.dedent("""
-    template <int N, typename T>
-    __global__ void scale(T *x, T factor, int n) {
-      int i = blockIdx.x * N + threadIdx.x;
-      if (i < n) x[i] *= factor;
-    }
-    extern "C" __global__ void fill(int *x, int value, int n) {
-      int i = blockIdx.x * blockDim.x + threadIdx.x;
-      if (i < n) x[i] = value;
-    }
-""")
-
 
 def test_program_compile_only():
     with tempdir() as d, kvjit.Context(d, log=False) as ctx:
-        prog = kvjit.Program(SCALE_SRC, kernels=["scale<256, float>", "fill"], options=["-std=c++17"],
+        prog = kvjit.Program(LOADER_SRC, kernels=["scale<256, float>", "fill"], options=["-std=c++17"],
                              name="scale.cu", context=ctx)
         assert prog.compile(arch="sm_90") == "compile"
         assert prog.compile(arch=90) == "disk"
@@ -236,13 +223,13 @@ def test_program_compile_error_surfaces_the_message():
         with raises(kvjit.CompileError, match="broken.cu") as e:
             prog.compile(arch=90)
         assert e.value.status == -7 and e.value.name == "ERR_COMPILE" and "error" in e.value.message
-        missing = kvjit.Program(SCALE_SRC, kernels=["nope"], name="missing.cu", context=ctx)
+        missing = kvjit.Program(LOADER_SRC, kernels=["nope"], name="missing.cu", context=ctx)
         with raises(kvjit.CompileError, match="nope"):
             missing.compile(arch=90)
         with raises(kvjit.InvalidArgumentError, match="arch"):
-            kvjit.Program(SCALE_SRC, kernels=["fill"], options=["--gpu-architecture=sm_90"], context=ctx).compile(90)
+            kvjit.Program(LOADER_SRC, kernels=["fill"], options=["--gpu-architecture=sm_90"], context=ctx).compile(90)
     with raises(ValueError, match="kernels"):
-        kvjit.Program(SCALE_SRC, kernels=[])
+        kvjit.Program(LOADER_SRC, kernels=[])
     with raises(TypeError, match="source"):
         kvjit.Program(12, kernels=["fill"])
 
@@ -250,7 +237,7 @@ def test_program_compile_error_surfaces_the_message():
 def test_program_needs_a_driver_to_load():
     if has_driver():
         skip("a driver is there (the GPU tests cover loading)")
-    prog = kvjit.Program(SCALE_SRC, kernels=["fill"])
+    prog = kvjit.Program(LOADER_SRC, kernels=["fill"])
     with raises(kvjit.Error) as e:
         prog.kernel("fill")
     assert e.value.name == "ERR_NO_DRIVER"

@@ -12,7 +12,7 @@ Skips without torch or a CUDA device.
 import ctypes
 import threading
 
-from _support import need_gpu, parametrize, raises, skip
+from _support import LOADER_SRC, need_gpu, parametrize, raises, skip
 
 import kvjit
 
@@ -398,18 +398,6 @@ def test_bad_arguments_raise_before_launching():
 
 
 # ---- the generic loader ------------------------------------------------------------------------
-
-LOADER_SRC = """
-template <int N, typename T>
-__global__ void scale(T *x, T factor, int n) {
-  int i = blockIdx.x * N + threadIdx.x;
-  if (i < n) x[i] *= factor;
-}
-extern "C" __global__ void fill(int *x, int value, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = value;
-}
-"""
 
 
 def test_program_load_and_launch():
