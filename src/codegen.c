@@ -314,9 +314,8 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
   vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
   int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
-  const int chunks_per_lane = rule->chunks_per_lane;
   if (split == 0) {
-    split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, chunks_per_lane);
+    split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
   } else {
     if (k_row_bytes % split != 0) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
@@ -335,7 +334,7 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   out->v_row_bytes = v_row_bytes;
   out->split = split;
   out->vec = vec;
-  out->lanes = kvjit_store_kv_lanes(widest / split / vec, chunks_per_lane);
+  out->lanes = kvjit_store_kv_lanes(widest / split / vec, rule->chunks_per_lane);
   out->block = KVJIT_STORE_KV_BLOCK;
   /* Two items per group: only where every lane makes one access per row (kernel's static_assert). */
   out->items = quant == NULL && out->lanes <= rule->pair_max_lanes &&
