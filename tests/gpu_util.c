@@ -74,8 +74,13 @@ void gpu_free(CUdeviceptr ptr) {
   if (ptr != 0) GPU_CU(drv_or_abort()->cuMemFree(ptr));
 }
 
+/* cuMemcpyHtoD from pageable memory may return before the DMA has landed, and a kernel on a
+ * non-blocking stream does not wait for it: without the sync, a late upload of a poisoned cache
+ * overwrote rows the store had just written (H200, 512 B rows x 1023 / 5000 on such a stream). */
 void gpu_upload(CUdeviceptr dst, const void *src, size_t bytes) {
-  if (bytes) GPU_CU(drv_or_abort()->cuMemcpyHtoD(dst, src, bytes));
+  if (bytes == 0) return;
+  GPU_CU(drv_or_abort()->cuMemcpyHtoD(dst, src, bytes));
+  GPU_CU(drv_or_abort()->cuCtxSynchronize());
 }
 
 void gpu_download(void *dst, CUdeviceptr src, size_t bytes) {
