@@ -591,6 +591,33 @@ static void test_prepare_then_hot_path(void **state) {
   assert_int_equal(s1.loads, s0.loads);
 }
 
+/* A call with no current context (its variant already loaded) fails with a status and a message,
+ * writes nothing, and the next call with the context back works. */
+static void test_no_current_context(void **state) {
+  (void)state;
+  store_case c = base_case(7, 256);
+  assert_int_equal(run_case(&c), 0); /* the variant is loaded, the arch is known */
+  host_side h;
+  dev_side d;
+  make_host(&c, &h);
+  alloc_dev(&c, &h, &d);
+  upload_all(&c, &h, &d);
+  kvjit_store_kv_args a = args_of(&c, &h, &d);
+  GPU_CU(env.drv->cuCtxSetCurrent(NULL));
+  kvjit_status st = kvjit_store_kv_cache(ctx, &a);
+  GPU_CU(env.drv->cuCtxSetCurrent(env.context));
+  printf("no current context: %s: %s\n", kvjit_status_name(st), kvjit_last_error());
+  assert_int_equal(st, KVJIT_ERR_NO_DEVICE);
+  assert_non_null(strstr(kvjit_last_error(), "CUDA_ERROR_INVALID_CONTEXT"));
+  gpu_sync();
+  memcpy(h.want_k, h.kc, h.kc_bytes); /* nothing stored: the caches are as uploaded */
+  memcpy(h.want_v, h.vc, h.vc_bytes);
+  assert_int_equal(check_caches(&c, &h, &d), 0);
+  free_dev(&d);
+  free_host(&h);
+  assert_int_equal(run_case(&c), 0);
+}
+
 /* Store 1 writes cache A; store 2 reads cache A as its input. With PDL the second kernel's wait is
  * what orders them: a missing wait shows up as stale rows. Run on a stream, then in a CUDA graph
  * replayed after the inputs change. */
@@ -830,7 +857,8 @@ int main(void) {
   double t0 = now_s();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batch_zero),     cmocka_unit_test(test_pdl_on_old_gpu),
-      cmocka_unit_test(test_prepare_then_hot_path), cmocka_unit_test(test_bad_indices),
+      cmocka_unit_test(test_prepare_then_hot_path), cmocka_unit_test(test_no_current_context),
+      cmocka_unit_test(test_bad_indices),
       cmocka_unit_test(test_shapes),         cmocka_unit_test(test_chain_and_graph),
       cmocka_unit_test(test_matrix),         cmocka_unit_test(test_second_gpu),
       cmocka_unit_test(test_manifest),
