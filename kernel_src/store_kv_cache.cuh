@@ -301,22 +301,27 @@ __device__ __forceinline__ kvjit_out_chunk kvjit_convert(const kvjit_chunk &in, 
 // A cache store. With KVJIT_EVICT_FIRST the line is marked evict-first in L2: the rows just
 // written are not read again soon, and without the mark they push out lines that are (on the
 // H200, decode batches of wide rows: 8192 B x 16 0.96 -> 0.73 us per store; see src/codegen.c).
+// The policy is a pure value (no volatile): every store of a thread shares one createpolicy.
+__device__ __forceinline__ kvjit_u64 kvjit_evict_first_policy() {
+  kvjit_u64 pol;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
 template <typename T> __device__ __forceinline__ void kvjit_st(unsigned char *dst, const T &v) {
 #if KVJIT_EVICT_FIRST
+  const kvjit_u64 pol = kvjit_evict_first_policy();
   if constexpr (sizeof(T) == 16) {
-    asm volatile("{ .reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-                 "st.global.L2::cache_hint.v2.u64 [%0], {%1, %2}, pol; }"
-                 :: "l"(dst), "l"(v.lo), "l"(v.hi) : "memory");
+    asm volatile("st.global.L2::cache_hint.v2.u64 [%0], {%1, %2}, %3;" :: "l"(dst), "l"(v.lo), "l"(v.hi), "l"(pol)
+                 : "memory");
   } else if constexpr (sizeof(T) == 8) {
-    asm volatile("{ .reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-                 "st.global.L2::cache_hint.u64 [%0], %1, pol; }" :: "l"(dst), "l"(v) : "memory");
+    asm volatile("st.global.L2::cache_hint.u64 [%0], %1, %2;" :: "l"(dst), "l"(v), "l"(pol) : "memory");
   } else if constexpr (sizeof(T) == 4) {
-    asm volatile("{ .reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-                 "st.global.L2::cache_hint.u32 [%0], %1, pol; }" :: "l"(dst), "r"(v) : "memory");
+    asm volatile("st.global.L2::cache_hint.u32 [%0], %1, %2;" :: "l"(dst), "r"(v), "l"(pol) : "memory");
   } else if constexpr (sizeof(T) == 2) {
-    asm volatile("{ .reg .b64 pol;\n\tcreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n\t"
-                 "st.global.L2::cache_hint.u16 [%0], %1, pol; }" :: "l"(dst), "h"(v) : "memory");
+    asm volatile("st.global.L2::cache_hint.u16 [%0], %1, %2;" :: "l"(dst), "h"(v), "l"(pol) : "memory");
   } else {
+    (void)pol;
     *reinterpret_cast<T *>(dst) = v;  // single bytes: a plain store
   }
 #else
