@@ -16,6 +16,8 @@
 //   KVJIT_EVICT_FIRST   1: cache stores carry an L2 evict-first policy (sm_80+), 0: plain stores
 //   KVJIT_INDEX_INT64   1: indices are int64, 0: int32
 //   KVJIT_PDL           1: programmatic dependent launch wait/trigger compiled in (sm_90+)
+//   KVJIT_PDL_TRIGGER_FIRST  with KVJIT_PDL: 1 triggers the dependents before this grid's wait, 0
+//                       after it (src/codegen.c's class table says where and why)
 //   KVJIT_SRC_DTYPE     quantize on store from 1: f16, 2: bf16, 3: f32 elements; 0: plain byte copy
 //   KVJIT_FP8           cache elements 1: fp8 e4m3, 2: fp8 e5m2 (0 with a plain copy)
 //   KVJIT_SCALE         0: x as is, 1: x / scale[0], 2: x / scale[head] (fp32 scales in device memory)
@@ -37,7 +39,7 @@
     !defined(KVJIT_INDEX_INT64) || !defined(KVJIT_PDL) || !defined(KVJIT_SRC_DTYPE) ||     \
     !defined(KVJIT_FP8) || !defined(KVJIT_SCALE) || !defined(KVJIT_K_HEAD_BYTES) ||           \
     !defined(KVJIT_V_HEAD_BYTES) || !defined(KVJIT_FP8_SOFT) || !defined(KVJIT_ITEMS) ||      \
-    !defined(KVJIT_EVICT_FIRST)
+    !defined(KVJIT_EVICT_FIRST) || !defined(KVJIT_PDL_TRIGGER_FIRST)
 #error "store_kv_cache.cuh needs the variant's #defines (see src/codegen.c)"
 #endif
 
@@ -448,10 +450,16 @@ kvjit_store_kv(const __grid_constant__ kvjit_store_kv_params p) {
   if (first >= units) return;
 
 #if KVJIT_PDL
-  // Inputs (indices, K, V) may be written by the kernel before us: wait before the first load.
-  // Dependents may be launched right away; their own wait still waits for all of this grid.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The trigger lets dependents be scheduled; their griddepcontrol.wait still waits for this whole
+  // grid to complete (which waits for ours), so where it sits changes timing, never correctness.
+#if KVJIT_PDL_TRIGGER_FIRST
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  // Inputs (indices, K, V) may be written by the kernel before us: wait before the first load.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#if !KVJIT_PDL_TRIGGER_FIRST
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
 #endif
 
   // Cache slices count cache bytes: one per source element when quantizing.

@@ -32,6 +32,17 @@
  *    larger than the effect, so the block stays 128;
  *  - PDL: on for sm_90+ in every class: on the H200 it was faster than off in every graph cell,
  *    large batches of narrow rows included (e.g. 128 B x 65536: 11.6 vs 12.2 us);
+ *  - PDL trigger (griddepcontrol.launch_dependents) before the grid's own wait for decode batches,
+ *    after it beyond. Where it sits changes only when the next grid may be scheduled (its wait
+ *    still waits for this grid). H200, graph, tune_store A/B on one machine (2026-11-30): decode
+ *    stores 4-6 % faster, hot inputs 128 B x 16 0.658 -> 0.630 us, 1024 B x 16 0.685 -> 0.644,
+ *    2048 B x 16 0.692 -> 0.663, 8192 B x 16 0.738 -> 0.698, batch 1 0.613 -> 0.590; from DRAM
+ *    128..2048 B x 16 2-4 % faster, 4096 / 8192 B x 16 1-2 % slower. At batches 64..4096 with
+ *    L2-resident inputs it was up to 1.85x slower (1024 B x 512: 1.00 -> 1.84 us; 8192 B x 64,
+ *    2048 B x 256, 512 B x 1024 alike) and gained 1-10 % elsewhere (128 B x 16384 hot 2.30 -> 2.08,
+ *    128 B x 65536 10.47 -> 10.24), so the mid and large classes keep it after the wait. Choosing
+ *    at run time by grid size (a predicated trigger) was slower than both (128 B x 16 0.686 us).
+ *    Quantizing plans keep it after the wait (no A/B yet);
  *  - quantizing, at most 8 source bytes per access for decode batches: a lane's chain of
  *    conversions is what a decode store waits for (bf16 -> e4m3, H200, hot inputs: 2048 B x 1
  *    0.99 -> 0.84 us, x 16 1.05 -> 0.88 us; 4 bytes was worse at 8192 B x 16), 16 bytes beyond
@@ -52,10 +63,11 @@
 #include "status.h"
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES] = {
-    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row */
-    {16, 1, 0, 8, 0, 1024},        /* decode: latency; evict-first stores for rows >= 1 KiB */
-    {32768, 1, 0, 16, 0, 0},       /* mid: evict-first stores for every row */
-    {INT64_MAX, 1, 0, 16, 8, -1},  /* large: bandwidth; two items per group for narrow rows */
+    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
+     * pdl_trigger_first */
+    {16, 1, 0, 8, 0, 1024, 1},        /* decode: latency; evict-first stores for rows >= 1 KiB, early trigger */
+    {32768, 1, 0, 16, 0, 0, 0},       /* mid: evict-first stores for every row */
+    {INT64_MAX, 1, 0, 16, 8, -1, 0},  /* large: bandwidth; two items per group for narrow rows */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
@@ -349,6 +361,7 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   } else {
     out->pdl = pdl == KVJIT_PDL_ON;
   }
+  out->pdl_trigger_first = quant == NULL && out->pdl && rule->pdl_trigger_first;
   if (quant != NULL) {
     /* An explicit split may have narrowed the vector below one element: kvjit_store_kv_quant_check caught a
      * split cutting an element, so vec >= element here. */
@@ -362,11 +375,12 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
 }
 
 /* b's layout: tag 0..7 | arch 8..17 | log2 vec 18..20 | log2 lanes 21..23 | block/32 24..29 |
- * index64 30 | pdl 31 | split 32..52 | items - 1 53 | evict_first 54. a: k_row_bytes << 32 | v_row_bytes. */
+ * index64 30 | pdl 31 | split 32..52 | items - 1 53 | evict_first 54 | pdl_trigger_first 55.
+ * a: k_row_bytes << 32 | v_row_bytes. */
 #define KVJIT_STORE_KV_KEY_TAG 0x51u
 
 /* Quantizing plans (tag 0x53): a = k_row_bytes << 36 | v_row_bytes << 8 | src dtype 0..1 |
- * fp8 kind 2..3 | scale kind 4..5 | soft 6 | evict_first 7 (items is always 1); b as above up to bit 31, then split 32..47 and
+ * fp8 kind 2..3 | scale kind 4..5 | soft 6 | evict_first 7 (items is always 1, pdl_trigger_first 0); b as above up to bit 31, then split 32..47 and
  * num_heads 48..63 (the limits KVJIT_STORE_KV_QUANT_MAX_* keep every field in its bits). */
 #define KVJIT_STORE_KV_QUANT_KEY_TAG 0x53u
 
@@ -385,7 +399,7 @@ kvjit_fast_key kvjit_store_kv_plan_key(const kvjit_store_kv_plan *plan) {
   }
   key.a = (uint64_t)plan->k_row_bytes << 32 | (uint64_t)plan->v_row_bytes;
   key.b = KVJIT_STORE_KV_KEY_TAG | common | (uint64_t)plan->split << 32 | (uint64_t)(plan->items == 2) << 53 |
-          (uint64_t)(plan->evict_first != 0) << 54;
+          (uint64_t)(plan->evict_first != 0) << 54 | (uint64_t)(plan->pdl_trigger_first != 0) << 55;
   return key;
 }
 
@@ -409,13 +423,14 @@ char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan) {
                    "#define KVJIT_V_HEAD_BYTES %lld\n"
                    "#define KVJIT_FP8_SOFT %d\n"
                    "#define KVJIT_ITEMS %d\n"
-                   "#define KVJIT_EVICT_FIRST %d\n",
+                   "#define KVJIT_EVICT_FIRST %d\n"
+                   "#define KVJIT_PDL_TRIGGER_FIRST %d\n",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
                    plan->block, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, quant ? (int)plan->src_dtype : 0,
                    !quant ? 0 : plan->cache_dtype == KVJIT_DTYPE_FP8_E4M3 ? 1 : 2, quant ? (int)plan->scale_kind : 0,
                    (long long)(plan->num_heads ? plan->k_row_bytes / plan->num_heads : 0),
                    (long long)(plan->num_heads ? plan->v_row_bytes / plan->num_heads : 0), plan->fp8_soft ? 1 : 0,
-                   plan->items == 2 ? 2 : 1, plan->evict_first ? 1 : 0);
+                   plan->items == 2 ? 2 : 1, plan->evict_first ? 1 : 0, plan->pdl && plan->pdl_trigger_first ? 1 : 0);
   if (n < 0 || (size_t)n >= sizeof prelude) return NULL;
   size_t body = (size_t)kvjit_src_store_kv_cache_len;
   char *src = malloc((size_t)n + body + 1);

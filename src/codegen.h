@@ -80,6 +80,7 @@ typedef struct kvjit_store_kv_plan {
   int evict_first;     /* 1: cache stores carry an L2 evict-first policy (sm_80+) */
   int index64;         /* 1: int64 indices, 0: int32 */
   int pdl;             /* 1: PDL wait/trigger compiled in and the launch attribute set */
+  int pdl_trigger_first; /* with pdl: dependents are let launch before this grid's own wait, not after it */
   /* Quantize on store (all 0 for a plain copy). vec and the row bytes count source bytes. */
   kvjit_dtype src_dtype;   /* F16, BF16, F32 */
   kvjit_dtype cache_dtype; /* FP8_E4M3, FP8_E5M2 */
@@ -97,6 +98,7 @@ typedef struct kvjit_store_kv_class_rule {
   int pair_max_lanes;          /* plain copies: two items per lane group when a slice needs at most this many
                                   lanes (and one access per lane); 0: never */
   int64_t evict_first_min_row; /* evict-first cache stores (sm_80+) when the wider row has at least this; -1: never */
+  int pdl_trigger_first;       /* plain copies with PDL: trigger the dependents before the wait (1) or after (0) */
 } kvjit_store_kv_class_rule;
 
 /** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_BATCH_CLASSES - 1). */

@@ -117,6 +117,13 @@ static void test_plan_rules(void **state) {
       fail_msg("policy case %zu: items %d evict_first %d, want %d %d", i, p.items, p.evict_first, policy[i].items,
                policy[i].evict);
   }
+  /* PDL trigger before the wait: decode-class plain copies with PDL only. */
+  for (int cls = 0; cls < KVJIT_STORE_KV_BATCH_CLASSES; cls++) {
+    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls).pdl_trigger_first, cls == 0);
+    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 4, cls).pdl_trigger_first, cls == 0);
+    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, cls).pdl_trigger_first, 0);
+    assert_int_equal(make(80, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls).pdl_trigger_first, 0);
+  }
   p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 0);
   assert_int_equal(p.split, 16);
   assert_int_equal(p.lanes, 32);
@@ -228,6 +235,7 @@ static void test_source(void **state) {
   assert_true(contains(src, "#define KVJIT_PDL 1\n"));
   assert_true(contains(src, "#define KVJIT_ITEMS 1\n"));
   assert_true(contains(src, "#define KVJIT_EVICT_FIRST 0\n"));
+  assert_true(contains(src, "#define KVJIT_PDL_TRIGGER_FIRST 1\n"));
   /* The embedded template follows the prelude. */
   assert_true(contains(src, "kvjit_store_kv(const __grid_constant__ kvjit_store_kv_params p)"));
   assert_true(contains(src, "griddepcontrol.wait"));
@@ -268,6 +276,8 @@ static void test_distinct_keys(void **state) {
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0), /* one item, plain stores */
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* two: only items differs */
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 1), /* evict-first: only it differs */
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* trigger after the wait: only it differs
+                                                                        from the first */
       make(90, 256, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 128, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
       make(90, 256, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
@@ -440,6 +450,7 @@ static void test_fp8_plans(void **state) {
   kvjit_store_kv_plan p = make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
   assert_int_equal(p.vec, 8); /* decode class: 4 bf16 per access, a shorter conversion chain per lane */
   assert_int_equal(p.evict_first, 0); /* quantizing plans keep plain stores and one item per group */
+  assert_int_equal(p.pdl_trigger_first, 0); /* and the trigger after the wait */
   assert_int_equal(p.items, 1);
   kvjit_store_kv_plan wide = make_q(90, 2048, 2048, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3,
                                     KVJIT_SCALE_PER_TENSOR, 0);
