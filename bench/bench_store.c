@@ -115,9 +115,10 @@ typedef struct bench {
   size_t nrecs, caprecs;
   double memcpy_tbps;
   double copy_same_tbps[MAX_LIST]; /* per row size: contiguous copies of a largest-batch cell's bytes */
+  double seq_store_tbps[MAX_LIST];  /* per row size: kvjit at that cell with consecutive slots */
   int64_t copy_same_batch;
   bench_stats empty_us[2][2]; /* [pdl][graph] */
-  double host_kvjit_ns[2], host_raw_ns[2];
+  double host_kvjit_ns[2], host_raw_ns[2], host_ctx_device_ns;
   int host_same_kernel[2], host_done[2];
   uint64_t t_start;
   size_t cells_skipped, check_failures, launch_failures;
@@ -789,6 +790,94 @@ static void bench_copy_same_size(bench *b) {
    * 4.2 at 4096 B; not investigated, so read that row with care. */
 }
 
+/* The same cell as the grid's largest batch (int64, PDL on where the GPU has it), stored by kvjit
+ * with consecutive slots: each launch writes one contiguous block of the cache (destinations
+ * rotate through the cache, sources through the pools). It separates what random slots cost from
+ * what the kernel costs: the only difference from the grid's cell is where the rows land. The
+ * first launch's first and last K and V rows are compared with their sources before timing. */
+static void bench_store_consecutive(bench *b) {
+  const int64_t batch = b->copy_same_batch;
+  if (batch == 0) return;
+  int64_t *seq = malloc((size_t)batch * 8);
+  if (!seq) exit(2);
+  for (int64_t i = 0; i < batch; i++) seq[i] = i;
+  CUdeviceptr idx;
+  CU(drv->cuMemAlloc(&idx, (size_t)batch * 8));
+  CU(drv->cuMemcpyHtoD(idx, seq, (size_t)batch * 8));
+  free(seq);
+  for (size_t r = 0; r < b->opt.nrows; r++) {
+    const int64_t row = b->opt.rows[r];
+    const size_t bytes = (size_t)batch * (size_t)row;
+    if (bytes > b->pool_bytes || bytes > b->cache_bytes / 2) continue;
+    const double est_us = 4.0 * (double)bytes / 3.0e6;
+    int n = (int)(TARGET_LOOP_US / (est_us < 1.0 ? 1.0 : est_us));
+    n = n < MIN_LAUNCHES ? MIN_LAUNCHES : n > MAX_LAUNCHES ? MAX_LAUNCHES : n;
+    const int in_sets = (int)(b->pool_bytes / bytes), out_sets = (int)(b->cache_bytes / bytes);
+    kvjit_store_kv_args a = KVJIT_STORE_KV_ARGS_INIT;
+    a.indices = dptr(idx);
+    a.index_type = KVJIT_INDEX_INT64;
+    a.index_stride = 1;
+    a.batch = batch;
+    a.k_row_bytes = a.v_row_bytes = row;
+    a.num_slots = batch;
+    a.pdl = b->sm >= 90 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
+    a.stream = b->stream;
+    kvjit_status st = KVJIT_OK;
+    for (int j = -1; j < n && st == KVJIT_OK; j++) {
+      const int jj = j < 0 ? 0 : j;
+      const size_t in = (size_t)(jj % in_sets) * bytes, out = (size_t)(jj % out_sets) * bytes;
+      a.k = dptr(b->k_pool + in);
+      a.v = dptr(b->v_pool + in);
+      a.k_cache = dptr(b->k_cache + out);
+      a.v_cache = dptr(b->v_cache + out);
+      if (j == 0) CU(drv->cuStreamBeginCapture(b->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+      st = kvjit_store_kv_cache(b->ctx, &a);
+      if (j < 0 && st == KVJIT_OK) {
+        /* Launch 0 outside the graph, checked: first and last rows of K and V. */
+        unsigned char *want = malloc((size_t)row), *got = malloc((size_t)row);
+        if (!want || !got) exit(2);
+        CU(drv->cuStreamSynchronize(b->stream));
+        for (int t = 0; t < 4; t++) {
+          const size_t off = (t & 1) ? bytes - (size_t)row : 0;
+          CU(drv->cuMemcpyDtoH(want, ((t & 2) ? b->v_pool : b->k_pool) + off, (size_t)row));
+          CU(drv->cuMemcpyDtoH(got, ((t & 2) ? b->v_cache : b->k_cache) + off, (size_t)row));
+          if (memcmp(want, got, (size_t)row) != 0) {
+            fprintf(stderr, "bench_store: CHECK FAILED consecutive-slot store, row %lld\n", (long long)row);
+            b->check_failures++;
+          }
+        }
+        free(want);
+        free(got);
+      }
+    }
+    CUgraph g;
+    if (st != KVJIT_OK) {
+      fprintf(stderr, "bench_store: consecutive-slot store, row %lld: %s\n", (long long)row, kvjit_last_error());
+      if (drv->cuStreamEndCapture(b->stream, &g) == CUDA_SUCCESS && g) drv->cuGraphDestroy(g);
+      b->launch_failures++;
+      continue;
+    }
+    CUgraphExec exec;
+    CU(drv->cuStreamEndCapture(b->stream, &g));
+    CU(drv->cuGraphInstantiateWithFlags(&exec, g, 0));
+    for (int w = 0; w < 2; w++) CU(drv->cuGraphLaunch(exec, b->stream));
+    CU(drv->cuEventRecord(b->ev[0], b->stream));
+    for (int i = 0; i < b->opt.reps; i++) {
+      CU(drv->cuGraphLaunch(exec, b->stream));
+      CU(drv->cuEventRecord(b->ev[i + 1], b->stream));
+    }
+    bench_stats s = read_rounds(b, b->opt.reps, n);
+    CU(drv->cuGraphExecDestroy(exec));
+    CU(drv->cuGraphDestroy(g));
+    b->seq_store_tbps[r] = tbps(4.0 * (double)bytes, s.median);
+    csv_row(b, "bound", "kvjit_consecutive_slots", "auto", row, batch, "int64", a.pdl == KVJIT_PDL_ON ? "on" : "off",
+            "graph", n, &s, 4.0 * (double)bytes, "ok");
+    printf("bound: kvjit, consecutive slots, %lld x %lld B (K + V): %.3f us, %.3f TB/s\n", (long long)batch,
+           (long long)row, s.median, b->seq_store_tbps[r]);
+  }
+  drv->cuMemFree(idx);
+}
+
 static void bench_empty(bench *b) {
   const int n = MAX_LAUNCHES;
   for (int pdl = 0; pdl < 2; pdl++) {
@@ -931,6 +1020,18 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
       CU(drv->cuStreamSynchronize(b->stream));
     }
   bench_stats sk = bench_summarize(samples[0], HOST_GROUPS), sr = bench_summarize(samples[1], HOST_GROUPS);
+  if (b->host_ctx_device_ns == 0) {
+    /* What one current-device query costs on this host: the one driver call kvjit_store_kv_cache
+     * makes besides the launch (to pick the variant built for the current GPU's arch). */
+    for (int g = 0; g < HOST_GROUPS; g++) {
+      CUdevice dev;
+      const uint64_t t0 = bench_now_ns();
+      for (int i = 0; i < HOST_CALLS; i++) CU(drv->cuCtxGetDevice(&dev));
+      samples[0][g] = (double)(bench_now_ns() - t0) / HOST_CALLS;
+    }
+    b->host_ctx_device_ns = bench_summarize(samples[0], HOST_GROUPS).median;
+    printf("host: cuCtxGetDevice %.0f ns per call\n", b->host_ctx_device_ns);
+  }
   b->host_kvjit_ns[pdl] = sk.median;
   b->host_raw_ns[pdl] = sr.median;
   b->host_done[pdl] = 1;
@@ -1161,6 +1262,12 @@ static void write_md(const bench *b) {
     if (b->copy_same_tbps[r] > 0)
       fprintf(f, "| contiguous copy of a batch-%lld cell's bytes, row %lld B (2 cuMemcpyDtoDAsync, graph) | %.3f TB/s |\n",
               (long long)b->copy_same_batch, (long long)b->opt.rows[r], b->copy_same_tbps[r]);
+  for (size_t r = 0; r < b->opt.nrows; r++)
+    if (b->seq_store_tbps[r] > 0)
+      fprintf(f, "| kvjit with consecutive slots, batch-%lld cell, row %lld B (int64, PDL on, graph) | %.3f TB/s |\n",
+              (long long)b->copy_same_batch, (long long)b->opt.rows[r], b->seq_store_tbps[r]);
+  if (b->host_ctx_device_ns > 0)
+    fprintf(f, "| cuCtxGetDevice, one call (host) | %.0f ns |\n", b->host_ctx_device_ns);
   for (int pdl = 0; pdl < 2; pdl++)
     for (int graph = 1; graph >= 0; graph--)
       if (b->empty_us[pdl][graph].count)
@@ -1227,14 +1334,15 @@ static void write_md(const bench *b) {
   md_target(f, "batch 65536, rows ≥ 512 B", big, 4.0, 0, "TB/s");
   md_target(f, "batch 65536, rows 128 B", big128, 3.2, 0, "TB/s");
   if (b->copy_same_batch) {
-    fprintf(f, "\nAt batch %lld, kvjit (int64, PDL on) against contiguous copies of the same bytes (the store with "
-               "consecutive slots):", (long long)b->copy_same_batch);
+    fprintf(f, "\nAt batch %lld, kvjit (int64, PDL on, random slots) against the same store with consecutive "
+               "slots, and against two cuMemcpyDtoDAsync of the same bytes:", (long long)b->copy_same_batch);
     for (size_t r = 0; r < b->opt.nrows; r++) {
       const record *kv = find_record(b, b->opt.rows[r], b->copy_same_batch, 1, 1, IMPL_KVJIT, 0, 1);
       if (!kv || b->copy_same_tbps[r] <= 0) continue;
       const double t = tbps(4.0 * (double)b->copy_same_batch * (double)b->opt.rows[r], kv->us.median);
-      fprintf(f, " %lld B %.2f / %.2f TB/s (%.0f %%);", (long long)b->opt.rows[r], t, b->copy_same_tbps[r],
-              100.0 * t / b->copy_same_tbps[r]);
+      fprintf(f, " %lld B %.2f TB/s", (long long)b->opt.rows[r], t);
+      if (b->seq_store_tbps[r] > 0) fprintf(f, " / %.2f (%.0f %%)", b->seq_store_tbps[r], 100.0 * t / b->seq_store_tbps[r]);
+      fprintf(f, " / %.2f (%.0f %%);", b->copy_same_tbps[r], 100.0 * t / b->copy_same_tbps[r]);
     }
     fprintf(f, "\n");
   }
@@ -1342,6 +1450,7 @@ int main(int argc, char **argv) {
 
   bench_memcpy(&b);
   bench_copy_same_size(&b);
+  bench_store_consecutive(&b);
   bench_empty(&b);
   row_data *host_row = &b.rows[0];
   for (size_t r = 0; r < b.opt.nrows; r++)
