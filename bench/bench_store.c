@@ -612,10 +612,33 @@ static bench_stats read_rounds(const bench *b, int reps, int launches) {
   return bench_summarize(us, (size_t)reps);
 }
 
+/* Instantiate a captured graph of `launches` launches, replay it twice to warm up, then time
+ * `reps` replays; destroys the graph. Per-launch microseconds. */
+static bench_stats time_captured(const bench *b, CUgraph graph, int launches) {
+  CUgraphExec exec;
+  CU(drv->cuGraphInstantiateWithFlags(&exec, graph, 0));
+  for (int w = 0; w < 2; w++) CU(drv->cuGraphLaunch(exec, b->stream));
+  CU(drv->cuEventRecord(b->ev[0], b->stream));
+  for (int r = 0; r < b->opt.reps; r++) {
+    CU(drv->cuGraphLaunch(exec, b->stream));
+    CU(drv->cuEventRecord(b->ev[r + 1], b->stream));
+  }
+  bench_stats s = read_rounds(b, b->opt.reps, launches);
+  CU(drv->cuGraphExecDestroy(exec));
+  CU(drv->cuGraphDestroy(graph));
+  return s;
+}
+
+/* Launches per graph for a bound moving `bytes` per tensor per launch (~3 TB/s assumed). */
+static int bound_launches(size_t bytes) {
+  const double est_us = 4.0 * (double)bytes / 3.0e6;
+  const int n = (int)(TARGET_LOOP_US / (est_us < 1.0 ? 1.0 : est_us));
+  return n < MIN_LAUNCHES ? MIN_LAUNCHES : n > MAX_LAUNCHES ? MAX_LAUNCHES : n;
+}
+
 /* Per launch inside a CUDA graph of `launches` back-to-back launches. @return 0, or -1 when a launch failed. */
 static int time_graph(const bench *b, const impl *im, const cell *c, bench_stats *out) {
   CUgraph graph;
-  CUgraphExec exec;
   CU(drv->cuStreamBeginCapture(b->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   kvjit_status st = KVJIT_OK;
   for (int j = 0; j < c->launches && st == KVJIT_OK; j++) st = launch_store(b, im, c, j, b->stream);
@@ -625,16 +648,7 @@ static int time_graph(const bench *b, const impl *im, const cell *c, bench_stats
     drv->cuGraphDestroy(graph);
     return -1;
   }
-  CU(drv->cuGraphInstantiateWithFlags(&exec, graph, 0));
-  for (int w = 0; w < 2; w++) CU(drv->cuGraphLaunch(exec, b->stream));
-  CU(drv->cuEventRecord(b->ev[0], b->stream));
-  for (int r = 0; r < b->opt.reps; r++) {
-    CU(drv->cuGraphLaunch(exec, b->stream));
-    CU(drv->cuEventRecord(b->ev[r + 1], b->stream));
-  }
-  *out = read_rounds(b, b->opt.reps, c->launches);
-  CU(drv->cuGraphExecDestroy(exec));
-  CU(drv->cuGraphDestroy(graph));
+  *out = time_captured(b, graph, c->launches);
   return 0;
 }
 
@@ -756,12 +770,9 @@ static void bench_copy_same_size(bench *b) {
   for (size_t r = 0; r < b->opt.nrows; r++) {
     const size_t bytes = (size_t)batch * (size_t)b->opt.rows[r];
     if (bytes > b->pool_bytes || bytes > b->cache_bytes / 2) continue;
-    const double est_us = 4.0 * (double)bytes / 3.0e6;
-    int n = (int)(TARGET_LOOP_US / (est_us < 1.0 ? 1.0 : est_us));
-    n = n < MIN_LAUNCHES ? MIN_LAUNCHES : n > MAX_LAUNCHES ? MAX_LAUNCHES : n;
+    const int n = bound_launches(bytes);
     const int in_sets = (int)(b->pool_bytes / bytes), out_sets = (int)(b->cache_bytes / bytes);
     CUgraph g;
-    CUgraphExec exec;
     CU(drv->cuStreamBeginCapture(b->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     for (int j = 0; j < n; j++) {
       const size_t in = (size_t)(j % in_sets) * bytes, out = (size_t)(j % out_sets) * bytes;
@@ -769,16 +780,7 @@ static void bench_copy_same_size(bench *b) {
       CU(copy(b->v_cache + out, b->v_pool + in, bytes, b->stream));
     }
     CU(drv->cuStreamEndCapture(b->stream, &g));
-    CU(drv->cuGraphInstantiateWithFlags(&exec, g, 0));
-    for (int w = 0; w < 2; w++) CU(drv->cuGraphLaunch(exec, b->stream));
-    CU(drv->cuEventRecord(b->ev[0], b->stream));
-    for (int i = 0; i < b->opt.reps; i++) {
-      CU(drv->cuGraphLaunch(exec, b->stream));
-      CU(drv->cuEventRecord(b->ev[i + 1], b->stream));
-    }
-    bench_stats st = read_rounds(b, b->opt.reps, n);
-    CU(drv->cuGraphExecDestroy(exec));
-    CU(drv->cuGraphDestroy(g));
+    bench_stats st = time_captured(b, g, n);
     b->copy_same_tbps[r] = tbps(4.0 * (double)bytes, st.median);
     csv_row(b, "bound", "copy_same_size", "-", b->opt.rows[r], batch, "-", "-", "graph", n, &st, 4.0 * (double)bytes,
             "-");
@@ -809,9 +811,7 @@ static void bench_store_consecutive(bench *b) {
     const int64_t row = b->opt.rows[r];
     const size_t bytes = (size_t)batch * (size_t)row;
     if (bytes > b->pool_bytes || bytes > b->cache_bytes / 2) continue;
-    const double est_us = 4.0 * (double)bytes / 3.0e6;
-    int n = (int)(TARGET_LOOP_US / (est_us < 1.0 ? 1.0 : est_us));
-    n = n < MIN_LAUNCHES ? MIN_LAUNCHES : n > MAX_LAUNCHES ? MAX_LAUNCHES : n;
+    const int n = bound_launches(bytes);
     const int in_sets = (int)(b->pool_bytes / bytes), out_sets = (int)(b->cache_bytes / bytes);
     kvjit_store_kv_args a = KVJIT_STORE_KV_ARGS_INIT;
     a.indices = dptr(idx);
@@ -857,18 +857,8 @@ static void bench_store_consecutive(bench *b) {
       b->launch_failures++;
       continue;
     }
-    CUgraphExec exec;
     CU(drv->cuStreamEndCapture(b->stream, &g));
-    CU(drv->cuGraphInstantiateWithFlags(&exec, g, 0));
-    for (int w = 0; w < 2; w++) CU(drv->cuGraphLaunch(exec, b->stream));
-    CU(drv->cuEventRecord(b->ev[0], b->stream));
-    for (int i = 0; i < b->opt.reps; i++) {
-      CU(drv->cuGraphLaunch(exec, b->stream));
-      CU(drv->cuEventRecord(b->ev[i + 1], b->stream));
-    }
-    bench_stats s = read_rounds(b, b->opt.reps, n);
-    CU(drv->cuGraphExecDestroy(exec));
-    CU(drv->cuGraphDestroy(g));
+    bench_stats s = time_captured(b, g, n);
     b->seq_store_tbps[r] = tbps(4.0 * (double)bytes, s.median);
     csv_row(b, "bound", "kvjit_consecutive_slots", "auto", row, batch, "int64", a.pdl == KVJIT_PDL_ON ? "on" : "off",
             "graph", n, &s, 4.0 * (double)bytes, "ok");

@@ -16,8 +16,8 @@
  * that two kernel versions are compared in one run on one machine: machines differ by a few
  * percent per decode-sized cell, more than most effects being tuned.
  *
- * Slots are a random permutation of a 2 GiB cache (per K and V), int64 indices, PDL on, every
- * launch inside a CUDA graph of back-to-back launches. A sample of the last launch's rows is
+ * Slots are a random permutation of a 2 GiB cache (per K and V; of its first 16M rows for rows
+ * under 128 B), int64 indices, PDL on, every launch inside a CUDA graph of back-to-back launches. A sample of the last launch's rows is
  * compared before timing. Prints one line per config: median and minimum µs per launch, TB/s
  * (4 x batch x row bytes per launch), check.
  */
@@ -34,6 +34,9 @@
 
 #define POOL_BYTES ((size_t)512 << 20)
 #define CACHE_BYTES ((size_t)2 << 30)
+/* Slot ids the index buffers hold: one per 128 B row of the cache. Narrower rows use that many
+ * slots (the start of the cache), not the whole cache: 64 B rows overran both buffers. */
+#define MAX_SLOTS ((int64_t)(CACHE_BYTES / 128))
 #define MAX_REPS 31
 #define TARGET_LOOP_US 3000.0
 
@@ -102,11 +105,11 @@ static void setup(tuner *t) {
   CU(drv->cuMemAlloc(&t->v_pool, POOL_BYTES));
   CU(drv->cuMemAlloc(&t->k_cache, CACHE_BYTES));
   CU(drv->cuMemAlloc(&t->v_cache, CACHE_BYTES));
-  CU(drv->cuMemAlloc(&t->idx, CACHE_BYTES / 128 * 8)); /* one slot id per 128 B row at most */
+  CU(drv->cuMemAlloc(&t->idx, (size_t)MAX_SLOTS * 8));
   /* Random inputs (a 16 MiB random block, one word changed per copy); poisoned caches. */
   const size_t block = (size_t)16 << 20;
   uint64_t *h = malloc(block);
-  t->perm = malloc(CACHE_BYTES / 128 * 8);
+  t->perm = malloc((size_t)MAX_SLOTS * 8);
   if (!h || !t->perm) exit(2);
   for (size_t i = 0; i < block / 8; i++) h[i] = rng();
   for (size_t off = 0; off < POOL_BYTES; off += block) {
@@ -121,10 +124,15 @@ static void setup(tuner *t) {
   t->perm_row = -1;
 }
 
-/* Slots of a row size: a random permutation of the whole cache. */
+static int64_t slots_of(int64_t row) {
+  const int64_t all = (int64_t)(CACHE_BYTES / (size_t)row);
+  return all < MAX_SLOTS ? all : MAX_SLOTS;
+}
+
+/* Slots of a row size: a random permutation of the cache's slots. */
 static void set_row(tuner *t, int64_t row) {
   if (row == t->perm_row) return;
-  const int64_t slots = (int64_t)(CACHE_BYTES / (size_t)row);
+  const int64_t slots = slots_of(row);
   for (int64_t i = 0; i < slots; i++) t->perm[i] = i;
   for (int64_t i = slots - 1; i > 0; i--) {
     int64_t j = (int64_t)(rng() % (uint64_t)(i + 1)), tmp = t->perm[i];
@@ -184,7 +192,7 @@ static void run_config(tuner *t, const config *c) {
   free(src);
 
   set_row(t, c->row);
-  const int64_t slots = (int64_t)(CACHE_BYTES / (size_t)c->row);
+  const int64_t slots = slots_of(c->row);
   const uint64_t units = (uint64_t)c->batch * (uint64_t)plan.split;
   const uint64_t per_block = (uint64_t)(block / plan.lanes) * (uint64_t)plan.items;
   const uint64_t blocks = (units + per_block - 1) / per_block;
