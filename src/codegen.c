@@ -380,7 +380,8 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
 #define KVJIT_STORE_KV_KEY_TAG 0x51u
 
 /* Quantizing plans (tag 0x53): a = k_row_bytes << 36 | v_row_bytes << 8 | src dtype 0..1 |
- * fp8 kind 2..3 | scale kind 4..5 | soft 6 | evict_first 7 (items is always 1, pdl_trigger_first 0); b as above up to bit 31, then split 32..47 and
+ * fp8 kind 2..3 | scale kind 4..5 | soft 6 | evict_first 7 (items is always 1 and
+ * pdl_trigger_first 0: no bit is left for them); b as above up to bit 31, then split 32..47 and
  * num_heads 48..63 (the limits KVJIT_STORE_KV_QUANT_MAX_* keep every field in its bits). */
 #define KVJIT_STORE_KV_QUANT_KEY_TAG 0x53u
 
