@@ -64,10 +64,11 @@
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES] = {
     /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
-     * pdl_trigger_first */
-    {16, 1, 0, 8, 0, 1024, 1},        /* decode: latency; evict-first stores for rows >= 1 KiB, early trigger */
-    {32768, 1, 0, 16, 0, 0, 0},       /* mid: evict-first stores for every row */
-    {INT64_MAX, 1, 0, 16, 8, -1, 0},  /* large: bandwidth; two items per group for narrow rows */
+     * pdl_trigger_first, narrow_max_row, narrow_max_vec, whole_lane_groups */
+    {16, 1, 0, 8, 0, 1024, 1, 256, 8, 1},   /* decode: latency; evict-first stores for rows >= 1 KiB, early
+                                                trigger, 8 B accesses for rows <= 256 B, no idle lanes */
+    {32768, 1, 0, 16, 0, 0, 0, 0, 16, 0},   /* mid: evict-first stores for every row */
+    {INT64_MAX, 1, 0, 16, 8, -1, 0, 0, 16, 0}, /* large: bandwidth; two items per group for narrow rows */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
@@ -211,6 +212,21 @@ int kvjit_store_kv_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec,
   return 1;
 }
 
+static int is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+int kvjit_store_kv_whole_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane) {
+  const int64_t k_chunks = k_row_bytes / vec, v_chunks = v_row_bytes / vec;
+  if (k_chunks <= 0 || k_row_bytes % vec != 0 || v_row_bytes % vec != 0) return 0;
+  /* Largest slice first (the smallest split); a handful of powers of two to try. */
+  for (int64_t per_slice = 32 * (int64_t)chunks_per_lane; per_slice >= 1; per_slice >>= 1) {
+    if (!is_pow2(per_slice) || k_chunks % per_slice != 0) continue;
+    const int64_t split = k_chunks / per_slice;
+    if (split > KVJIT_STORE_KV_MAX_SPLIT) return 0;
+    if (v_chunks == 0 || (v_chunks % split == 0 && is_pow2(v_chunks / split))) return (int)split;
+  }
+  return 0;
+}
+
 int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane) {
   int64_t need = (slice_chunks + chunks_per_lane - 1) / chunks_per_lane;
   int lanes = 1;
@@ -323,11 +339,15 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
     int cap = rule->quant_max_vec > elem ? rule->quant_max_vec : elem;
     if (vec > cap) vec = cap;
   }
+  int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
+  if (quant == NULL && widest <= rule->narrow_max_row && vec > rule->narrow_max_vec) vec = rule->narrow_max_vec;
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
   vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
-  int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
   if (split == 0) {
-    split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
+    if (quant == NULL && rule->whole_lane_groups) {
+      split = kvjit_store_kv_whole_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
+    }
+    if (split == 0) split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
   } else {
     if (k_row_bytes % split != 0) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,

@@ -99,6 +99,10 @@ typedef struct kvjit_store_kv_class_rule {
                                   lanes (and one access per lane); 0: never */
   int64_t evict_first_min_row; /* evict-first cache stores (sm_80+) when the wider row has at least this; -1: never */
   int pdl_trigger_first;       /* plain copies with PDL: trigger the dependents before the wait (1) or after (0) */
+  int64_t narrow_max_row;      /* plain copies whose wider row has at most this many bytes ... */
+  int narrow_max_vec;          /* ... take accesses of at most this many bytes (more lanes per row) */
+  int whole_lane_groups;       /* plain copies, automatic split: prefer one whose slices fill their lane
+                                  groups exactly (a power-of-two vector count per slice) */
 } kvjit_store_kv_class_rule;
 
 /** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_BATCH_CLASSES - 1). */
@@ -121,6 +125,13 @@ static inline int kvjit_store_kv_vec_of(uint64_t bits) {
  * slices whole vectors and is at most what was wanted.
  */
 int kvjit_store_kv_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane);
+
+/**
+ * The smallest split whose K and V slices each hold a power-of-two number of @p vec-byte vectors,
+ * at most 32 x @p chunks_per_lane: every lane of every group then has work (no masked tail).
+ * 0 when no such split exists (e.g. 72 and 64 vectors).
+ */
+int kvjit_store_kv_whole_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane);
 
 /** Lanes for a slice of @p slice_chunks vectors: the smallest power of two >= chunks/cpl, at most 32. */
 int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane);

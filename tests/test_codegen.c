@@ -63,6 +63,21 @@ static void test_auto_split(void **state) {
   assert_int_equal(kvjit_store_kv_auto_split(16 * 1031, 16, 16, 1), 1);
 }
 
+static void test_whole_split(void **state) {
+  (void)state;
+  assert_int_equal(kvjit_store_kv_whole_split(128, 128, 8, 1), 1);   /* 16 vectors: one slice */
+  assert_int_equal(kvjit_store_kv_whole_split(96, 96, 8, 1), 3);     /* 12: 3 x 4 */
+  assert_int_equal(kvjit_store_kv_whole_split(192, 192, 8, 1), 3);   /* 24: 3 x 8 */
+  assert_int_equal(kvjit_store_kv_whole_split(1152, 1152, 16, 1), 9); /* 72: 9 x 8 */
+  assert_int_equal(kvjit_store_kv_whole_split(8192, 8192, 16, 1), 16); /* 512: 16 x 32 */
+  assert_int_equal(kvjit_store_kv_whole_split(8192, 8192, 16, 2), 8);
+  assert_int_equal(kvjit_store_kv_whole_split(1152, 0, 16, 1), 9);    /* K only */
+  assert_int_equal(kvjit_store_kv_whole_split(1152, 1024, 16, 1), 0); /* 72 and 64: none */
+  assert_int_equal(kvjit_store_kv_whole_split(196, 196, 4, 1), 49);   /* 49: 49 x 1 */
+  assert_int_equal(kvjit_store_kv_whole_split(100, 100, 16, 1), 0);   /* not whole vectors */
+  assert_int_equal(kvjit_store_kv_whole_split(64, 128, 16, 1), 1);    /* 4 and 8: both powers of two */
+}
+
 static void test_lanes(void **state) {
   (void)state;
   assert_int_equal(kvjit_store_kv_lanes(8, 1), 8);
@@ -75,14 +90,34 @@ static void test_lanes(void **state) {
 
 static void test_plan_rules(void **state) {
   (void)state;
-  /* 128 B rows: 8 lanes x 16 B, one access per lane, in every batch class. */
+  /* 128 B rows: one access per lane in every batch class; decode batches take 8 B accesses (16
+   * lanes), the others 16 B (8 lanes). */
   kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
   assert_int_equal(p.split, 1);
-  assert_int_equal(p.vec, 16);
-  assert_int_equal(p.lanes, 8);
+  assert_int_equal(p.vec, 8);
+  assert_int_equal(p.lanes, 16);
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.block, KVJIT_STORE_KV_BLOCK);
   assert_int_equal(p.items, 1);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
+  assert_int_equal(p.vec, 16);
+  assert_int_equal(p.lanes, 8);
+  /* Decode batches: rows up to 256 B at 8 B; wider rows keep 16 B; a quantizing plan has its own cap. */
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 8);
+  assert_int_equal(make(90, 512, 512, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 16);
+  assert_int_equal(make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 4);
+  /* Decode batches: slices fill their lane groups. 96 B at 8 B = 12 vectors: 3 slices of 4 (4 lanes),
+   * not one slice in 16 lanes with 4 idle; 1152 B at 16 B = 72: 9 slices of 8. */
+  p = make(90, 96, 96, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  assert_int_equal(p.vec, 8);
+  assert_int_equal(p.split, 3);
+  assert_int_equal(p.lanes, 4);
+  p = make(90, 1152, 1152, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  assert_int_equal(p.split, 9);
+  assert_int_equal(p.lanes, 8);
+  p = make(90, 1152, 1152, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1); /* other classes: fewest slices */
+  assert_int_equal(p.split, 3);
+  assert_int_equal(p.lanes, 32);
   p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
@@ -132,22 +167,30 @@ static void test_plan_rules(void **state) {
   assert_int_equal(make(80, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).pdl, 0);
   assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 0).pdl, 0);
   assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 2).pdl, 1);
-  /* Rows narrow the vector: 196 B -> 4 B; pointers narrow it too. */
-  p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  /* Rows narrow the vector: 196 B -> 4 B; pointers narrow it too. 49 vectors: 7 slices of 8 lanes
+   * (one idle) beyond decode batches, 49 slices of one lane for them. */
+  p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
   assert_int_equal(p.vec, 4);
   assert_int_equal(p.split, 7);
   assert_int_equal(p.lanes, 8);
+  p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  assert_int_equal(p.split, 49);
+  assert_int_equal(p.lanes, 1);
   assert_int_equal(make(90, 256, 256, 2, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 2);
   /* An explicit split with slices that are not whole 16 B vectors narrows the vector. */
   p = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 64, 0);
   assert_int_equal(p.split, 64);
   assert_int_equal(p.vec, 4);
   assert_int_equal(p.lanes, 1);
-  /* K only. */
-  p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  /* K only: 576 B = 36 vectors, 2 slices of 32 lanes (14 idle) beyond decode batches, 9 slices of
+   * 4 lanes for them. */
+  p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
   assert_int_equal(p.v_row_bytes, 0);
   assert_int_equal(p.split, 2);
   assert_int_equal(p.lanes, 32);
+  p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  assert_int_equal(p.split, 9);
+  assert_int_equal(p.lanes, 4);
 }
 
 static void test_plan_errors(void **state) {
@@ -198,7 +241,7 @@ static void test_batch_classes(void **state) {
 
 static void test_blocks(void **state) {
   (void)state;
-  kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
   /* 8 lanes: 16 items per 128-thread block. */
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
   assert_int_equal(kvjit_store_kv_blocks(&p, 16), 1);
@@ -270,7 +313,7 @@ static void test_distinct_keys(void **state) {
       make(89, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 1, 0),
       make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 1, 0),
       make(90, 256, 256, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 1, 0),
-      make(90, 256, 256, 8, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
+      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0), /* decode plans of 256 B rows take 8 B */
       make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 0),
       make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* narrower vector, large class */
       make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0), /* one item, plain stores */
@@ -360,12 +403,12 @@ static void test_prewarm_compiles(void **state) {
     assert_int_equal(compiled2, 0);
     assert_int_equal(cached2, compiled);
   }
-  /* Automatic 256 B rows: every batch class picks 16 lanes x 16 B; batches 17..32768 add evict-first
-   * stores, so two kernels serve all three classes. */
+  /* Automatic 256 B rows: decode batches take 32 lanes x 8 B, the others 16 lanes x 16 B, and
+   * batches 17..32768 add evict-first stores: three kernels for the three classes. */
   unsigned compiled = 0, cached = 0;
   kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
-  assert_int_equal(compiled, 2);
+  assert_int_equal(compiled, 3);
   /* PDL forced on before sm_90: refused before any compile. */
   kvjit_store_kv_variant bad = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &bad, &compiled, &cached), KVJIT_ERR_UNSUPPORTED);
@@ -592,7 +635,7 @@ static void test_fp8_prewarm_compiles(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vec_of),          cmocka_unit_test(test_auto_split),
-      cmocka_unit_test(test_lanes),           cmocka_unit_test(test_plan_rules),
+      cmocka_unit_test(test_whole_split), cmocka_unit_test(test_lanes),           cmocka_unit_test(test_plan_rules),
       cmocka_unit_test(test_plan_errors),     cmocka_unit_test(test_batch_classes),
       cmocka_unit_test(test_blocks),          cmocka_unit_test(test_source),
       cmocka_unit_test(test_distinct_keys),   cmocka_unit_test(test_prewarm_compiles),
