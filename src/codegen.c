@@ -11,6 +11,12 @@
  *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096); at batches > 4096 it was 1-6 %
  *    slower;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
+ *  - decode batches (<= 16), plain copies: the split prefers slices of a power-of-two vector count,
+ *    so that no lane of a group idles (kvjit_store_kv_whole_split: 96 B at 8 B is 3 slices of 4
+ *    lanes, not 12 vectors in 16 lanes). The masked tail cost about one memory latency (H200, hot
+ *    inputs: 96 B x 16 0.727 -> 0.642 us, 196 B x 16 0.763 -> 0.649, 1152 B x 16 0.80 -> 0.68).
+ *    And rows up to 256 B take 8 B accesses, twice the lanes (128 B x 16 0.638 -> 0.611 us,
+ *    256 B x 16 0.640 -> 0.622; batch 1 and 64 B rows within 0.5 %). Not tried at larger batches;
  *  - items: at batches > 32768, a lane group of at most 8 lanes stores two items (128 B x 65536:
  *    10.90 -> 10.47 us, 3.08 -> 3.20 TB/s). It is a wave effect: 65536 items x 8 lanes need two
  *    waves of 132 SMs x 2048 threads, paired one. At 4097-32768 it was slower (128 B x 8192
