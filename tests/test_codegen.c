@@ -99,25 +99,26 @@ static void test_plan_rules(void **state) {
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.block, KVJIT_STORE_KV_BLOCK);
   assert_int_equal(p.items, 1);
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
-  assert_int_equal(p.vec, 16);
-  assert_int_equal(p.lanes, 8);
-  /* Decode batches: rows up to 256 B at 8 B; wider rows keep 16 B; a quantizing plan has its own cap. */
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 8);
-  assert_int_equal(make(90, 512, 512, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 16);
-  assert_int_equal(make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 4);
-  /* Decode batches: slices fill their lane groups. 96 B at 8 B = 12 vectors: 3 slices of 4 (4 lanes),
-   * not one slice in 16 lanes with 4 idle; 1152 B at 16 B = 72: 9 slices of 8. */
-  p = make(90, 96, 96, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  assert_int_equal(p.vec, 8);
-  assert_int_equal(p.split, 3);
-  assert_int_equal(p.lanes, 4);
-  p = make(90, 1152, 1152, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  assert_int_equal(p.split, 9);
-  assert_int_equal(p.lanes, 8);
-  p = make(90, 1152, 1152, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1); /* other classes: fewest slices */
-  assert_int_equal(p.split, 3);
-  assert_int_equal(p.lanes, 32);
+  /* Slicing per class: {k row, v row, pointer vec, class, vec, split, lanes}. Decode batches take
+   * 8 B accesses for rows up to 256 B and slices that fill their lane groups (96 B at 8 B = 12
+   * vectors: 3 slices of 4 lanes, not 16 lanes with 4 idle; 1152 B = 72 vectors: 9 slices of 8;
+   * 196 B at 4 B = 49: 49 slices of one lane); the other classes take the fewest slices (7 x 8 lanes
+   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). */
+  static const struct {
+    int64_t k, v;
+    int ptr_vec, cls, vec, split, lanes;
+  } slicing[] = {
+      {128, 128, 16, 1, 16, 1, 8},  {256, 256, 16, 0, 8, 1, 32},  {512, 512, 16, 0, 16, 1, 32},
+      {256, 256, 4, 0, 4, 2, 32},   {96, 96, 16, 0, 8, 3, 4},     {1152, 1152, 16, 0, 16, 9, 8},
+      {1152, 1152, 16, 1, 16, 3, 32}, {196, 196, 16, 1, 4, 7, 8}, {196, 196, 16, 0, 4, 49, 1},
+      {576, 0, 16, 1, 16, 2, 32},   {576, 0, 16, 0, 16, 9, 4},
+  };
+  for (size_t i = 0; i < sizeof slicing / sizeof slicing[0]; i++) {
+    p = make(90, slicing[i].k, slicing[i].v, slicing[i].ptr_vec, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, slicing[i].cls);
+    if (p.vec != slicing[i].vec || p.split != slicing[i].split || p.lanes != slicing[i].lanes)
+      fail_msg("slicing case %zu: vec %d split %d lanes %d, want %d %d %d", i, p.vec, p.split, p.lanes,
+               slicing[i].vec, slicing[i].split, slicing[i].lanes);
+  }
   p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
@@ -167,30 +168,16 @@ static void test_plan_rules(void **state) {
   assert_int_equal(make(80, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).pdl, 0);
   assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 0).pdl, 0);
   assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 2).pdl, 1);
-  /* Rows narrow the vector: 196 B -> 4 B; pointers narrow it too. 49 vectors: 7 slices of 8 lanes
-   * (one idle) beyond decode batches, 49 slices of one lane for them. */
-  p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
-  assert_int_equal(p.vec, 4);
-  assert_int_equal(p.split, 7);
-  assert_int_equal(p.lanes, 8);
-  p = make(90, 196, 196, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  assert_int_equal(p.split, 49);
-  assert_int_equal(p.lanes, 1);
+  /* Rows narrow the vector (196 B -> 4 B, in the slicing table above); pointers narrow it too. */
   assert_int_equal(make(90, 256, 256, 2, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 2);
   /* An explicit split with slices that are not whole 16 B vectors narrows the vector. */
   p = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 64, 0);
   assert_int_equal(p.split, 64);
   assert_int_equal(p.vec, 4);
   assert_int_equal(p.lanes, 1);
-  /* K only: 576 B = 36 vectors, 2 slices of 32 lanes (14 idle) beyond decode batches, 9 slices of
-   * 4 lanes for them. */
+  /* K only (its slicing is in the table above). */
   p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
   assert_int_equal(p.v_row_bytes, 0);
-  assert_int_equal(p.split, 2);
-  assert_int_equal(p.lanes, 32);
-  p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
-  assert_int_equal(p.split, 9);
-  assert_int_equal(p.lanes, 4);
 }
 
 static void test_plan_errors(void **state) {
