@@ -221,16 +221,26 @@ int kvjit_store_kv_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec,
 static int is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 int kvjit_store_kv_whole_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane) {
-  const int64_t k_chunks = k_row_bytes / vec, v_chunks = v_row_bytes / vec;
-  if (k_chunks <= 0 || k_row_bytes % vec != 0 || v_row_bytes % vec != 0) return 0;
-  /* Largest slice first (the smallest split); a handful of powers of two to try. */
-  for (int64_t per_slice = 32 * (int64_t)chunks_per_lane; per_slice >= 1; per_slice >>= 1) {
-    if (!is_pow2(per_slice) || k_chunks % per_slice != 0) continue;
-    const int64_t split = k_chunks / per_slice;
-    if (split > KVJIT_STORE_KV_MAX_SPLIT) return 0;
-    if (v_chunks == 0 || (v_chunks % split == 0 && is_pow2(v_chunks / split))) return (int)split;
+  /* On every decode-sized call: shifts and bit counts, no division. */
+  if (k_row_bytes <= 0 || v_row_bytes < 0 || !is_pow2(vec) || chunks_per_lane < 1 ||
+      ((uint64_t)(k_row_bytes | v_row_bytes) & (uint64_t)(vec - 1)) != 0) {
+    return 0;
   }
-  return 0;
+  const int vec_shift = __builtin_ctz((unsigned)vec);
+  const uint64_t k = (uint64_t)k_row_bytes >> vec_shift, v = (uint64_t)v_row_bytes >> vec_shift;
+  /* The slice: the largest power of two of vectors dividing K's count, at most 32 x chunks_per_lane
+   * (the fewest slices). A smaller one cannot help V: halving the slice halves V's share too. */
+  const int k_twos = __builtin_ctzll(k);
+  const int cap = 63 - __builtin_clzll(32ull * (uint64_t)chunks_per_lane);
+  const int slice_shift = k_twos < cap ? k_twos : cap;
+  const uint64_t split = k >> slice_shift;
+  if (split > (uint64_t)KVJIT_STORE_KV_MAX_SPLIT) return 0;
+  if (v == 0) return (int)split;
+  /* V's share, v / split, is a whole power of two when both counts have the same odd part and V
+   * has at least as many factors of two as the split. */
+  const int v_twos = __builtin_ctzll(v);
+  if ((k >> k_twos) != (v >> v_twos) || v_twos < k_twos - slice_shift) return 0;
+  return (int)split;
 }
 
 int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane) {
