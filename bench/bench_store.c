@@ -581,23 +581,14 @@ static kvjit_status launch_store(const bench *b, const impl *im, const cell *c, 
   ref_store_kv_params p = {dptr(b->k_pool + in_off), dptr(b->v_pool + in_off), dptr(b->k_cache), dptr(b->v_cache),
                            dptr(cell_indices(c, j % c->idx_sets)), c->row, c->row, c->row, 1, (uint32_t)c->batch,
                            c->rd->num_slots};
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = (unsigned)((c->batch * im->split + 3) / 4);
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = 128;
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.hStream = s;
+  kvjit_launch_config cfg = KVJIT_LAUNCH_CONFIG_INIT;
+  cfg.grid[0] = (unsigned)((c->batch * im->split + 3) / 4);
+  cfg.block[0] = 128;
+  cfg.stream = s;
   /* The attribute only with the kernel that was compiled with the PDL wait (the reference ties both). */
-  cfg.attrs = c->pdl ? &attr : NULL;
-  cfg.numAttrs = c->pdl ? 1 : 0;
+  cfg.programmatic_serialization = c->pdl;
   void *args[] = {&p};
-  CUresult res = drv->cuLaunchKernelEx(&cfg, (CUfunction)c->rd->ref[c->index64][c->pdl]->handle, args, NULL);
-  return res == CUDA_SUCCESS ? KVJIT_OK : kvjit_cuda_fail(drv, res, "cuLaunchKernelEx (reference)");
+  return kvjit_launch(c->rd->ref[c->index64][c->pdl], &cfg, args);
 }
 
 /* Per-launch microseconds of each of `reps` back-to-back rounds (events between rounds, one sync). */
