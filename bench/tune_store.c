@@ -168,7 +168,7 @@ static char *plan_source(const tuner *t, const config *c, const kvjit_store_kv_p
 static void run_config(tuner *t, const config *c) {
   kvjit_store_kv_plan plan;
   if (kvjit_store_kv_plan_make(&plan, t->sm, c->row, c->row, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, c->split,
-                               kvjit_store_kv_batch_class(c->batch)) != KVJIT_OK) {
+                               kvjit_store_kv_size_class(c->batch, c->row, 0)) != KVJIT_OK) {
     printf("%-24s plan: %s\n", c->label, kvjit_last_error());
     return;
   }

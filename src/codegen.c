@@ -1,7 +1,7 @@
 /*
  * store_kv_cache specialisation: plans, keys and generated source (see codegen.h).
  *
- * The automatic choice, per batch class (kvjit_store_kv_batch_class()):
+ * The automatic choice, per size class (kvjit_store_kv_size_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
  *    every lane does one access per row (all issued before any store). Two per lane was tried per
@@ -68,18 +68,57 @@
 #include "embedded.h"
 #include "status.h"
 
-static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_BATCH_CLASSES] = {
-    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
+static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
+    /* max_batch, min_row, min_batch_bytes, plain_only,
+     * chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
      * pdl_trigger_first, narrow_max_row, narrow_max_vec, whole_lane_groups */
-    {16, 1, 0, 8, 0, 1024, 1, 256, 8, 1},   /* decode: latency; evict-first stores for rows >= 1 KiB, early
-                                                trigger, 8 B accesses for rows <= 256 B, no idle lanes */
-    {32768, 1, 0, 16, 0, 0, 0, 0, 16, 0},   /* mid: evict-first stores for every row */
-    {INT64_MAX, 1, 0, 16, 8, -1, 0, 0, 16, 0}, /* large: bandwidth; two items per group for narrow rows */
+    {16, 0, 0, 0, 1, 0, 8, 0, 1024, 1, 256, 8, 1},  /* decode: latency; evict-first stores for rows >= 1 KiB,
+                                                       early trigger, 8 B accesses for rows <= 256 B, no idle
+                                                       lanes */
+    {32768, 0, 0, 0, 1, 0, 16, 0, 0, 0, 0, 16, 0},  /* mid: evict-first stores for every row */
+    {INT64_MAX, 0, 0, 0, 1, 0, 16, 8, -1, 0, 0, 16, 0}, /* large: bandwidth; two items per group for narrow rows */
 };
 
-const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
-  if (batch_class < 0 || batch_class >= KVJIT_STORE_KV_BATCH_CLASSES) return NULL;
-  return &class_rules[batch_class];
+const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int size_class) {
+  if (size_class < 0 || size_class >= KVJIT_STORE_KV_CLASSES) return NULL;
+  return &class_rules[size_class];
+}
+
+static int class_admits(const kvjit_store_kv_class_rule *r, int64_t batch, int64_t widest_row, int quantize) {
+  if (batch > r->max_batch || widest_row < r->min_row || (quantize && r->plain_only)) return 0;
+  int64_t bytes;
+  /* An overflowing product is more than any threshold. */
+  return __builtin_mul_overflow(batch, widest_row, &bytes) || bytes >= r->min_batch_bytes;
+}
+
+int kvjit_store_kv_size_class(int64_t batch, int64_t widest_row, int quantize) {
+  for (int c = 0; c < KVJIT_STORE_KV_CLASSES - 1; c++) {
+    if (class_admits(&class_rules[c], batch, widest_row, quantize)) return c;
+  }
+  return KVJIT_STORE_KV_CLASSES - 1; /* the last class admits everything */
+}
+
+int kvjit_store_kv_class_reachable(int size_class, int64_t widest_row, int quantize) {
+  if (size_class < 0 || size_class >= KVJIT_STORE_KV_CLASSES) return 0;
+  /* The class of a batch changes only where some rule's batch or byte bound is crossed: trying
+   * each bound and its neighbour (and batch 1) visits every run of batches. */
+  int64_t tries[4 * KVJIT_STORE_KV_CLASSES + 1];
+  int n = 0;
+  tries[n++] = 1;
+  for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
+    const kvjit_store_kv_class_rule *r = &class_rules[c];
+    tries[n++] = r->max_batch;
+    if (r->max_batch < INT64_MAX) tries[n++] = r->max_batch + 1;
+    if (r->min_batch_bytes > 0 && widest_row > 0) {
+      int64_t first = (r->min_batch_bytes - 1) / widest_row + 1; /* smallest batch with enough bytes */
+      tries[n++] = first;
+      tries[n++] = first - 1;
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (tries[i] >= 1 && kvjit_store_kv_size_class(tries[i], widest_row, quantize) == size_class) return 1;
+  }
+  return 0;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -252,8 +291,8 @@ int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane) {
 
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
                                       int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
-                                      int batch_class) {
-  return kvjit_store_kv_plan_make_quant(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, batch_class,
+                                      int size_class) {
+  return kvjit_store_kv_plan_make_quant(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, size_class,
                                         NULL);
 }
 
@@ -313,10 +352,10 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
 
 kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
-                                            kvjit_pdl_mode pdl, int split, int batch_class,
+                                            kvjit_pdl_mode pdl, int split, int size_class,
                                             const kvjit_store_kv_quant *quant) {
-  const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(batch_class);
-  if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "batch class %d: out of range", batch_class);
+  const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(size_class);
+  if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "size class %d: out of range", size_class);
   if (arch <= 0 || arch > KVJIT_STORE_KV_MAX_ARCH) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be a compute capability 1..%d, got %d",
                       KVJIT_STORE_KV_MAX_ARCH, arch);

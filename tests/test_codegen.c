@@ -125,7 +125,7 @@ static void test_plan_rules(void **state) {
   assert_int_equal(p.items, 2); /* the largest batches of narrow rows: two items per lane group */
   assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).items, 1);
   /* One access per lane in every class: 8192 B rows in 16 slices of 32 lanes x 16 B. */
-  for (int cls = 0; cls < KVJIT_STORE_KV_BATCH_CLASSES; cls++) {
+  for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
     p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls);
     assert_int_equal(p.pdl, 1);
     assert_int_equal(p.split, 16);
@@ -154,7 +154,7 @@ static void test_plan_rules(void **state) {
                policy[i].evict);
   }
   /* PDL trigger before the wait: decode-class plain copies with PDL only. */
-  for (int cls = 0; cls < KVJIT_STORE_KV_BATCH_CLASSES; cls++) {
+  for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
     assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls).pdl_trigger_first, cls == 0);
     assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 4, cls).pdl_trigger_first, cls == 0);
     assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, cls).pdl_trigger_first, 0);
@@ -209,21 +209,43 @@ static void test_plan_errors(void **state) {
   assert_non_null(strstr(kvjit_last_error(), "arch"));
 }
 
-static void test_batch_classes(void **state) {
+static void test_size_classes(void **state) {
   (void)state;
-  assert_int_equal(kvjit_store_kv_batch_class(1), 0);
-  assert_int_equal(kvjit_store_kv_batch_class(16), 0);
-  assert_int_equal(kvjit_store_kv_batch_class(17), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(4096), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(32768), 1);
-  assert_int_equal(kvjit_store_kv_batch_class(32769), 2);
-  assert_int_equal(kvjit_store_kv_batch_class(INT64_MAX), 2);
-  for (int c = 0; c < KVJIT_STORE_KV_BATCH_CLASSES; c++) {
+  assert_int_equal(kvjit_store_kv_size_class(1, 128, 0), 0);
+  assert_int_equal(kvjit_store_kv_size_class(16, 8192, 1), 0);
+  assert_int_equal(kvjit_store_kv_size_class(17, 128, 0), 1);
+  assert_int_equal(kvjit_store_kv_size_class(4096, 128, 1), 1);
+  assert_int_equal(kvjit_store_kv_size_class(32768, 128, 0), 1);
+  assert_int_equal(kvjit_store_kv_size_class(32769, 128, 0), 2);
+  /* batch x row overflows int64: still a class, the last one. */
+  assert_int_equal(kvjit_store_kv_size_class(INT64_MAX, KVJIT_STORE_KV_MAX_ROW_BYTES, 0), KVJIT_STORE_KV_CLASSES - 1);
+  for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
     const kvjit_store_kv_class_rule *r = kvjit_store_kv_class_rule_get(c);
     assert_non_null(r);
-    assert_int_equal(kvjit_store_kv_batch_class(r->max_batch), c);
+    /* A class's own largest batch of rows it admits lands in it or in an earlier class. */
+    int64_t row = r->min_row > 0 ? r->min_row : 1;
+    if (r->min_batch_bytes == 0 && !r->plain_only) assert_true(kvjit_store_kv_size_class(r->max_batch, row, 1) <= c);
   }
-  assert_null(kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_BATCH_CLASSES));
+  /* The last class admits every call (kvjit_store_kv_size_class falls back to it). */
+  const kvjit_store_kv_class_rule *last = kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_CLASSES - 1);
+  assert_true(last->max_batch == INT64_MAX && last->min_row == 0 && last->min_batch_bytes == 0 && !last->plain_only);
+  assert_null(kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_CLASSES));
+  assert_null(kvjit_store_kv_class_rule_get(-1));
+  /* Reachability agrees with a scan of batches 1..2^17 and a few beyond, for assorted rows. */
+  static const int64_t rows[] = {1, 64, 128, 255, 256, 511, 512, 1024, 2048, 8192, 65536, 1 << 20};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    for (int quantize = 0; quantize <= 1; quantize++) {
+      int seen[KVJIT_STORE_KV_CLASSES] = {0};
+      for (int64_t b = 1; b <= ((int64_t)1 << 17); b++) seen[kvjit_store_kv_size_class(b, rows[i], quantize)] = 1;
+      seen[kvjit_store_kv_size_class(INT64_MAX, rows[i], quantize)] = 1;
+      for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
+        if (kvjit_store_kv_class_reachable(c, rows[i], quantize) != seen[c])
+          fail_msg("row %lld quantize %d class %d: reachable %d, scan %d", (long long)rows[i], quantize, c,
+                   kvjit_store_kv_class_reachable(c, rows[i], quantize), seen[c]);
+      }
+    }
+  }
+  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASSES, 128, 0), 0);
 }
 
 static void test_blocks(void **state) {
@@ -623,7 +645,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vec_of),          cmocka_unit_test(test_auto_split),
       cmocka_unit_test(test_whole_split), cmocka_unit_test(test_lanes),           cmocka_unit_test(test_plan_rules),
-      cmocka_unit_test(test_plan_errors),     cmocka_unit_test(test_batch_classes),
+      cmocka_unit_test(test_plan_errors),     cmocka_unit_test(test_size_classes),
       cmocka_unit_test(test_blocks),          cmocka_unit_test(test_source),
       cmocka_unit_test(test_distinct_keys),   cmocka_unit_test(test_prewarm_compiles),
       cmocka_unit_test(test_fp8_reference),   cmocka_unit_test(test_fp8_plans),
