@@ -4,12 +4,20 @@
  * The automatic choice, per size class (kvjit_store_kv_size_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
- *    every lane does one access per row (all issued before any store). Two per lane was tried per
- *    class (H200, 2026-11-29, bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won
- *    1-13 % with inputs from DRAM, but once the inputs stayed in L2 and the stores were evict-first
- *    it lost 13-22 % in five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs
- *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096); at batches > 4096 it was 1-6 %
- *    slower;
+ *    every lane does one access per row (all issued before any store), except for the mid-wide
+ *    class below. Two per lane was tried per class (H200, 2026-11-29,
+ *    bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won 1-13 % with inputs from
+ *    DRAM, but once the inputs stayed in L2 and the stores were evict-first it lost 13-22 % in
+ *    five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs 3.84) and won 7-8 %
+ *    in two (8192 B x 1024, 2048 B x 4096); at batch 65536 it is 0.3-0.7 % slower;
+ *  - mid-wide: batches 17..32768 of rows >= 512 B that store >= 8 MiB per tensor (batch x wider
+ *    row) take two accesses per lane. What decides is the store's size, not its batch: a sweep of
+ *    rows 512..8192 B at 2..32 MiB (H200, 2026-11-30, bench/results/2026-11-30-h200-x2/tune_cpl.txt,
+ *    two rounds each) had two per lane 0.7-2.7 % faster from DRAM in every cell, and with
+ *    L2-resident inputs 11-23 % slower up to 4 MiB (one access per lane fits in one wave of
+ *    blocks: 1024 B x 4096 hot 3.29 vs 4.06 us) but 7-9 % faster at 8 MiB (1024 B x 8192 6.98 ->
+ *    6.38, 8192 B x 1024 6.91 -> 6.43) and 2.5 % at 16 MiB, where one access per lane needs two or
+ *    more waves of 132 SMs x 16 blocks. The threshold is this GPU's; 4..8 MiB was not swept;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - decode batches (<= 16), plain copies: the split prefers slices of a power-of-two vector count,
  *    so that no lane of a group idles (kvjit_store_kv_whole_split: 96 B at 8 B is 3 slices of 4
@@ -72,11 +80,15 @@ static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
     /* max_batch, min_row, min_batch_bytes, plain_only,
      * chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
      * pdl_trigger_first, narrow_max_row, narrow_max_vec, whole_lane_groups */
-    {16, 0, 0, 0, 1, 0, 8, 0, 1024, 1, 256, 8, 1},  /* decode: latency; evict-first stores for rows >= 1 KiB,
-                                                       early trigger, 8 B accesses for rows <= 256 B, no idle
-                                                       lanes */
-    {32768, 0, 0, 0, 1, 0, 16, 0, 0, 0, 0, 16, 0},  /* mid: evict-first stores for every row */
-    {INT64_MAX, 0, 0, 0, 1, 0, 16, 8, -1, 0, 0, 16, 0}, /* large: bandwidth; two items per group for narrow rows */
+    [KVJIT_STORE_KV_CLASS_DECODE] = {16, 0, 0, 0, 1, 0, 8, 0, 1024, 1, 256, 8, 1},
+    /* latency: evict-first stores for rows >= 1 KiB, early trigger, 8 B accesses for rows <= 256 B,
+     * no idle lanes */
+    [KVJIT_STORE_KV_CLASS_MID_WIDE] = {32768, 512, (int64_t)8 << 20, 1, 2, 0, 16, 0, 0, 0, 0, 16, 0},
+    /* two accesses per lane once one per lane would need several waves of blocks */
+    [KVJIT_STORE_KV_CLASS_MID] = {32768, 0, 0, 0, 1, 0, 16, 0, 0, 0, 0, 16, 0},
+    /* evict-first stores for every row */
+    [KVJIT_STORE_KV_CLASS_LARGE] = {INT64_MAX, 0, 0, 0, 1, 0, 16, 8, -1, 0, 0, 16, 0},
+    /* bandwidth: two items per group for narrow rows */
 };
 
 const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int size_class) {

@@ -20,8 +20,14 @@
 #define KVJIT_STORE_KV_MAX_SPLIT (1 << 20)
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_STORE_KV_MAX_ARCH 1023
-/** Number of size classes (see kvjit_store_kv_size_class()). */
-#define KVJIT_STORE_KV_CLASSES 3
+/** Size classes (see kvjit_store_kv_size_class()), in the order their rules are tried. */
+enum {
+  KVJIT_STORE_KV_CLASS_DECODE,   /* batch <= 16 */
+  KVJIT_STORE_KV_CLASS_MID_WIDE, /* plain copies, 17..32768, rows >= 512 B, >= 8 MiB per tensor */
+  KVJIT_STORE_KV_CLASS_MID,      /* 17..32768 */
+  KVJIT_STORE_KV_CLASS_LARGE,    /* beyond */
+  KVJIT_STORE_KV_CLASSES
+};
 /** Name of the kernel in the template and of its out-of-range counter. */
 #define KVJIT_STORE_KV_KERNEL "kvjit_store_kv"
 #define KVJIT_STORE_KV_OOB_COUNTER "kvjit_store_kv_oob"

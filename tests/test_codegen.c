@@ -22,12 +22,19 @@
 /* The first field of every kvjit_store_kv_variant initialiser below. */
 #define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
 
+/* Batches of each size class in the tests below (plain copies; MID of rows up to 8 KiB). */
+#define DECODE 16
+#define MID 1000
+#define LARGE 65536
+
+/* The plan a plain store of @p batch items gets (its size class from the batch and rows). */
 static kvjit_store_kv_plan make(int arch, int64_t k, int64_t v, int vec, kvjit_index_type it, kvjit_pdl_mode pdl,
-                                int split, int cls) {
+                                int split, int64_t batch) {
   kvjit_store_kv_plan p;
+  int cls = kvjit_store_kv_size_class(batch, k > v ? k : v, 0);
   kvjit_status st = kvjit_store_kv_plan_make(&p, arch, k, v, vec, it, pdl, split, cls);
-  if (st != KVJIT_OK) fail_msg("plan_make(%d, %lld, %lld, %d, split %d, class %d): %s", arch, (long long)k,
-                               (long long)v, vec, split, cls, kvjit_last_error());
+  if (st != KVJIT_OK) fail_msg("plan_make(%d, %lld, %lld, %d, split %d, batch %lld): %s", arch, (long long)k,
+                               (long long)v, vec, split, (long long)batch, kvjit_last_error());
   return p;
 }
 
@@ -92,91 +99,103 @@ static void test_plan_rules(void **state) {
   (void)state;
   /* 128 B rows: one access per lane in every batch class; decode batches take 8 B accesses (16
    * lanes), the others 16 B (8 lanes). */
-  kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
   assert_int_equal(p.split, 1);
   assert_int_equal(p.vec, 8);
   assert_int_equal(p.lanes, 16);
   assert_int_equal(p.pdl, 1);
   assert_int_equal(p.block, KVJIT_STORE_KV_BLOCK);
   assert_int_equal(p.items, 1);
-  /* Slicing per class: {k row, v row, pointer vec, class, vec, split, lanes}. Decode batches take
+  /* Slicing: {k row, v row, pointer vec, batch, vec, split, lanes}. Decode batches take
    * 8 B accesses for rows up to 256 B and slices that fill their lane groups (96 B at 8 B = 12
    * vectors: 3 slices of 4 lanes, not 16 lanes with 4 idle; 1152 B = 72 vectors: 9 slices of 8;
    * 196 B at 4 B = 49: 49 slices of one lane); the other classes take the fewest slices (7 x 8 lanes
-   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). */
+   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). Stores of >= 8 MiB per tensor
+   * at batches 17..32768 with rows >= 512 B take two accesses per lane (half the slices); not
+   * below 512 B rows, not beyond 32768, not at 8 MiB - 1. */
   static const struct {
     int64_t k, v;
-    int ptr_vec, cls, vec, split, lanes;
+    int ptr_vec;
+    int64_t batch;
+    int vec, split, lanes;
   } slicing[] = {
-      {128, 128, 16, 1, 16, 1, 8},  {256, 256, 16, 0, 8, 1, 32},  {512, 512, 16, 0, 16, 1, 32},
-      {256, 256, 4, 0, 4, 2, 32},   {96, 96, 16, 0, 8, 3, 4},     {1152, 1152, 16, 0, 16, 9, 8},
-      {1152, 1152, 16, 1, 16, 3, 32}, {196, 196, 16, 1, 4, 7, 8}, {196, 196, 16, 0, 4, 49, 1},
-      {576, 0, 16, 1, 16, 2, 32},   {576, 0, 16, 0, 16, 9, 4},
+      {128, 128, 16, MID, 16, 1, 8},      {256, 256, 16, DECODE, 8, 1, 32}, {512, 512, 16, DECODE, 16, 1, 32},
+      {256, 256, 4, DECODE, 4, 2, 32},    {96, 96, 16, DECODE, 8, 3, 4},    {1152, 1152, 16, DECODE, 16, 9, 8},
+      {1152, 1152, 16, MID, 16, 3, 32},   {196, 196, 16, MID, 4, 7, 8},     {196, 196, 16, DECODE, 4, 49, 1},
+      {576, 0, 16, MID, 16, 2, 32},       {576, 0, 16, DECODE, 16, 9, 4},
+      {8192, 8192, 16, 1024, 16, 8, 32},  {8192, 8192, 16, 1023, 16, 16, 32}, {1024, 512, 16, 8192, 16, 1, 32},
+      {512, 512, 16, 16384, 16, 1, 16},   {512, 512, 16, 16383, 16, 1, 32}, {256, 256, 16, 32768, 16, 1, 16},
+      {2048, 2048, 16, 32768, 16, 2, 32}, {2048, 2048, 16, 32769, 16, 4, 32}, {1152, 0, 16, 8192, 16, 2, 32},
   };
   for (size_t i = 0; i < sizeof slicing / sizeof slicing[0]; i++) {
-    p = make(90, slicing[i].k, slicing[i].v, slicing[i].ptr_vec, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, slicing[i].cls);
+    p = make(90, slicing[i].k, slicing[i].v, slicing[i].ptr_vec, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, slicing[i].batch);
     if (p.vec != slicing[i].vec || p.split != slicing[i].split || p.lanes != slicing[i].lanes)
       fail_msg("slicing case %zu: vec %d split %d lanes %d, want %d %d %d", i, p.vec, p.split, p.lanes,
                slicing[i].vec, slicing[i].split, slicing[i].lanes);
   }
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, LARGE);
   assert_int_equal(p.lanes, 8);
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
   assert_int_equal(p.items, 2); /* the largest batches of narrow rows: two items per lane group */
-  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1).items, 1);
-  /* One access per lane in every class: 8192 B rows in 16 slices of 32 lanes x 16 B. */
-  for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
-    p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls);
+  assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, MID).items, 1);
+  /* One access per lane below 8 MiB and beyond 32768: 8192 B rows in 16 slices of 32 lanes x 16 B. */
+  static const int64_t one_access[] = {1, DECODE, MID, LARGE};
+  for (size_t i = 0; i < sizeof one_access / sizeof one_access[0]; i++) {
+    p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, one_access[i]);
     assert_int_equal(p.pdl, 1);
     assert_int_equal(p.split, 16);
     assert_int_equal(p.lanes, 32);
     assert_int_equal(p.items, 1);
   }
-  /* Items per group and evict-first stores: {arch, k row, v row, split, class, items, evict_first}.
+  /* Items per group and evict-first stores: {arch, k row, v row, split, batch, items, evict_first}.
    * Two items only with one access per lane (an explicit split 1 of a 1 KiB row has more); evict-
    * first for decode batches of rows >= 1 KiB and every row at 17..32768, none beyond, sm_80+. */
   static const struct {
     int arch;
     int64_t k, v;
-    int split, cls, items, evict;
+    int split;
+    int64_t batch;
+    int items, evict;
   } policy[] = {
-      {90, 1024, 1024, 1, 2, 1, 0}, {90, 64, 64, 0, 2, 2, 0},       {90, 256, 256, 0, 2, 1, 0},
-      {90, 1024, 1024, 0, 0, 1, 1}, {90, 576, 1024, 0, 0, 1, 1},    {90, 512, 512, 0, 0, 1, 0},
-      {90, 128, 128, 0, 1, 1, 1},   {90, 8192, 8192, 0, 1, 1, 1},   {90, 8192, 8192, 0, 2, 1, 0},
-      {90, 128, 128, 0, 2, 2, 0},   {75, 1024, 1024, 0, 0, 1, 0},   {75, 128, 128, 0, 1, 1, 0},
-      {80, 1024, 1024, 0, 0, 1, 1},
+      {90, 1024, 1024, 1, LARGE, 1, 0}, {90, 64, 64, 0, LARGE, 2, 0},       {90, 256, 256, 0, LARGE, 1, 0},
+      {90, 1024, 1024, 0, DECODE, 1, 1}, {90, 576, 1024, 0, DECODE, 1, 1},  {90, 512, 512, 0, DECODE, 1, 0},
+      {90, 128, 128, 0, MID, 1, 1},     {90, 8192, 8192, 0, MID, 1, 1},     {90, 8192, 8192, 0, LARGE, 1, 0},
+      {90, 128, 128, 0, LARGE, 2, 0},   {75, 1024, 1024, 0, DECODE, 1, 0},  {75, 128, 128, 0, MID, 1, 0},
+      {80, 1024, 1024, 0, DECODE, 1, 1}, {90, 8192, 8192, 0, 1024, 1, 1},
   };
   for (size_t i = 0; i < sizeof policy / sizeof policy[0]; i++) {
     p = make(policy[i].arch, policy[i].k, policy[i].v, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, policy[i].split,
-             policy[i].cls);
+             policy[i].batch);
     if (p.items != policy[i].items || p.evict_first != policy[i].evict)
       fail_msg("policy case %zu: items %d evict_first %d, want %d %d", i, p.items, p.evict_first, policy[i].items,
                policy[i].evict);
   }
-  /* PDL trigger before the wait: decode-class plain copies with PDL only. */
-  for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
-    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls).pdl_trigger_first, cls == 0);
-    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 4, cls).pdl_trigger_first, cls == 0);
-    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, cls).pdl_trigger_first, 0);
-    assert_int_equal(make(80, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, cls).pdl_trigger_first, 0);
+  /* PDL trigger before the wait: decode-sized plain copies with PDL only. */
+  static const int64_t trigger_batches[] = {1, DECODE, 17, MID, 8192, LARGE};
+  for (size_t i = 0; i < sizeof trigger_batches / sizeof trigger_batches[0]; i++) {
+    int64_t b = trigger_batches[i];
+    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, b).pdl_trigger_first, b <= 16);
+    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 4, b).pdl_trigger_first, b <= 16);
+    assert_int_equal(make(90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, b).pdl_trigger_first, 0);
+    assert_int_equal(make(80, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, b).pdl_trigger_first, 0);
   }
-  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 0);
+  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, DECODE);
   assert_int_equal(p.split, 16);
   assert_int_equal(p.lanes, 32);
   assert_int_equal(p.index64, 0);
   /* PDL auto before sm_90 is off; forced off stays off. */
-  assert_int_equal(make(80, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).pdl, 0);
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 0).pdl, 0);
-  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 2).pdl, 1);
+  assert_int_equal(make(80, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE).pdl, 0);
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, DECODE).pdl, 0);
+  assert_int_equal(make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, LARGE).pdl, 1);
   /* Rows narrow the vector (196 B -> 4 B, in the slicing table above); pointers narrow it too. */
-  assert_int_equal(make(90, 256, 256, 2, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0).vec, 2);
+  assert_int_equal(make(90, 256, 256, 2, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE).vec, 2);
   /* An explicit split with slices that are not whole 16 B vectors narrows the vector. */
-  p = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 64, 0);
+  p = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 64, DECODE);
   assert_int_equal(p.split, 64);
   assert_int_equal(p.vec, 4);
   assert_int_equal(p.lanes, 1);
   /* K only (its slicing is in the table above). */
-  p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
+  p = make(90, 576, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, MID);
   assert_int_equal(p.v_row_bytes, 0);
 }
 
@@ -211,14 +230,36 @@ static void test_plan_errors(void **state) {
 
 static void test_size_classes(void **state) {
   (void)state;
-  assert_int_equal(kvjit_store_kv_size_class(1, 128, 0), 0);
-  assert_int_equal(kvjit_store_kv_size_class(16, 8192, 1), 0);
-  assert_int_equal(kvjit_store_kv_size_class(17, 128, 0), 1);
-  assert_int_equal(kvjit_store_kv_size_class(4096, 128, 1), 1);
-  assert_int_equal(kvjit_store_kv_size_class(32768, 128, 0), 1);
-  assert_int_equal(kvjit_store_kv_size_class(32769, 128, 0), 2);
-  /* batch x row overflows int64: still a class, the last one. */
-  assert_int_equal(kvjit_store_kv_size_class(INT64_MAX, KVJIT_STORE_KV_MAX_ROW_BYTES, 0), KVJIT_STORE_KV_CLASSES - 1);
+  static const struct {
+    int64_t batch, row;
+    int quantize, cls;
+  } cases[] = {
+      {1, 128, 0, KVJIT_STORE_KV_CLASS_DECODE},
+      {16, 1 << 20, 1, KVJIT_STORE_KV_CLASS_DECODE},
+      {17, 128, 0, KVJIT_STORE_KV_CLASS_MID},
+      {4096, 128, 1, KVJIT_STORE_KV_CLASS_MID},
+      {32768, 128, 0, KVJIT_STORE_KV_CLASS_MID},
+      {32769, 128, 0, KVJIT_STORE_KV_CLASS_LARGE},
+      /* >= 8 MiB per tensor, rows >= 512 B, plain copies, up to 32768 */
+      {1024, 8192, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
+      {1023, 8192, 0, KVJIT_STORE_KV_CLASS_MID},
+      {1024, 8192, 1, KVJIT_STORE_KV_CLASS_MID},
+      {16384, 512, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
+      {32768, 256, 0, KVJIT_STORE_KV_CLASS_MID},
+      {32768, 511, 0, KVJIT_STORE_KV_CLASS_MID},
+      {32768, 2048, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
+      {32769, 2048, 0, KVJIT_STORE_KV_CLASS_LARGE},
+      {17, 1 << 20, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
+      {16, 1 << 20, 0, KVJIT_STORE_KV_CLASS_DECODE},
+      /* batch x row overflows int64: still a class. */
+      {INT64_MAX, KVJIT_STORE_KV_MAX_ROW_BYTES, 0, KVJIT_STORE_KV_CLASS_LARGE},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int got = kvjit_store_kv_size_class(cases[i].batch, cases[i].row, cases[i].quantize);
+    if (got != cases[i].cls)
+      fail_msg("batch %lld row %lld quantize %d: class %d, want %d", (long long)cases[i].batch,
+               (long long)cases[i].row, cases[i].quantize, got, cases[i].cls);
+  }
   for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
     const kvjit_store_kv_class_rule *r = kvjit_store_kv_class_rule_get(c);
     assert_non_null(r);
@@ -231,6 +272,10 @@ static void test_size_classes(void **state) {
   assert_true(last->max_batch == INT64_MAX && last->min_row == 0 && last->min_batch_bytes == 0 && !last->plain_only);
   assert_null(kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_CLASSES));
   assert_null(kvjit_store_kv_class_rule_get(-1));
+  /* Rows of 128 B never reach the wide class; quantizing stores never do. */
+  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASS_MID_WIDE, 128, 0), 0);
+  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASS_MID_WIDE, 1024, 0), 1);
+  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASS_MID_WIDE, 1024, 1), 0);
   /* Reachability agrees with a scan of batches 1..2^17 and a few beyond, for assorted rows. */
   static const int64_t rows[] = {1, 64, 128, 255, 256, 511, 512, 1024, 2048, 8192, 65536, 1 << 20};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -250,20 +295,20 @@ static void test_size_classes(void **state) {
 
 static void test_blocks(void **state) {
   (void)state;
-  kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 1);
+  kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, MID);
   /* 8 lanes: 16 items per 128-thread block. */
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
   assert_int_equal(kvjit_store_kv_blocks(&p, 16), 1);
   assert_int_equal(kvjit_store_kv_blocks(&p, 17), 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 4096);
   /* Two items per group halve the groups. */
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, LARGE);
   assert_int_equal(p.items, 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65536), 2048);
   assert_int_equal(kvjit_store_kv_blocks(&p, 65535), 2048);
   assert_int_equal(kvjit_store_kv_blocks(&p, 33), 2);
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 1);
-  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
   /* split 16 x 32 lanes = 512 threads per item. */
   assert_int_equal(kvjit_store_kv_blocks(&p, 1), 4);
   assert_int_equal(kvjit_store_kv_blocks(&p, 0), 0);
@@ -274,7 +319,7 @@ static int contains(const char *hay, const char *needle) { return strstr(hay, ne
 
 static void test_source(void **state) {
   (void)state;
-  kvjit_store_kv_plan p = make(90, 256, 512, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 2, 0);
+  kvjit_store_kv_plan p = make(90, 256, 512, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 2, DECODE);
   char *src = kvjit_store_kv_source(&p);
   assert_non_null(src);
   assert_true(contains(src, "#define KVJIT_K_ROW_BYTES 256\n"));
@@ -295,7 +340,7 @@ static void test_source(void **state) {
   assert_true(strstr(src, "#define KVJIT_PDL") < strstr(src, "extern \"C\" __global__"));
   free(src);
 
-  p = make(90, 576, 0, 8, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 0);
+  p = make(90, 576, 0, 8, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, DECODE);
   src = kvjit_store_kv_source(&p);
   assert_non_null(src);
   assert_true(contains(src, "#define KVJIT_V_ROW_BYTES 0\n"));
@@ -304,11 +349,11 @@ static void test_source(void **state) {
   assert_true(contains(src, "#define KVJIT_PDL 0\n"));
   free(src);
 
-  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 2);
+  p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, LARGE);
   src = kvjit_store_kv_source(&p);
   assert_true(contains(src, "#define KVJIT_ITEMS 2\n"));
   free(src);
-  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
   src = kvjit_store_kv_source(&p);
   assert_true(contains(src, "#define KVJIT_EVICT_FIRST 1\n"));
   free(src);
@@ -318,21 +363,21 @@ static void test_source(void **state) {
 static void test_distinct_keys(void **state) {
   (void)state;
   kvjit_store_kv_plan plans[] = {
-      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
-      make(89, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 1, 0),
-      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 1, 0),
-      make(90, 256, 256, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 1, 0),
-      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0), /* decode plans of 256 B rows take 8 B */
-      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 0),
-      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* narrower vector, large class */
-      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0), /* one item, plain stores */
-      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* two: only items differs */
-      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 1), /* evict-first: only it differs */
-      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 2), /* trigger after the wait: only it differs
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE),
+      make(89, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 1, DECODE),
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 1, DECODE),
+      make(90, 256, 256, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 1, DECODE),
+      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE), /* decode plans of 256 B rows take 8 B */
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, DECODE),
+      make(90, 256, 256, 4, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, LARGE), /* narrower vector, large class */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE), /* one item, plain stores */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, LARGE), /* two: only items differs */
+      make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, MID), /* evict-first: only it differs */
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, LARGE), /* trigger after the wait: only it differs
                                                                         from the first */
-      make(90, 256, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
-      make(90, 128, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
-      make(90, 256, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0),
+      make(90, 256, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE),
+      make(90, 128, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE),
+      make(90, 256, 0, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE),
   };
   enum { N = sizeof plans / sizeof plans[0] };
   kvjit_key keys[N];
@@ -359,7 +404,7 @@ static void test_distinct_keys(void **state) {
     }
   }
   /* Same plan, same keys (deterministic). */
-  kvjit_store_kv_plan again = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, 0);
+  kvjit_store_kv_plan again = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE);
   kvjit_fast_key f = kvjit_store_kv_plan_key(&again);
   assert_true(f.a == fast[0].a && f.b == fast[0].b);
   char *src = kvjit_store_kv_source(&again);
@@ -540,7 +585,7 @@ static void test_fp8_plans(void **state) {
   assert_string_equal(desc.name, "kvjit_store_kv_cache_fp8.cu");
   free(src);
   /* A plain plan's source says so. */
-  kvjit_store_kv_plan plain = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0);
+  kvjit_store_kv_plan plain = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
   src = kvjit_store_kv_source(&plain);
   assert_true(contains(src, "#define KVJIT_SRC_DTYPE 0\n"));
   assert_true(contains(src, "#define KVJIT_FP8 0\n"));
@@ -571,7 +616,7 @@ static void test_fp8_plans(void **state) {
 static void test_fp8_distinct_keys(void **state) {
   (void)state;
   kvjit_store_kv_plan plans[] = {
-      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0),
+      make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE),
       make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
       make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
       make_q(90, 256, 256, 16, 0, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
