@@ -24,7 +24,12 @@
  *    lanes, not 12 vectors in 16 lanes). The masked tail cost about one memory latency (H200, hot
  *    inputs: 96 B x 16 0.727 -> 0.642 us, 196 B x 16 0.763 -> 0.649, 1152 B x 16 0.80 -> 0.68).
  *    And rows up to 256 B take 8 B accesses, twice the lanes (128 B x 16 0.638 -> 0.611 us,
- *    256 B x 16 0.640 -> 0.622; batch 1 and 64 B rows within 0.5 %). Not tried at larger batches;
+ *    256 B x 16 0.640 -> 0.622; batch 1 and 64 B rows within 0.5 %);
+ *  - mid-small (batches 17..512): rows up to 256 B take 8 B accesses too. H200, 2026-11-30
+ *    (bench/results/2026-11-30-h200-x2/tune_dec.txt, two rounds): 128 B x 32 0.668 -> 0.635 us,
+ *    x 128 from DRAM 0.734 -> 0.709, x 512 hot 0.741 -> 0.712; 256 B 1-4 % faster up to 512
+ *    (x 512 from DRAM +0.7 %). Beyond it turns: at 2048 8 B was 7-8 % faster hot but up to 3 %
+ *    slower from DRAM, at 8192 4-45 % slower;
  *  - items: at batches > 32768, a lane group of at most 8 lanes stores two items (128 B x 65536:
  *    10.90 -> 10.47 us, 3.08 -> 3.20 TB/s). It is a wave effect: 65536 items x 8 lanes need two
  *    waves of 132 SMs x 2048 threads, paired one. At 4097-32768 it was slower (128 B x 8192
@@ -85,6 +90,8 @@ static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
      * no idle lanes */
     [KVJIT_STORE_KV_CLASS_MID_WIDE] = {32768, 512, (int64_t)8 << 20, 1, 2, 0, 16, 0, 0, 0, 0, 16, 0},
     /* two accesses per lane once one per lane would need several waves of blocks */
+    [KVJIT_STORE_KV_CLASS_MID_SMALL] = {512, 0, 0, 0, 1, 0, 16, 0, 0, 0, 256, 8, 0},
+    /* as mid, and 8 B accesses for rows <= 256 B */
     [KVJIT_STORE_KV_CLASS_MID] = {32768, 0, 0, 0, 1, 0, 16, 0, 0, 0, 0, 16, 0},
     /* evict-first stores for every row */
     [KVJIT_STORE_KV_CLASS_LARGE] = {INT64_MAX, 0, 0, 0, 1, 0, 16, 8, -1, 0, 0, 16, 0},

@@ -24,7 +24,8 @@
 enum {
   KVJIT_STORE_KV_CLASS_DECODE,   /* batch <= 16 */
   KVJIT_STORE_KV_CLASS_MID_WIDE, /* plain copies, 17..32768, rows >= 512 B, >= 8 MiB per tensor */
-  KVJIT_STORE_KV_CLASS_MID,      /* 17..32768 */
+  KVJIT_STORE_KV_CLASS_MID_SMALL, /* 17..512 */
+  KVJIT_STORE_KV_CLASS_MID,      /* 513..32768 */
   KVJIT_STORE_KV_CLASS_LARGE,    /* beyond */
   KVJIT_STORE_KV_CLASSES
 };

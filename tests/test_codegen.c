@@ -97,7 +97,7 @@ static void test_lanes(void **state) {
 
 static void test_plan_rules(void **state) {
   (void)state;
-  /* 128 B rows: one access per lane in every batch class; decode batches take 8 B accesses (16
+  /* 128 B rows: one access per lane in every class; batches up to 512 take 8 B accesses (16
    * lanes), the others 16 B (8 lanes). */
   kvjit_store_kv_plan p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
   assert_int_equal(p.split, 1);
@@ -110,7 +110,8 @@ static void test_plan_rules(void **state) {
    * 8 B accesses for rows up to 256 B and slices that fill their lane groups (96 B at 8 B = 12
    * vectors: 3 slices of 4 lanes, not 16 lanes with 4 idle; 1152 B = 72 vectors: 9 slices of 8;
    * 196 B at 4 B = 49: 49 slices of one lane); the other classes take the fewest slices (7 x 8 lanes
-   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). Stores of >= 8 MiB per tensor
+   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). Batches 17..512 take 8 B
+   * accesses for rows up to 256 B too (no lane-group rule there). Stores of >= 8 MiB per tensor
    * at batches 17..32768 with rows >= 512 B take two accesses per lane (half the slices); not
    * below 512 B rows, not beyond 32768, not at 8 MiB - 1. */
   static const struct {
@@ -126,6 +127,8 @@ static void test_plan_rules(void **state) {
       {8192, 8192, 16, 1024, 16, 8, 32},  {8192, 8192, 16, 1023, 16, 16, 32}, {1024, 512, 16, 8192, 16, 1, 32},
       {512, 512, 16, 16384, 16, 1, 16},   {512, 512, 16, 16383, 16, 1, 32}, {256, 256, 16, 32768, 16, 1, 16},
       {2048, 2048, 16, 32768, 16, 2, 32}, {2048, 2048, 16, 32769, 16, 4, 32}, {1152, 0, 16, 8192, 16, 2, 32},
+      {128, 128, 16, 512, 8, 1, 16},      {256, 256, 16, 17, 8, 1, 32},     {196, 196, 16, 100, 4, 7, 8},
+      {512, 512, 16, 100, 16, 1, 32},     {64, 0, 16, 200, 8, 1, 8},        {128, 128, 16, 513, 16, 1, 8},
   };
   for (size_t i = 0; i < sizeof slicing / sizeof slicing[0]; i++) {
     p = make(90, slicing[i].k, slicing[i].v, slicing[i].ptr_vec, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, slicing[i].batch);
@@ -236,8 +239,10 @@ static void test_size_classes(void **state) {
   } cases[] = {
       {1, 128, 0, KVJIT_STORE_KV_CLASS_DECODE},
       {16, 1 << 20, 1, KVJIT_STORE_KV_CLASS_DECODE},
-      {17, 128, 0, KVJIT_STORE_KV_CLASS_MID},
+      {17, 128, 0, KVJIT_STORE_KV_CLASS_MID_SMALL},
       {4096, 128, 1, KVJIT_STORE_KV_CLASS_MID},
+      {512, 128, 0, KVJIT_STORE_KV_CLASS_MID_SMALL},
+      {513, 128, 0, KVJIT_STORE_KV_CLASS_MID},
       {32768, 128, 0, KVJIT_STORE_KV_CLASS_MID},
       {32769, 128, 0, KVJIT_STORE_KV_CLASS_LARGE},
       /* >= 8 MiB per tensor, rows >= 512 B, plain copies, up to 32768 */
@@ -457,11 +462,17 @@ static void test_prewarm_compiles(void **state) {
     assert_int_equal(compiled2, 0);
     assert_int_equal(cached2, compiled);
   }
-  /* Automatic 256 B rows: decode batches take 32 lanes x 8 B, the others 16 lanes x 16 B, and
-   * batches 17..32768 add evict-first stores: three kernels for the three classes. */
+  /* Automatic 256 B rows: batches up to 512 take 32 lanes x 8 B, the others 16 lanes x 16 B, and
+   * batches 17..32768 add evict-first stores: four kernels (the mid-wide class needs rows >= 512 B
+   * and is not compiled). */
   unsigned compiled = 0, cached = 0;
   kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
+  assert_int_equal(compiled, 4);
+  /* 1 KiB rows on sm_80: mid-wide (two accesses per lane), large (plain stores), and one plan for
+   * decode and both mid classes (evict-first, 16 B; no PDL, so no trigger difference): three. */
+  kvjit_store_kv_variant wide = {VARIANT_V1, 80, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
+  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &wide, &compiled, &cached), KVJIT_OK);
   assert_int_equal(compiled, 3);
   /* PDL forced on before sm_90: refused before any compile. */
   kvjit_store_kv_variant bad = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};

@@ -173,10 +173,11 @@ def test_prewarm_into_a_temp_cache_without_a_gpu():
         assert again == {"compiled": 0, "cached": first["compiled"]}, again
         assert ctx.stats()["compiles"] == first["compiled"]
         assert any(name.endswith(".kvjit") for _, _, files in os.walk(d) for name in files)
-        # K only, one split: decode batches plain stores, batches 17..32768 evict-first stores,
-        # batches > 32768 two items per lane group (128 B slices): three kernels.
+        # K only, one split: decode batches 8 B accesses and plain stores, batches 17..512 8 B and
+        # evict-first, 513..32768 16 B and evict-first, batches > 32768 two items per lane group
+        # (128 B slices): four kernels.
         one = kvjit.prewarm(256, 0, arch="sm_80", split=2, context=ctx)
-        assert one["compiled"] == 3, one
+        assert one["compiled"] == 4, one
 
 
 def test_prewarm_quantizing_variant():
