@@ -19,7 +19,7 @@
  * Slots are a random permutation of a 2 GiB cache (per K and V; of its first 16M rows for rows
  * under 128 B), int64 indices, PDL on, every launch inside a CUDA graph of back-to-back launches. A sample of the last launch's rows is
  * compared before timing. Prints one line per config: median and minimum µs per launch, TB/s
- * (4 x batch x row bytes per launch), check.
+ * (4 x batch x row bytes per launch), check, blocks of the launch and registers per thread.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +54,7 @@ typedef struct tuner {
   CUstream stream;
   CUevent ev[MAX_REPS + 1];
   int sm, reps;
+  CUdevice dev;
   CUdeviceptr k_pool, v_pool, k_cache, v_cache, idx;
   int64_t *perm; /* host copy of the slots of the current row size */
   int64_t perm_row;
@@ -96,6 +97,7 @@ static void setup(tuner *t) {
   CUdevice dev;
   CUcontext cu;
   CU(drv->cuDeviceGet(&dev, 0));
+  t->dev = dev;
   CU(drv->cuDevicePrimaryCtxRetain(&cu, dev));
   CU(drv->cuCtxSetCurrent(cu));
   if ((st = kvjit_current_sm(&t->sm)) != KVJIT_OK) exit(2);
@@ -168,7 +170,7 @@ static char *plan_source(const tuner *t, const config *c, const kvjit_store_kv_p
 static void run_config(tuner *t, const config *c) {
   kvjit_store_kv_plan plan;
   if (kvjit_store_kv_plan_make(&plan, t->sm, c->row, c->row, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, c->split,
-                               kvjit_store_kv_size_class(c->batch, c->row, 0)) != KVJIT_OK) {
+                               kvjit_store_kv_batch_class(c->batch)) != KVJIT_OK) {
     printf("%-24s plan: %s\n", c->label, kvjit_last_error());
     return;
   }
@@ -191,6 +193,9 @@ static void run_config(tuner *t, const config *c) {
   }
   free(src);
 
+  /* Registers per thread: what bounds the resident blocks per SM (grids of several waves). */
+  int regs = 0;
+  CU(drv->cuKernelGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel->handle, t->dev));
   set_row(t, c->row);
   const int64_t slots = slots_of(c->row);
   const uint64_t units = (uint64_t)c->batch * (uint64_t)plan.split;
@@ -271,9 +276,10 @@ static void run_config(tuner *t, const config *c) {
     us[r] = (double)ms * 1000.0 / launches;
   }
   const bench_stats s = bench_summarize(us, (size_t)t->reps);
-  printf("%-24s %6lld %6lld %3d | split %2d lanes %2d vec %2d block %4d items %d evict %d | %9.3f %9.3f %7.3f %s\n",
+  printf("%-24s %6lld %6lld %3d | split %2d lanes %2d vec %2d block %4d items %d evict %d | %9.3f %9.3f %7.3f %s"
+         " | blocks %llu regs %d\n",
          c->label, c->row, c->batch, c->hot, plan.split, plan.lanes, plan.vec, block, plan.items, plan.evict_first,
-         s.median, s.min, bytes / s.median / 1e6, wrong ? "FAIL" : "ok");
+         s.median, s.min, bytes / s.median / 1e6, wrong ? "FAIL" : "ok", (unsigned long long)blocks, regs);
   fflush(stdout);
   CU(drv->cuGraphExecDestroy(exec));
   CU(drv->cuGraphDestroy(graph));

@@ -1,23 +1,20 @@
 /*
  * store_kv_cache specialisation: plans, keys and generated source (see codegen.h).
  *
- * The automatic choice, per size class (kvjit_store_kv_size_class()):
+ * The automatic choice, per batch class (kvjit_store_kv_batch_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
- *    every lane does one access per row (all issued before any store), except for the mid-wide
- *    class below. Two per lane was tried per class (H200, 2026-11-29,
- *    bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won 1-13 % with inputs from
- *    DRAM, but once the inputs stayed in L2 and the stores were evict-first it lost 13-22 % in
- *    five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs 3.84) and won 7-8 %
- *    in two (8192 B x 1024, 2048 B x 4096); at batch 65536 it is 0.3-0.7 % slower;
- *  - mid-wide: batches 17..32768 of rows >= 512 B that store >= 8 MiB per tensor (batch x wider
- *    row) take two accesses per lane. What decides is the store's size, not its batch: a sweep of
- *    rows 512..8192 B at 2..32 MiB (H200, 2026-11-30, bench/results/2026-11-30-h200-x2/tune_cpl.txt,
- *    two rounds each) had two per lane 0.7-2.7 % faster from DRAM in every cell, and with
- *    L2-resident inputs 11-23 % slower up to 4 MiB (one access per lane fits in one wave of
- *    blocks: 1024 B x 4096 hot 3.29 vs 4.06 us) but 7-9 % faster at 8 MiB (1024 B x 8192 6.98 ->
- *    6.38, 8192 B x 1024 6.91 -> 6.43) and 2.5 % at 16 MiB, where one access per lane needs two or
- *    more waves of 132 SMs x 16 blocks. The threshold is this GPU's; 4..8 MiB was not swept;
+ *    every lane does one access per row (all issued before any store). Two per lane was tried per
+ *    class (H200, 2026-11-29, bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won
+ *    1-13 % with inputs from DRAM, but once the inputs stayed in L2 and the stores were evict-first
+ *    it lost 13-22 % in five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs
+ *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096). Those two wins are a wave effect,
+ *    not a size rule (2026-11-30, bench/results/2026-11-30-h200-x2/tune_sweep3.txt): two per lane
+ *    (32 registers) steps up in time at multiples of 1056 blocks (132 SMs x 8): it wins just below
+ *    a step (1024 B x 8192 = 2048 blocks 9.89 -> 9.62 us) and loses right past it (x 8704 = 2176 blocks
+ *    10.40 -> 10.75, x 4352 5.67 -> 6.98 from DRAM), and is 0-2 % either way from 12 MiB up. A
+ *    threshold of 8 MiB per tensor was tried and withdrawn; a wave-aware choice (it needs the SM
+ *    count) is not made;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - decode batches (<= 16), plain copies: the split prefers slices of a power-of-two vector count,
  *    so that no lane of a group idles (kvjit_store_kv_whole_split: 96 B at 8 B is 3 slices of 4
@@ -82,62 +79,28 @@
 #include "status.h"
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
-    /* max_batch, min_row, min_batch_bytes, plain_only,
-     * chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
+    /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
      * pdl_trigger_first, narrow_max_row, narrow_max_vec, whole_lane_groups */
-    [KVJIT_STORE_KV_CLASS_DECODE] = {16, 0, 0, 0, 1, 0, 8, 0, 1024, 1, 256, 8, 1},
+    [KVJIT_STORE_KV_CLASS_DECODE] = {16, 1, 0, 8, 0, 1024, 1, 256, 8, 1},
     /* latency: evict-first stores for rows >= 1 KiB, early trigger, 8 B accesses for rows <= 256 B,
      * no idle lanes */
-    [KVJIT_STORE_KV_CLASS_MID_WIDE] = {32768, 512, (int64_t)8 << 20, 1, 2, 0, 16, 0, 0, 0, 0, 16, 0},
-    /* two accesses per lane once one per lane would need several waves of blocks */
-    [KVJIT_STORE_KV_CLASS_MID_SMALL] = {512, 0, 0, 0, 1, 0, 16, 0, 0, 0, 256, 8, 0},
+    [KVJIT_STORE_KV_CLASS_MID_SMALL] = {512, 1, 0, 16, 0, 0, 0, 256, 8, 0},
     /* as mid, and 8 B accesses for rows <= 256 B */
-    [KVJIT_STORE_KV_CLASS_MID] = {32768, 0, 0, 0, 1, 0, 16, 0, 0, 0, 0, 16, 0},
+    [KVJIT_STORE_KV_CLASS_MID] = {32768, 1, 0, 16, 0, 0, 0, 0, 16, 0},
     /* evict-first stores for every row */
-    [KVJIT_STORE_KV_CLASS_LARGE] = {INT64_MAX, 0, 0, 0, 1, 0, 16, 8, -1, 0, 0, 16, 0},
+    [KVJIT_STORE_KV_CLASS_LARGE] = {INT64_MAX, 1, 0, 16, 8, -1, 0, 0, 16, 0},
     /* bandwidth: two items per group for narrow rows */
 };
 
-const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int size_class) {
-  if (size_class < 0 || size_class >= KVJIT_STORE_KV_CLASSES) return NULL;
-  return &class_rules[size_class];
+const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class) {
+  if (batch_class < 0 || batch_class >= KVJIT_STORE_KV_CLASSES) return NULL;
+  return &class_rules[batch_class];
 }
 
-static int class_admits(const kvjit_store_kv_class_rule *r, int64_t batch, int64_t widest_row, int quantize) {
-  if (batch > r->max_batch || widest_row < r->min_row || (quantize && r->plain_only)) return 0;
-  int64_t bytes;
-  /* An overflowing product is more than any threshold. */
-  return __builtin_mul_overflow(batch, widest_row, &bytes) || bytes >= r->min_batch_bytes;
-}
-
-int kvjit_store_kv_size_class(int64_t batch, int64_t widest_row, int quantize) {
-  for (int c = 0; c < KVJIT_STORE_KV_CLASSES - 1; c++) {
-    if (class_admits(&class_rules[c], batch, widest_row, quantize)) return c;
-  }
-  return KVJIT_STORE_KV_CLASSES - 1; /* the last class admits everything */
-}
-
-int kvjit_store_kv_class_reachable(int size_class, int64_t widest_row, int quantize) {
-  if (size_class < 0 || size_class >= KVJIT_STORE_KV_CLASSES) return 0;
-  /* The class of a batch changes only where some rule's batch or byte bound is crossed: trying
-   * each bound and its neighbour (and batch 1) visits every run of batches. */
-  int64_t tries[4 * KVJIT_STORE_KV_CLASSES + 1];
-  int n = 0;
-  tries[n++] = 1;
-  for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
-    const kvjit_store_kv_class_rule *r = &class_rules[c];
-    tries[n++] = r->max_batch;
-    if (r->max_batch < INT64_MAX) tries[n++] = r->max_batch + 1;
-    if (r->min_batch_bytes > 0 && widest_row > 0) {
-      int64_t first = (r->min_batch_bytes - 1) / widest_row + 1; /* smallest batch with enough bytes */
-      tries[n++] = first;
-      tries[n++] = first - 1;
-    }
-  }
-  for (int i = 0; i < n; i++) {
-    if (tries[i] >= 1 && kvjit_store_kv_size_class(tries[i], widest_row, quantize) == size_class) return 1;
-  }
-  return 0;
+int kvjit_store_kv_batch_class(int64_t batch) {
+  int c = 0;
+  while (c < KVJIT_STORE_KV_CLASSES - 1 && batch > class_rules[c].max_batch) c++;
+  return c;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -310,8 +273,8 @@ int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane) {
 
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
                                       int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
-                                      int size_class) {
-  return kvjit_store_kv_plan_make_quant(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, size_class,
+                                      int batch_class) {
+  return kvjit_store_kv_plan_make_quant(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, batch_class,
                                         NULL);
 }
 
@@ -371,10 +334,10 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
 
 kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
-                                            kvjit_pdl_mode pdl, int split, int size_class,
+                                            kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant) {
-  const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(size_class);
-  if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "size class %d: out of range", size_class);
+  const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(batch_class);
+  if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "batch class %d: out of range", batch_class);
   if (arch <= 0 || arch > KVJIT_STORE_KV_MAX_ARCH) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch: must be a compute capability 1..%d, got %d",
                       KVJIT_STORE_KV_MAX_ARCH, arch);

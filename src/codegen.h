@@ -20,13 +20,12 @@
 #define KVJIT_STORE_KV_MAX_SPLIT (1 << 20)
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_STORE_KV_MAX_ARCH 1023
-/** Size classes (see kvjit_store_kv_size_class()), in the order their rules are tried. */
+/** Batch classes (see kvjit_store_kv_batch_class()): the automatic choice is made per class. */
 enum {
-  KVJIT_STORE_KV_CLASS_DECODE,   /* batch <= 16 */
-  KVJIT_STORE_KV_CLASS_MID_WIDE, /* plain copies, 17..32768, rows >= 512 B, >= 8 MiB per tensor */
+  KVJIT_STORE_KV_CLASS_DECODE,    /* batch <= 16 */
   KVJIT_STORE_KV_CLASS_MID_SMALL, /* 17..512 */
-  KVJIT_STORE_KV_CLASS_MID,      /* 513..32768 */
-  KVJIT_STORE_KV_CLASS_LARGE,    /* beyond */
+  KVJIT_STORE_KV_CLASS_MID,       /* 513..32768 */
+  KVJIT_STORE_KV_CLASS_LARGE,     /* beyond */
   KVJIT_STORE_KV_CLASSES
 };
 /** Name of the kernel in the template and of its out-of-range counter. */
@@ -96,15 +95,9 @@ typedef struct kvjit_store_kv_plan {
   int fp8_soft;            /* 1: integer conversion (before sm_89), 0: the cvt instruction */
 } kvjit_store_kv_plan;
 
-/**
- * What the automatic choice does for one size class (the table lives in codegen.c). A call
- * belongs to the first class in table order that admits its batch, wider row and kind.
- */
+/** What the automatic choice does for one batch class (the table lives in codegen.c). */
 typedef struct kvjit_store_kv_class_rule {
-  int64_t max_batch;         /* the class admits batches up to this (inclusive) ... */
-  int64_t min_row;           /* ... whose wider row has at least this many bytes ... */
-  int64_t min_batch_bytes;   /* ... and batch x wider row at least this many ... */
-  int plain_only;            /* ... of plain copies only (1) or quantizing stores too (0) */
+  int64_t max_batch;           /* the class holds batches up to this (inclusive) */
   int chunks_per_lane;         /* target vector accesses per lane per row */
   int64_t pdl_min_row_bytes;   /* PDL_AUTO turns PDL on (sm_90+) when the wider row has at least this */
   int quant_max_vec;           /* quantizing: widest source access (bytes); shorter conversion chains per lane */
@@ -118,20 +111,11 @@ typedef struct kvjit_store_kv_class_rule {
                                   groups exactly (a power-of-two vector count per slice) */
 } kvjit_store_kv_class_rule;
 
-/** The rule of size class @p size_class (0 .. KVJIT_STORE_KV_CLASSES - 1). */
-const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int size_class);
+/** The rule of batch class @p batch_class (0 .. KVJIT_STORE_KV_CLASSES - 1). */
+const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class);
 
-/**
- * Size class of a call: the first rule of the table that admits @p batch (>= 1) items whose wider
- * row has @p widest_row bytes, of a quantizing store when @p quantize. Cheap (runs per call).
- */
-int kvjit_store_kv_size_class(int64_t batch, int64_t widest_row, int quantize);
-
-/**
- * 1 when some batch >= 1 of rows @p widest_row wide (quantizing or not) falls in @p size_class:
- * prewarm and prepare compile only the classes a variant can reach.
- */
-int kvjit_store_kv_class_reachable(int size_class, int64_t widest_row, int quantize);
+/** Batch class of a batch >= 1: the first class whose max_batch holds it. */
+int kvjit_store_kv_batch_class(int64_t batch);
 
 /** Largest power of two <= 16 dividing @p bits (the OR of every address, stride and size); 16 for 0. */
 static inline int kvjit_store_kv_vec_of(uint64_t bits) {
@@ -158,13 +142,13 @@ int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane);
 
 /**
  * Resolve a plan. @p vec is what the pointers and strides allow (1..16, power of two); it is
- * narrowed to what the rows and slices allow. @p split 0 = automatic for @p size_class.
+ * narrowed to what the rows and slices allow. @p split 0 = automatic for @p batch_class.
  * @return KVJIT_ERR_INVALID_ARGUMENT (row bytes, split, index type, pdl value, arch) or
  *         KVJIT_ERR_UNSUPPORTED (PDL on before sm_90), with the argument named.
  */
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
                                       int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
-                                      int size_class);
+                                      int batch_class);
 
 /**
  * The quantizing rules of a plan: rows of whole elements, the limits of the fast key, a head
@@ -181,7 +165,7 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
  */
 kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
-                                            kvjit_pdl_mode pdl, int split, int size_class,
+                                            kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant);
 
 /** The exact 128-bit fast-table key of a plan (distinct plans, distinct keys). */

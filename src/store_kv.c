@@ -351,16 +351,11 @@ static void request_of(kvjit_store_kv_variant *v, int sm, const store_call *c, c
   }
 }
 
-/* Size class of a call (see kvjit_store_kv_size_class()). */
-static int call_class(const store_call *c, int64_t batch) {
-  return kvjit_store_kv_size_class(batch, c->k_row > c->v_row ? c->k_row : c->v_row, c->quantize);
-}
-
-/* Resolve the plan of one size class and make sure its kernel is loaded. */
+/* Resolve the plan of one batch class and make sure its kernel is loaded. */
 static kvjit_status plan_and_load(kvjit_context *ctx, int sm, const store_call *c, const kvjit_store_kv_args *a,
-                                  int size_class, kvjit_store_kv_plan *plan, const kvjit_kernel **kernel) {
+                                  int batch_class, kvjit_store_kv_plan *plan, const kvjit_kernel **kernel) {
   kvjit_status st = kvjit_store_kv_plan_make_quant(plan, sm, c->k_row, c->v_row, c->vec, a->index_type, a->pdl,
-                                                   a->split, size_class, c->quantize ? &c->quant : NULL);
+                                                   a->split, batch_class, c->quantize ? &c->quant : NULL);
   if (st != KVJIT_OK) return st;
   *kernel = kvjit_fast_lookup(ctx, kvjit_store_kv_plan_key(plan));
   if (*kernel != NULL) return KVJIT_OK;
@@ -384,7 +379,7 @@ kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args 
   if (st != KVJIT_OK) return st;
   kvjit_store_kv_plan plan;
   const kvjit_kernel *kernel = NULL;
-  st = plan_and_load(ctx, sm, &c, args, call_class(&c, args->batch), &plan, &kernel);
+  st = plan_and_load(ctx, sm, &c, args, kvjit_store_kv_batch_class(args->batch), &plan, &kernel);
   if (st != KVJIT_OK) return st;
   uint64_t blocks = kvjit_store_kv_blocks(&plan, args->batch);
   if (blocks == 0) {
@@ -429,15 +424,10 @@ kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_
   int sm = 0;
   st = kvjit_driver_current_sm(drv, &sm, NULL);
   if (st != KVJIT_OK) return st;
-  /* batch 0: every class these rows can reach, for callers that do not know their batch sizes
-   * before capture. */
-  int first = args->batch > 0 ? call_class(&c, args->batch) : 0;
+  /* batch 0: every class, for callers that do not know their batch sizes before capture. */
+  int first = args->batch > 0 ? kvjit_store_kv_batch_class(args->batch) : 0;
   int last = args->batch > 0 ? first : KVJIT_STORE_KV_CLASSES - 1;
   for (int cls = first; cls <= last; cls++) {
-    if (args->batch == 0 &&
-        !kvjit_store_kv_class_reachable(cls, c.k_row > c.v_row ? c.k_row : c.v_row, c.quantize)) {
-      continue;
-    }
     kvjit_store_kv_plan plan;
     const kvjit_kernel *kernel = NULL;
     st = plan_and_load(ctx, sm, &c, args, cls, &plan, &kernel);
@@ -540,16 +530,16 @@ static kvjit_status check_variant_version(const kvjit_store_kv_variant *v) {
   return KVJIT_OK;
 }
 
-/* The plan of @p v for @p arch (0: any arch, for checks without a device) and size class; with
+/* The plan of @p v for @p arch (0: any arch, for checks without a device) and batch class; with
  * @p quant (optional) receiving the resolved quantization and @p quantize whether there is one. */
-static kvjit_status variant_plan(const kvjit_store_kv_variant *v, int arch, int size_class, kvjit_store_kv_plan *plan,
+static kvjit_status variant_plan(const kvjit_store_kv_variant *v, int arch, int batch_class, kvjit_store_kv_plan *plan,
                                  kvjit_store_kv_quant *quant, int *quantize) {
   kvjit_status st =
       kvjit_store_kv_quant_resolve(quant, quantize, v->dtype, v->cache_dtype, v->scale_kind, v->num_heads);
   if (st != KVJIT_OK) return st;
   return kvjit_store_kv_plan_make_quant(plan, arch ? arch : KVJIT_STORE_KV_MAX_ARCH, v->k_row_bytes, v->v_row_bytes,
                                         v->vector_bytes ? v->vector_bytes : 16, v->index_type, v->pdl, v->split,
-                                        size_class, *quantize ? quant : NULL);
+                                        batch_class, *quantize ? quant : NULL);
 }
 
 kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
@@ -575,13 +565,10 @@ kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_
     st = kvjit_driver_current_sm(drv, &arch, NULL);
     if (st != KVJIT_OK) return st;
   }
-  /* Every kernel the automatic choice may pick: one plan per size class these rows can reach,
-   * duplicates once. */
+  /* Every kernel the automatic choice may pick: one plan per batch class, duplicates once. */
   kvjit_fast_key done[KVJIT_STORE_KV_CLASSES];
   int num_done = 0;
-  int64_t widest = variant->k_row_bytes > variant->v_row_bytes ? variant->k_row_bytes : variant->v_row_bytes;
   for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
-    if (!kvjit_store_kv_class_reachable(cls, widest, quantize)) continue;
     st = variant_plan(variant, arch, cls, &plan, &quant, &quantize);
     if (st != KVJIT_OK) return st;
     kvjit_fast_key key = kvjit_store_kv_plan_key(&plan);

@@ -22,16 +22,16 @@
 /* The first field of every kvjit_store_kv_variant initialiser below. */
 #define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
 
-/* Batches of each size class in the tests below (plain copies; MID of rows up to 8 KiB). */
+/* Batches of the classes in the tests below. */
 #define DECODE 16
 #define MID 1000
 #define LARGE 65536
 
-/* The plan a plain store of @p batch items gets (its size class from the batch and rows). */
+/* The plan a plain store of @p batch items gets. */
 static kvjit_store_kv_plan make(int arch, int64_t k, int64_t v, int vec, kvjit_index_type it, kvjit_pdl_mode pdl,
                                 int split, int64_t batch) {
   kvjit_store_kv_plan p;
-  int cls = kvjit_store_kv_size_class(batch, k > v ? k : v, 0);
+  int cls = kvjit_store_kv_batch_class(batch);
   kvjit_status st = kvjit_store_kv_plan_make(&p, arch, k, v, vec, it, pdl, split, cls);
   if (st != KVJIT_OK) fail_msg("plan_make(%d, %lld, %lld, %d, split %d, batch %lld): %s", arch, (long long)k,
                                (long long)v, vec, split, (long long)batch, kvjit_last_error());
@@ -111,9 +111,8 @@ static void test_plan_rules(void **state) {
    * vectors: 3 slices of 4 lanes, not 16 lanes with 4 idle; 1152 B = 72 vectors: 9 slices of 8;
    * 196 B at 4 B = 49: 49 slices of one lane); the other classes take the fewest slices (7 x 8 lanes
    * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). Batches 17..512 take 8 B
-   * accesses for rows up to 256 B too (no lane-group rule there). Stores of >= 8 MiB per tensor
-   * at batches 17..32768 with rows >= 512 B take two accesses per lane (half the slices); not
-   * below 512 B rows, not beyond 32768, not at 8 MiB - 1. */
+   * accesses for rows up to 256 B too (no lane-group rule there). One access per lane at every
+   * size, 8 MiB and more per tensor included. */
   static const struct {
     int64_t k, v;
     int ptr_vec;
@@ -124,9 +123,8 @@ static void test_plan_rules(void **state) {
       {256, 256, 4, DECODE, 4, 2, 32},    {96, 96, 16, DECODE, 8, 3, 4},    {1152, 1152, 16, DECODE, 16, 9, 8},
       {1152, 1152, 16, MID, 16, 3, 32},   {196, 196, 16, MID, 4, 7, 8},     {196, 196, 16, DECODE, 4, 49, 1},
       {576, 0, 16, MID, 16, 2, 32},       {576, 0, 16, DECODE, 16, 9, 4},
-      {8192, 8192, 16, 1024, 16, 8, 32},  {8192, 8192, 16, 1023, 16, 16, 32}, {1024, 512, 16, 8192, 16, 1, 32},
-      {512, 512, 16, 16384, 16, 1, 16},   {512, 512, 16, 16383, 16, 1, 32}, {256, 256, 16, 32768, 16, 1, 16},
-      {2048, 2048, 16, 32768, 16, 2, 32}, {2048, 2048, 16, 32769, 16, 4, 32}, {1152, 0, 16, 8192, 16, 2, 32},
+      {8192, 8192, 16, 1024, 16, 16, 32}, {1024, 512, 16, 8192, 16, 2, 32},  {512, 512, 16, 16384, 16, 1, 32},
+      {256, 256, 16, 32768, 16, 1, 16},   {2048, 2048, 16, 32768, 16, 4, 32}, {1152, 0, 16, 8192, 16, 3, 32},
       {128, 128, 16, 512, 8, 1, 16},      {256, 256, 16, 17, 8, 1, 32},     {196, 196, 16, 100, 4, 7, 8},
       {512, 512, 16, 100, 16, 1, 32},     {64, 0, 16, 200, 8, 1, 8},        {128, 128, 16, 513, 16, 1, 8},
   };
@@ -141,8 +139,8 @@ static void test_plan_rules(void **state) {
   assert_int_equal(p.pdl, 1); /* PDL stays on for large batches of narrow rows (measured faster) */
   assert_int_equal(p.items, 2); /* the largest batches of narrow rows: two items per lane group */
   assert_int_equal(make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, MID).items, 1);
-  /* One access per lane below 8 MiB and beyond 32768: 8192 B rows in 16 slices of 32 lanes x 16 B. */
-  static const int64_t one_access[] = {1, DECODE, MID, LARGE};
+  /* One access per lane in every class: 8192 B rows in 16 slices of 32 lanes x 16 B. */
+  static const int64_t one_access[] = {1, DECODE, 17, 512, MID, 1024, 32768, LARGE};
   for (size_t i = 0; i < sizeof one_access / sizeof one_access[0]; i++) {
     p = make(90, 8192, 8192, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, one_access[i]);
     assert_int_equal(p.pdl, 1);
@@ -231,71 +229,30 @@ static void test_plan_errors(void **state) {
   assert_non_null(strstr(kvjit_last_error(), "arch"));
 }
 
-static void test_size_classes(void **state) {
+static void test_batch_classes(void **state) {
   (void)state;
   static const struct {
-    int64_t batch, row;
-    int quantize, cls;
+    int64_t batch;
+    int cls;
   } cases[] = {
-      {1, 128, 0, KVJIT_STORE_KV_CLASS_DECODE},
-      {16, 1 << 20, 1, KVJIT_STORE_KV_CLASS_DECODE},
-      {17, 128, 0, KVJIT_STORE_KV_CLASS_MID_SMALL},
-      {4096, 128, 1, KVJIT_STORE_KV_CLASS_MID},
-      {512, 128, 0, KVJIT_STORE_KV_CLASS_MID_SMALL},
-      {513, 128, 0, KVJIT_STORE_KV_CLASS_MID},
-      {32768, 128, 0, KVJIT_STORE_KV_CLASS_MID},
-      {32769, 128, 0, KVJIT_STORE_KV_CLASS_LARGE},
-      /* >= 8 MiB per tensor, rows >= 512 B, plain copies, up to 32768 */
-      {1024, 8192, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
-      {1023, 8192, 0, KVJIT_STORE_KV_CLASS_MID},
-      {1024, 8192, 1, KVJIT_STORE_KV_CLASS_MID},
-      {16384, 512, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
-      {32768, 256, 0, KVJIT_STORE_KV_CLASS_MID},
-      {32768, 511, 0, KVJIT_STORE_KV_CLASS_MID},
-      {32768, 2048, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
-      {32769, 2048, 0, KVJIT_STORE_KV_CLASS_LARGE},
-      {17, 1 << 20, 0, KVJIT_STORE_KV_CLASS_MID_WIDE},
-      {16, 1 << 20, 0, KVJIT_STORE_KV_CLASS_DECODE},
-      /* batch x row overflows int64: still a class. */
-      {INT64_MAX, KVJIT_STORE_KV_MAX_ROW_BYTES, 0, KVJIT_STORE_KV_CLASS_LARGE},
+      {1, KVJIT_STORE_KV_CLASS_DECODE},      {16, KVJIT_STORE_KV_CLASS_DECODE},
+      {17, KVJIT_STORE_KV_CLASS_MID_SMALL},  {512, KVJIT_STORE_KV_CLASS_MID_SMALL},
+      {513, KVJIT_STORE_KV_CLASS_MID},       {32768, KVJIT_STORE_KV_CLASS_MID},
+      {32769, KVJIT_STORE_KV_CLASS_LARGE},   {INT64_MAX, KVJIT_STORE_KV_CLASS_LARGE},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int got = kvjit_store_kv_size_class(cases[i].batch, cases[i].row, cases[i].quantize);
-    if (got != cases[i].cls)
-      fail_msg("batch %lld row %lld quantize %d: class %d, want %d", (long long)cases[i].batch,
-               (long long)cases[i].row, cases[i].quantize, got, cases[i].cls);
+    int got = kvjit_store_kv_batch_class(cases[i].batch);
+    if (got != cases[i].cls) fail_msg("batch %lld: class %d, want %d", (long long)cases[i].batch, got, cases[i].cls);
   }
   for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
     const kvjit_store_kv_class_rule *r = kvjit_store_kv_class_rule_get(c);
     assert_non_null(r);
-    /* A class's own largest batch of rows it admits lands in it or in an earlier class. */
-    int64_t row = r->min_row > 0 ? r->min_row : 1;
-    if (r->min_batch_bytes == 0 && !r->plain_only) assert_true(kvjit_store_kv_size_class(r->max_batch, row, 1) <= c);
+    assert_int_equal(kvjit_store_kv_batch_class(r->max_batch), c);
+    if (c > 0) assert_true(r->max_batch > kvjit_store_kv_class_rule_get(c - 1)->max_batch);
   }
-  /* The last class admits every call (kvjit_store_kv_size_class falls back to it). */
-  const kvjit_store_kv_class_rule *last = kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_CLASSES - 1);
-  assert_true(last->max_batch == INT64_MAX && last->min_row == 0 && last->min_batch_bytes == 0 && !last->plain_only);
+  assert_int_equal(kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_CLASSES - 1)->max_batch, INT64_MAX);
   assert_null(kvjit_store_kv_class_rule_get(KVJIT_STORE_KV_CLASSES));
   assert_null(kvjit_store_kv_class_rule_get(-1));
-  /* Rows of 128 B never reach the wide class; quantizing stores never do. */
-  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASS_MID_WIDE, 128, 0), 0);
-  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASS_MID_WIDE, 1024, 0), 1);
-  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASS_MID_WIDE, 1024, 1), 0);
-  /* Reachability agrees with a scan of batches 1..2^17 and a few beyond, for assorted rows. */
-  static const int64_t rows[] = {1, 64, 128, 255, 256, 511, 512, 1024, 2048, 8192, 65536, 1 << 20};
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    for (int quantize = 0; quantize <= 1; quantize++) {
-      int seen[KVJIT_STORE_KV_CLASSES] = {0};
-      for (int64_t b = 1; b <= ((int64_t)1 << 17); b++) seen[kvjit_store_kv_size_class(b, rows[i], quantize)] = 1;
-      seen[kvjit_store_kv_size_class(INT64_MAX, rows[i], quantize)] = 1;
-      for (int c = 0; c < KVJIT_STORE_KV_CLASSES; c++) {
-        if (kvjit_store_kv_class_reachable(c, rows[i], quantize) != seen[c])
-          fail_msg("row %lld quantize %d class %d: reachable %d, scan %d", (long long)rows[i], quantize, c,
-                   kvjit_store_kv_class_reachable(c, rows[i], quantize), seen[c]);
-      }
-    }
-  }
-  assert_int_equal(kvjit_store_kv_class_reachable(KVJIT_STORE_KV_CLASSES, 128, 0), 0);
 }
 
 static void test_blocks(void **state) {
@@ -463,17 +420,16 @@ static void test_prewarm_compiles(void **state) {
     assert_int_equal(cached2, compiled);
   }
   /* Automatic 256 B rows: batches up to 512 take 32 lanes x 8 B, the others 16 lanes x 16 B, and
-   * batches 17..32768 add evict-first stores: four kernels (the mid-wide class needs rows >= 512 B
-   * and is not compiled). */
+   * batches 17..32768 add evict-first stores: four kernels for the four classes. */
   unsigned compiled = 0, cached = 0;
   kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
   assert_int_equal(compiled, 4);
-  /* 1 KiB rows on sm_80: mid-wide (two accesses per lane), large (plain stores), and one plan for
-   * decode and both mid classes (evict-first, 16 B; no PDL, so no trigger difference): three. */
-  kvjit_store_kv_variant wide = {VARIANT_V1, 80, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &wide, &compiled, &cached), KVJIT_OK);
-  assert_int_equal(compiled, 3);
+  /* 1 KiB rows on sm_80: large (plain stores) and one plan for decode and both mid classes
+   * (evict-first, 16 B; no PDL, so no trigger difference): two kernels. */
+  kvjit_store_kv_variant kib = {VARIANT_V1, 80, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
+  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &kib, &compiled, &cached), KVJIT_OK);
+  assert_int_equal(compiled, 2);
   /* PDL forced on before sm_90: refused before any compile. */
   kvjit_store_kv_variant bad = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};
   assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &bad, &compiled, &cached), KVJIT_ERR_UNSUPPORTED);
@@ -701,7 +657,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vec_of),          cmocka_unit_test(test_auto_split),
       cmocka_unit_test(test_whole_split), cmocka_unit_test(test_lanes),           cmocka_unit_test(test_plan_rules),
-      cmocka_unit_test(test_plan_errors),     cmocka_unit_test(test_size_classes),
+      cmocka_unit_test(test_plan_errors),     cmocka_unit_test(test_batch_classes),
       cmocka_unit_test(test_blocks),          cmocka_unit_test(test_source),
       cmocka_unit_test(test_distinct_keys),   cmocka_unit_test(test_prewarm_compiles),
       cmocka_unit_test(test_fp8_reference),   cmocka_unit_test(test_fp8_plans),

@@ -135,7 +135,7 @@ static kvjit_status launch_soft(const kvjit_store_kv_args *a, const fp8_case *c)
   (void)c;
   kvjit_status st = kvjit_store_kv_plan_make_quant(&plan, env.sm, a->k_row_bytes, a->v ? a->v_row_bytes : 0, 16,
                                                    a->index_type, a->pdl, a->split,
-                                                   kvjit_store_kv_size_class(a->batch, a->k_row_bytes > a->v_row_bytes ? a->k_row_bytes : a->v_row_bytes, 1), &q);
+                                                   kvjit_store_kv_batch_class(a->batch), &q);
   if (st != KVJIT_OK) return st;
   plan.fp8_soft = 1;
   char *source = kvjit_store_kv_source(&plan);
