@@ -22,11 +22,15 @@
  *    inputs: 96 B x 16 0.727 -> 0.642 us, 196 B x 16 0.763 -> 0.649, 1152 B x 16 0.80 -> 0.68).
  *    And rows up to 256 B take 8 B accesses, twice the lanes (128 B x 16 0.638 -> 0.611 us,
  *    256 B x 16 0.640 -> 0.622; batch 1 and 64 B rows within 0.5 %);
- *  - mid-small (batches 17..512): rows up to 256 B take 8 B accesses too. H200, 2026-11-30
- *    (bench/results/2026-11-30-h200-x2/tune_dec.txt, two rounds): 128 B x 32 0.668 -> 0.635 us,
- *    x 128 from DRAM 0.734 -> 0.709, x 512 hot 0.741 -> 0.712; 256 B 1-4 % faster up to 512
- *    (x 512 from DRAM +0.7 %). Beyond it turns: at 2048 8 B was 7-8 % faster hot but up to 3 %
- *    slower from DRAM, at 8192 4-45 % slower;
+ *  - mid-small (batches 17..512): both decode slicing rules. H200, 2026-11-30, tune_store, two
+ *    rounds each, hot and from DRAM (bench/results/2026-11-30-h200-x2/): 8 B accesses for rows up
+ *    to 256 B: 128 B x 32 0.668 -> 0.635 us, x 128 from DRAM 0.734 -> 0.709, x 512 hot 0.741 ->
+ *    0.712; 256 B 1-4 % faster (x 512 from DRAM +0.7 %). Beyond 512 it turns: at 2048 8 B was 7-8 %
+ *    faster hot but up to 3 % slower from DRAM, at 8192 4-45 % slower. Whole lane groups at 64 and
+ *    512: 96 B 0.750 -> 0.680 us (x 64 hot), 192 B 0.841 -> 0.757 (x 512 hot), 1152 B 1.395 ->
+ *    1.208 (x 512 hot), 6-14 % in every cell hot and from DRAM. At 4096 it still won 2-6 % but for
+ *    96 B hot (+1 %), at 8192 it was mixed (192 B hot +9 %, 1152 B +2-3 %), so mid batches keep
+ *    the fewest slices;
  *  - items: at batches > 32768, a lane group of at most 8 lanes stores two items (128 B x 65536:
  *    10.90 -> 10.47 us, 3.08 -> 3.20 TB/s). It is a wave effect: 65536 items x 8 lanes need two
  *    waves of 132 SMs x 2048 threads, paired one. At 4097-32768 it was slower (128 B x 8192
@@ -84,8 +88,8 @@ static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
     [KVJIT_STORE_KV_CLASS_DECODE] = {16, 1, 0, 8, 0, 1024, 1, 256, 8, 1},
     /* latency: evict-first stores for rows >= 1 KiB, early trigger, 8 B accesses for rows <= 256 B,
      * no idle lanes */
-    [KVJIT_STORE_KV_CLASS_MID_SMALL] = {512, 1, 0, 16, 0, 0, 0, 256, 8, 0},
-    /* as mid, and 8 B accesses for rows <= 256 B */
+    [KVJIT_STORE_KV_CLASS_MID_SMALL] = {512, 1, 0, 16, 0, 0, 0, 256, 8, 1},
+    /* as mid, and 8 B accesses for rows <= 256 B, no idle lanes */
     [KVJIT_STORE_KV_CLASS_MID] = {32768, 1, 0, 16, 0, 0, 0, 0, 16, 0},
     /* evict-first stores for every row */
     [KVJIT_STORE_KV_CLASS_LARGE] = {INT64_MAX, 1, 0, 16, 8, -1, 0, 0, 16, 0},

@@ -110,9 +110,8 @@ static void test_plan_rules(void **state) {
    * 8 B accesses for rows up to 256 B and slices that fill their lane groups (96 B at 8 B = 12
    * vectors: 3 slices of 4 lanes, not 16 lanes with 4 idle; 1152 B = 72 vectors: 9 slices of 8;
    * 196 B at 4 B = 49: 49 slices of one lane); the other classes take the fewest slices (7 x 8 lanes
-   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). Batches 17..512 take 8 B
-   * accesses for rows up to 256 B too (no lane-group rule there). One access per lane at every
-   * size, 8 MiB and more per tensor included. */
+   * for 196 B, one idle; 2 x 32 for a 576 B K-only row, 14 idle). Batches 17..512 follow both
+   * decode rules. One access per lane at every size, 8 MiB and more per tensor included. */
   static const struct {
     int64_t k, v;
     int ptr_vec;
@@ -125,8 +124,10 @@ static void test_plan_rules(void **state) {
       {576, 0, 16, MID, 16, 2, 32},       {576, 0, 16, DECODE, 16, 9, 4},
       {8192, 8192, 16, 1024, 16, 16, 32}, {1024, 512, 16, 8192, 16, 2, 32},  {512, 512, 16, 16384, 16, 1, 32},
       {256, 256, 16, 32768, 16, 1, 16},   {2048, 2048, 16, 32768, 16, 4, 32}, {1152, 0, 16, 8192, 16, 3, 32},
-      {128, 128, 16, 512, 8, 1, 16},      {256, 256, 16, 17, 8, 1, 32},     {196, 196, 16, 100, 4, 7, 8},
+      {128, 128, 16, 512, 8, 1, 16},      {256, 256, 16, 17, 8, 1, 32},     {196, 196, 16, 100, 4, 49, 1},
       {512, 512, 16, 100, 16, 1, 32},     {64, 0, 16, 200, 8, 1, 8},        {128, 128, 16, 513, 16, 1, 8},
+      {96, 96, 16, 512, 8, 3, 4},         {96, 96, 16, 513, 16, 1, 8},      {1152, 1152, 16, 64, 16, 9, 8},
+      {576, 0, 16, 300, 16, 9, 4},        {192, 192, 16, 17, 8, 3, 8},      {192, 192, 16, 4096, 16, 1, 16},
   };
   for (size_t i = 0; i < sizeof slicing / sizeof slicing[0]; i++) {
     p = make(90, slicing[i].k, slicing[i].v, slicing[i].ptr_vec, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, slicing[i].batch);
