@@ -87,8 +87,13 @@ typedef enum impl_kind { IMPL_KVJIT, IMPL_REF } impl_kind;
 
 typedef struct impl {
   impl_kind kind;
-  int split; /* kvjit: 0 = automatic; reference: its rule */
+  int split; /* kvjit: 0 = automatic, AUTO_AGAIN, or a fixed split; reference: its rule */
 } impl;
+
+/* kvjit's automatic choice timed a second time, in the fixed-split pass right before the fixed
+ * splits (graph only): the auto-vs-best-fixed comparison uses it, so that both sides are timed
+ * next to each other. Timed apart, identical plans differed by up to 30 % in hot mid cells. */
+#define AUTO_AGAIN (-1)
 
 typedef struct record {
   int64_t row, batch;
@@ -564,7 +569,7 @@ static void store_args(const bench *b, const impl *im, const cell *c, int j, CUs
   args.k_row_bytes = c->row;
   args.v_row_bytes = c->row;
   args.num_slots = c->rd->num_slots;
-  args.split = im->split;
+  args.split = im->split > 0 ? im->split : 0;
   args.pdl = c->pdl ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
   args.stream = s;
   *a = args;
@@ -1057,6 +1062,7 @@ static int make_cell(const bench *b, const row_data *rd, int64_t batch, int inde
 static void run_impl(bench *b, const impl *im, const cell *c) {
   char split[16];
   if (im->kind == IMPL_KVJIT && im->split == 0) snprintf(split, sizeof split, "auto");
+  else if (im->kind == IMPL_KVJIT && im->split == AUTO_AGAIN) snprintf(split, sizeof split, "auto_again");
   else snprintf(split, sizeof split, "%d", im->split);
   const double bytes = 4.0 * (double)c->batch * (double)c->row;
   const char *index = c->index64 ? "int64" : "int32", *pdl = c->pdl ? "on" : "off";
@@ -1065,7 +1071,7 @@ static void run_impl(bench *b, const impl *im, const cell *c) {
     kvjit_store_kv_args a;
     store_args(b, im, c, 0, b->stream, &a);
     if (kvjit_store_kv_cache_prepare(b->ctx, &a) != KVJIT_OK) {
-      if (im->split == 0) {
+      if (im->split <= 0) {
         fprintf(stderr, "bench_store: kvjit prepare row=%lld batch=%lld %s pdl=%s: %s\n", (long long)c->row,
                 (long long)c->batch, index, pdl, kvjit_last_error());
         b->launch_failures++;
@@ -1085,7 +1091,7 @@ static void run_impl(bench *b, const impl *im, const cell *c) {
     fprintf(stderr, "bench_store: CHECK FAILED %s split=%s row=%lld batch=%lld %s pdl=%s: %lld wrong words\n",
             impl_name(im->kind), split, (long long)c->row, (long long)c->batch, index, pdl, (long long)wrong);
   }
-  for (int graph = 1; graph >= 0; graph--) {
+  for (int graph = 1; graph >= (im->split == AUTO_AGAIN ? 1 : 0); graph--) {
     record r = {c->row, c->batch, c->index64, c->pdl, im->kind, im->split, graph, 0, wrong == 0, {0, 0, 0, 0}};
     if ((graph ? time_graph(b, im, c, &r.us) : time_stream(b, im, c, &r.us)) != 0) {
       b->launch_failures++;
@@ -1098,7 +1104,8 @@ static void run_impl(bench *b, const impl *im, const cell *c) {
   }
 }
 
-/* pass 0: kvjit (automatic) and the reference on every cell; pass 1: kvjit with each fixed split. */
+/* pass 0: kvjit (automatic) and the reference on every cell; pass 1: kvjit's automatic choice again
+ * (AUTO_AGAIN), then each fixed split. */
 static void run_grid(bench *b) {
   static const int combos[4][2] = {{1, 1}, {1, 0}, {0, 1}, {0, 0}}; /* {index64, pdl}: headline first */
   for (int pass = 0; pass < (b->opt.splits ? 2 : 1); pass++)
@@ -1123,6 +1130,8 @@ static void run_grid(bench *b) {
             run_impl(b, &kv, &c);
             run_impl(b, &ref, &c);
           } else {
+            const impl again = {IMPL_KVJIT, AUTO_AGAIN};
+            run_impl(b, &again, &c);
             for (int s = 0; s < NUM_FIXED_SPLITS; s++) {
               const impl kv = {IMPL_KVJIT, fixed_splits[s]};
               if (c.row % fixed_splits[s] == 0) run_impl(b, &kv, &c);
@@ -1299,9 +1308,10 @@ static void write_md(const bench *b) {
       }
     }
     const record *bf = best_fixed(b, r->row, r->batch, r->index64, r->pdl, 1);
+    const record *again = find_record(b, r->row, r->batch, r->index64, r->pdl, IMPL_KVJIT, AUTO_AGAIN, 1);
     if (bf) {
       auto_cells++;
-      auto_worse += r->us.median > bf->us.median * 1.02;
+      auto_worse += (again ? again : r)->us.median > bf->us.median * 1.02;
     }
   }
   fprintf(f, "\n## Targets (issue 3), per launch in a CUDA graph\n\n"
@@ -1334,7 +1344,8 @@ static void write_md(const bench *b) {
             (long long)worst->batch, worst->index64 ? "int64" : "int32", worst->pdl ? "on" : "off");
   fprintf(f, "\n- cells where kvjit is slower than the reference by more than 2%% (stream): %zu of %zu\n",
           stream_slower, stream_cells);
-  fprintf(f, "- cells where the automatic split is more than 2%% slower than the best fixed split (graph): %zu of %zu\n",
+  fprintf(f, "- cells where the automatic split is more than 2%% slower than the best fixed split (graph; the automatic "
+             "choice timed again next to the fixed splits): %zu of %zu\n",
           auto_worse, auto_cells);
   fprintf(f, "- output checks failed: %zu; launches that failed: %zu; cells skipped by the deadline: %zu\n",
           b->check_failures, b->launch_failures, b->cells_skipped);
@@ -1355,6 +1366,7 @@ static void write_md(const bench *b) {
           if (!kv && !ref) continue;
           const double bytes = 4.0 * (double)batch * (double)row;
           const record *bf = best_fixed(b, row, batch, index64, pdl, graph);
+          const record *again = graph ? find_record(b, row, batch, index64, pdl, IMPL_KVJIT, AUTO_AGAIN, 1) : NULL;
           fprintf(f, "| %lld | %lld | %s | %s | ", (long long)row, (long long)batch, index64 ? "int64" : "int32",
                   pdl ? "on" : "off");
           if (kv) fprintf(f, "%.3f | ", kv->us.median);
@@ -1368,7 +1380,7 @@ static void write_md(const bench *b) {
           else fprintf(f, "- | ");
           if (bf) fprintf(f, "%.3f (split %d) | ", bf->us.median, bf->split);
           else fprintf(f, "- | ");
-          if (bf && kv) fprintf(f, "%.3f |\n", kv->us.median / bf->us.median);
+          if (bf && (again || kv)) fprintf(f, "%.3f |\n", (again ? again : kv)->us.median / bf->us.median);
           else fprintf(f, "- |\n");
         }
   }
