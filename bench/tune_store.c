@@ -6,20 +6,21 @@
  *
  * CONFIG has one line per measurement (# starts a comment):
  *
- *   label row batch hot split block items evict lanes [carveout]
+ *   label row batch hot split block items evict lanes [carveout [pdl]]
  *
  * row: K and V row bytes; hot 1: every launch reads the same inputs (L2-resident), 0: inputs
  * rotate through 512 MiB pools. The rest override the automatic plan for this batch; 0 (or -1
  * for evict) keeps the plan's choice: split, threads per block (launch), items per lane group
  * (1 or 2), evict-first stores (0 or 1), lanes per group; carveout (optional, -1 = the driver's
  * default) is the kernel's preferred shared-memory carveout in percent, which bounds how many
- * blocks an SM holds (the driver reserves 1 KiB of shared memory per block). A label starting with "alt" compiles
+ * blocks an SM holds (the driver reserves 1 KiB of shared memory per block); pdl (optional, default
+ * 1) 0 builds and launches the plan without PDL. A label starting with "alt" compiles
  * the --alt-template file in place of the embedded kernel template (same generated #defines), so
  * that two kernel versions are compared in one run on one machine: machines differ by a few
  * percent per decode-sized cell, more than most effects being tuned.
  *
  * Slots are a random permutation of a 2 GiB cache (per K and V; of its first 16M rows for rows
- * under 128 B), int64 indices, PDL on, every launch inside a CUDA graph of back-to-back launches. A sample of the last launch's rows is
+ * under 128 B), int64 indices, PDL on unless a line says 0, every launch inside a CUDA graph of back-to-back launches. A sample of the last launch's rows is
  * compared before timing. Prints one line per config: median and minimum µs per launch, TB/s
  * (4 x batch x row bytes per launch), check, blocks of the launch, registers per thread and the
  * driver's resident blocks per SM (cuOccupancyMaxActiveBlocksPerMultiprocessor).
@@ -49,7 +50,7 @@ static const kvjit_driver *drv;
 typedef struct config {
   char label[64];
   long long row, batch;
-  int hot, split, block, items, evict, lanes, carveout;
+  int hot, split, block, items, evict, lanes, carveout, pdl;
 } config;
 
 typedef struct tuner {
@@ -172,7 +173,7 @@ static char *plan_source(const tuner *t, const config *c, const kvjit_store_kv_p
 
 static void run_config(tuner *t, const config *c) {
   kvjit_store_kv_plan plan;
-  if (kvjit_store_kv_plan_make(&plan, t->sm, c->row, c->row, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, c->split,
+  if (kvjit_store_kv_plan_make(&plan, t->sm, c->row, c->row, 16, KVJIT_INDEX_INT64, c->pdl ? KVJIT_PDL_ON : KVJIT_PDL_OFF, c->split,
                                kvjit_store_kv_batch_class(c->batch)) != KVJIT_OK) {
     printf("%-24s plan: %s\n", c->label, kvjit_last_error());
     return;
@@ -288,10 +289,10 @@ static void run_config(tuner *t, const config *c) {
   }
   const bench_stats s = bench_summarize(us, (size_t)t->reps);
   printf("%-24s %6lld %6lld %3d | split %2d lanes %2d vec %2d block %4d items %d evict %d | %9.3f %9.3f %7.3f %s"
-         " | blocks %llu regs %d per_sm %d carveout %d\n",
+         " | blocks %llu regs %d per_sm %d carveout %d pdl %d\n",
          c->label, c->row, c->batch, c->hot, plan.split, plan.lanes, plan.vec, block, plan.items, plan.evict_first,
          s.median, s.min, bytes / s.median / 1e6, wrong ? "FAIL" : "ok", (unsigned long long)blocks, regs, per_sm,
-         c->carveout);
+         c->carveout, plan.pdl);
   if (c->carveout >= 0) {
     CU(drv->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, -1, kernel->handle, t->dev));
   }
@@ -336,9 +337,10 @@ int main(int argc, char **argv) {
     config c;
     if (line[0] == '#' || line[0] == '\n') continue;
     c.carveout = -1;
-    const int fields = sscanf(line, "%63s %lld %lld %d %d %d %d %d %d %d", c.label, &c.row, &c.batch, &c.hot,
-                              &c.split, &c.block, &c.items, &c.evict, &c.lanes, &c.carveout);
-    if (fields < 9 || c.carveout < -1 || c.carveout > 100 ||
+    c.pdl = 1;
+    const int fields = sscanf(line, "%63s %lld %lld %d %d %d %d %d %d %d %d", c.label, &c.row, &c.batch, &c.hot,
+                              &c.split, &c.block, &c.items, &c.evict, &c.lanes, &c.carveout, &c.pdl);
+    if (fields < 9 || c.carveout < -1 || c.carveout > 100 || (c.pdl != 0 && c.pdl != 1) ||
         c.row <= 0 || c.batch <= 0 || (size_t)c.row * (size_t)c.batch > POOL_BYTES || c.block % 32 != 0 ||
         c.block > 1024 || c.items < 0 || c.items > 2) {
       fprintf(stderr, "tune_store: bad config line: %s", line);

@@ -8,13 +8,15 @@
  *    class (H200, 2026-11-29, bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won
  *    1-13 % with inputs from DRAM, but once the inputs stayed in L2 and the stores were evict-first
  *    it lost 13-22 % in five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs
- *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096). Those two wins are a wave effect,
- *    not a size rule (2026-11-30, bench/results/2026-11-30-h200-x2/tune_sweep3.txt): two per lane
- *    (32 registers) steps up in time at multiples of 1056 blocks (132 SMs x 8): it wins just below
- *    a step (1024 B x 8192 = 2048 blocks 9.89 -> 9.62 us) and loses right past it (x 8704 = 2176 blocks
- *    10.40 -> 10.75, x 4352 5.67 -> 6.98 from DRAM), and is 0-2 % either way from 12 MiB up. A
- *    threshold of 8 MiB per tensor was tried and withdrawn; a wave-aware choice (it needs the SM
- *    count) is not made;
+ *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096). Those two wins are not a size rule
+ *    (2026-11-30, bench/results/2026-11-30-h200-x2/tune_sweep3.txt): two per lane steps up in time
+ *    past 1056 and 2112 blocks (half and all of 132 SMs x 16 blocks): it wins just below a step
+ *    (1024 B x 8192 = 2048 blocks 9.89 -> 9.62 us) and loses right past it (x 8704 = 2176 blocks
+ *    10.40 -> 10.75, x 4352 5.67 -> 6.98 from DRAM), 0-2 % either way from 12 MiB up. The steps come
+ *    with PDL: launched without it, 1024 B x 4352 takes 5.92 us instead of 7.14 and scales smoothly
+ *    (tune_pdl_steps.txt), as if a PDL grid suffered once the next grid can no longer be resident
+ *    beside it; one access per lane is faster with PDL at every measured size. A threshold of 8 MiB
+ *    per tensor was tried and withdrawn;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - decode batches (<= 16), plain copies: the split prefers slices of a power-of-two vector count,
  *    so that no lane of a group idles (kvjit_store_kv_whole_split: 96 B at 8 B is 3 slices of 4
