@@ -12,11 +12,12 @@
  *    (2026-11-30, bench/results/2026-11-30-h200-x2/tune_sweep3.txt): two per lane steps up in time
  *    past 1056 and 2112 blocks (half and all of 132 SMs x 16 blocks): it wins just below a step
  *    (1024 B x 8192 = 2048 blocks 9.89 -> 9.62 us) and loses right past it (x 8704 = 2176 blocks
- *    10.40 -> 10.75, x 4352 5.67 -> 6.98 from DRAM), 0-2 % either way from 12 MiB up. The steps come
- *    with PDL: launched without it, 1024 B x 4352 takes 5.92 us instead of 7.14 and scales smoothly
- *    (tune_pdl_steps.txt), as if a PDL grid suffered once the next grid can no longer be resident
- *    beside it; one access per lane is faster with PDL at every measured size. A threshold of 8 MiB
- *    per tensor was tried and withdrawn;
+ *    10.40 -> 10.75, x 4352 5.67 -> 6.98 from DRAM), 0-2 % either way from 12 MiB up. The step past
+ *    2112 blocks is a full wave (there with and without PDL); the one past 1056 comes with PDL:
+ *    launched without it, 1024 B x 4352 (1088 blocks) takes 5.92 us instead of 7.14, x 6144 7.74
+ *    instead of 9.13, while at 1024 and 2048 blocks PDL saves its usual 0.4 us (tune_pdl_steps.txt;
+ *    why grids of ~1100-1600 such blocks lose with PDL is not known). One access per lane is faster
+ *    with PDL at every measured size. A threshold of 8 MiB per tensor was tried and withdrawn;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - decode batches (<= 16), plain copies: the split prefers slices of a power-of-two vector count,
  *    so that no lane of a group idles (kvjit_store_kv_whole_split: 96 B at 8 B is 3 slices of 4
