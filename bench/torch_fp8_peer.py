@@ -20,7 +20,7 @@ import time
 import torch
 
 import kvjit
-from torch_peer import time_graph  # the same graph timing as the plain store's peer (bench/)
+from torch_peer import report, time_graph  # the same graph timing and report as the plain store's peer
 
 MIB = 1 << 20
 
@@ -92,11 +92,7 @@ def main():
         del k_cache, v_cache, k_pool, v_pool
         torch.cuda.empty_cache()
     lines.append(f"\nchecks failed: {failures}; {time.monotonic() - t0:.1f} s\n")
-    text = "\n".join(lines)
-    print(text)
-    if opt.md_append:
-        with open(opt.md_append, "a") as md:
-            md.write(text)
+    report("\n".join(lines), opt.md_append)
     return 1 if failures else 0
 
 

@@ -80,6 +80,14 @@ def summarize(values):
     return statistics.median(values), values[0], values[-1]
 
 
+def report(text, md_append):
+    """Print a finished Markdown table and append it to the report file, if there is one."""
+    print(text)
+    if md_append:
+        with open(md_append, "a") as md:
+            md.write(text)
+
+
 def time_graph(op, n, reps):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -267,11 +275,7 @@ def main():
             lines.append(f"| {row} | {batch} | {f(tg)} | {f(kg)} | {ratio(kg, tg)} | {f(tg, 1)} | {f(kg, 1)} | "
                          f"{f(ts)} | {f(ks_)} | {ratio(ks_, ts)} |")
     lines.append(f"\nchecks/launches failed: {failures}; cells skipped by the deadline: {skipped}\n")
-    text = "\n".join(lines)
-    print(text)
-    if opt.md_append:
-        with open(opt.md_append, "a") as md:
-            md.write(text)
+    report("\n".join(lines), opt.md_append)
     if kv is not None:
         torch.cuda.synchronize()
         kv.lib.kvjit_context_destroy(kv.ctx)
