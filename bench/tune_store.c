@@ -59,6 +59,10 @@ typedef struct tuner {
   CUevent ev[MAX_REPS + 1];
   int sm, reps;
   CUdevice dev;
+  /* Outside kvjit's driver table (only this tool needs them): through bench_cuda_proc(). */
+  PFN_cuKernelSetAttribute_v12000 set_attribute;
+  PFN_cuKernelGetFunction_v12000 get_function;
+  PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 max_active_blocks;
   CUdeviceptr k_pool, v_pool, k_cache, v_cache, idx;
   int64_t *perm; /* host copy of the slots of the current row size */
   int64_t perm_row;
@@ -102,6 +106,15 @@ static void setup(tuner *t) {
   CUcontext cu;
   CU(drv->cuDeviceGet(&dev, 0));
   t->dev = dev;
+  t->set_attribute = (PFN_cuKernelSetAttribute_v12000)bench_cuda_proc("cuKernelSetAttribute", 12000);
+  t->get_function = (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000);
+  t->max_active_blocks = (PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050)bench_cuda_proc(
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050);
+  if (!t->set_attribute || !t->get_function || !t->max_active_blocks) {
+    fprintf(stderr, "tune_store: the driver lacks cuKernelSetAttribute, cuKernelGetFunction or "
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor\n");
+    exit(2);
+  }
   CU(drv->cuDevicePrimaryCtxRetain(&cu, dev));
   CU(drv->cuCtxSetCurrent(cu));
   if ((st = kvjit_current_sm(&t->sm)) != KVJIT_OK) exit(2);
@@ -202,12 +215,12 @@ static void run_config(tuner *t, const config *c) {
   int regs = 0, per_sm = 0;
   CU(drv->cuKernelGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel->handle, t->dev));
   if (c->carveout >= 0) {
-    CU(drv->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c->carveout, kernel->handle,
+    CU(t->set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c->carveout, kernel->handle,
                                  t->dev));
   }
   CUfunction fn;
-  CU(drv->cuKernelGetFunction(&fn, kernel->handle));
-  CU(drv->cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, block, 0));
+  CU(t->get_function(&fn, kernel->handle));
+  CU(t->max_active_blocks(&per_sm, fn, block, 0));
   set_row(t, c->row);
   const int64_t slots = slots_of(c->row);
   const uint64_t units = (uint64_t)c->batch * (uint64_t)plan.split;
@@ -294,7 +307,7 @@ static void run_config(tuner *t, const config *c) {
          s.median, s.min, bytes / s.median / 1e6, wrong ? "FAIL" : "ok", (unsigned long long)blocks, regs, per_sm,
          c->carveout, plan.pdl);
   if (c->carveout >= 0) {
-    CU(drv->cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, -1, kernel->handle, t->dev));
+    CU(t->set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, -1, kernel->handle, t->dev));
   }
   fflush(stdout);
   CU(drv->cuGraphExecDestroy(exec));

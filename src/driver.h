@@ -31,9 +31,6 @@ typedef struct kvjit_driver {
   PFN_cuLibraryGetKernel_v12000 cuLibraryGetKernel;
   PFN_cuLibraryGetGlobal_v12000 cuLibraryGetGlobal;
   PFN_cuKernelGetAttribute_v12000 cuKernelGetAttribute;
-  PFN_cuKernelSetAttribute_v12000 cuKernelSetAttribute;
-  PFN_cuKernelGetFunction_v12000 cuKernelGetFunction;
-  PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050 cuOccupancyMaxActiveBlocksPerMultiprocessor;
   PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
   PFN_cuMemAlloc_v3020 cuMemAlloc;
   PFN_cuMemFree_v3020 cuMemFree;
