@@ -1,0 +1,209 @@
+/* kvjit cache ls | verify | prune | clear | path. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* cache                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct cache_cmd_opts {
+  cache_opts cache;
+  bool all;
+  bool long_format;
+  bool have_max_size;
+  uint64_t max_size;
+} cache_cmd_opts;
+
+static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  entry_table table = {0};
+  int rc = list_entries(cmd, ctx, o->all, false, &table, NULL);
+  if (rc != 0) {
+    entry_table_free(&table);
+    return rc;
+  }
+  int width = 7;
+  for (size_t i = 0; i < table.count; i++) {
+    int len = (int)strlen(table.rows[i].program);
+    if (len > width) width = len < 48 ? len : 48;
+  }
+  uint64_t total = 0;
+  int64_t now = (int64_t)time(NULL);
+  /* The key's first 12 hex digits tell entries of one program apart; --long prints the path. */
+  enum { KEY_DIGITS = 12, INDENT = 11 + 1 + 7 + 1 + 5 + 1 + 3 + 1 + KEY_DIGITS };
+  if (table.count != 0)
+    printf("%-11s %7s %5s %-3s %-*s %-*s %s\n", "ARCH", "SIZE", "AGE", "DIR", KEY_DIGITS, "KEY", width, "PROGRAM",
+           o->long_format ? "KERNELS / PATH" : "KERNELS");
+  for (size_t i = 0; i < table.count; i++) {
+    const entry_row *r = &table.rows[i];
+    char arch[32], size[32], age[32];
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %s\n", arch_name(r->arch, arch, sizeof arch),
+           human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
+           r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, width, r->program, r->kernels);
+    if (o->long_format) printf("%*s %s\n", INDENT + 1 + width, "", r->path);
+    total += r->bytes;
+  }
+  char size[32];
+  printf("%zu entries, %s\n", table.count, human_size(total, size, sizeof size));
+  entry_table_free(&table);
+  return 0;
+}
+
+static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  entry_table table = {0};
+  uint64_t bad = 0;
+  int rc = list_entries(cmd, ctx, o->all, true, &table, &bad);
+  if (rc == 0) {
+    for (size_t i = 0; i < table.count; i++) {
+      const entry_row *r = &table.rows[i];
+      if (r->status == KVJIT_OK) continue;
+      printf("bad: %s: %s (%s)\n", r->path, kvjit_status_string(r->status),
+             r->read_only ? "read-only dir, left in place" : "quarantined");
+    }
+    printf("verified %zu entries: %" PRIu64 " bad\n", table.count, bad);
+    if (bad != 0) rc = EXIT_FAILURE;
+  }
+  entry_table_free(&table);
+  return rc;
+}
+
+static int cache_prune(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  kvjit_cache_info info;
+  int rc = need_write_dir(cmd, ctx, &info);
+  if (rc != 0) return rc;
+  uint64_t max_bytes = o->have_max_size ? o->max_size : info.max_bytes;
+  uint64_t entries = 0, bytes = 0;
+  kvjit_status status = kvjit_cache_prune(ctx, max_bytes, &entries, &bytes);
+  if (status != KVJIT_OK) return library_error(cmd, "pruning the cache", status);
+  char limit[32], removed[32];
+  printf("pruned %s to at most %s: removed %" PRIu64 " entries, %s\n", info.write_dir,
+         human_size(max_bytes, limit, sizeof limit), entries, human_size(bytes, removed, sizeof removed));
+  return 0;
+}
+
+static int cache_clear(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  (void)o;
+  kvjit_cache_info info;
+  int rc = need_write_dir(cmd, ctx, &info);
+  if (rc != 0) return rc;
+  uint64_t entries = 0;
+  kvjit_status status = kvjit_cache_clear(ctx, &entries);
+  if (status != KVJIT_OK) return library_error(cmd, "clearing the cache", status);
+  printf("removed %" PRIu64 " entries from %s\n", entries, info.write_dir);
+  return 0;
+}
+
+
+static void print_read_dir(const char *dir, void *user) {
+  (void)user;
+  printf("read:  %s\n", dir);
+}
+
+static int cache_path(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  (void)o;
+  kvjit_cache_info info;
+  kvjit_status status = kvjit_context_cache_info(ctx, &info);
+  if (status != KVJIT_OK) return library_error(cmd, "cache info", status);
+  if (info.write_dir != NULL)
+    printf("write: %s\n", info.write_dir);
+  else
+    printf("write: none (memory only: %s)\n", info.degraded_reason ? info.degraded_reason : "disabled");
+  for_each_dir(info.read_dirs, print_read_dir, NULL);
+  return 0;
+}
+
+typedef int (*cache_action)(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o);
+
+static const struct cache_command {
+  const char *name;
+  cache_action action;
+  const char *summary;
+  const char *help; /* options beyond the cache ones */
+} cache_commands[] = {
+    {"ls", cache_ls, "list entries: arch, size, age, dir (rw/ro), program, kernels",
+     "  -a, --all               also list the read-only dirs ($KVJIT_CACHE_PATH)\n"
+     "  -l, --long              also print each entry's path\n"},
+    {"verify", cache_verify, "check every entry's checksum; quarantine bad ones (exit 1 if any)",
+     "  -a, --all               also check the read-only dirs (bad ones are reported, not moved)\n"},
+    {"prune", cache_prune, "evict least recently used entries down to a size",
+     "      --max-size SIZE     e.g. 500M, 2G (K, M, G, T: powers of 1024; default: the budget,\n"
+     "                          $KVJIT_CACHE_MAX_SIZE or 2G)\n"},
+    {"clear", cache_clear, "remove every entry of the writable dir", ""},
+    {"path", cache_path, "print the writable dir and the read-only dirs", ""},
+};
+
+static void print_cache_help(FILE *out) {
+  fputs("Usage: kvjit cache COMMAND [options]\n\nCommands:\n", out);
+  for (size_t i = 0; i < ARRAY_SIZE(cache_commands); i++)
+    fprintf(out, "  %-8s %s\n", cache_commands[i].name, cache_commands[i].summary);
+  fputs("\nEach takes --cache-dir DIR, --cache-path DIRS and --help.\n", out);
+}
+
+int cmd_cache(int argc, char **argv) {
+  if (argc < 2) {
+    print_cache_help(stderr);
+    return EXIT_USAGE;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    print_cache_help(stdout);
+    return 0;
+  }
+  const struct cache_command *command = NULL;
+  for (size_t i = 0; i < ARRAY_SIZE(cache_commands) && command == NULL; i++)
+    if (strcmp(argv[1], cache_commands[i].name) == 0) command = &cache_commands[i];
+  if (command == NULL) return usage_error("cache", "unknown command '%s'", argv[1]);
+
+  char cmd[32];
+  snprintf(cmd, sizeof cmd, "cache %s", command->name);
+  enum { OPT_MAX_SIZE = 300 };
+  static const struct option long_options[] = {
+      {"all", no_argument, NULL, 'a'},
+      {"long", no_argument, NULL, 'l'},
+      {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+      {"help", no_argument, NULL, 'h'},
+      CACHE_LONG_OPTIONS,
+      {NULL, 0, NULL, 0},
+  };
+  bool is_ls = command->action == cache_ls, is_verify = command->action == cache_verify;
+  cache_cmd_opts o;
+  memset(&o, 0, sizeof o);
+  argc--;
+  argv++;
+  int c, rc = 0;
+  while (rc == 0 && (c = getopt_long(argc, argv, ":alh", long_options, NULL)) != -1) {
+    if (c == 'h') {
+      printf("Usage: kvjit %s [options]\n%s.\n\nOptions:\n%s" CACHE_OPTIONS_HELP
+             "  -h, --help              this help\n",
+             cmd, command->summary, command->help);
+      return 0;
+    }
+    if (c == 'a' && (is_ls || is_verify)) o.all = true;
+    else if (c == 'l' && is_ls) o.long_format = true;
+    else if (c == OPT_MAX_SIZE && command->action == cache_prune) {
+      o.have_max_size = true;
+      if (!parse_size(optarg, &o.max_size))
+        rc = usage_error(cmd, "bad value '%s' for --max-size (expected a size such as 500M or 2G)", optarg);
+    } else if (c == '?' || c == ':') {
+      rc = getopt_error(cmd, c, argv);
+    } else if (!cache_option(c, &o.cache)) {
+      /* An option another cache command takes. */
+      const char *name = "?";
+      for (const struct option *opt = long_options; opt->name != NULL; opt++)
+        if (opt->val == c) name = opt->name;
+      rc = usage_error(cmd, "--%s does not apply here", name);
+    }
+  }
+  if (rc == 0) rc = check_no_operands(cmd, argc, argv);
+  if (rc != 0) return rc;
+
+  kvjit_context *ctx = NULL;
+  rc = open_context(cmd, &o.cache, &ctx);
+  if (rc != 0) return rc;
+  rc = command->action(cmd, ctx, &o);
+  kvjit_context_destroy(ctx);
+  return rc;
+}

@@ -1,0 +1,213 @@
+/* kvjit prewarm: compile the variant list on a pool of threads, with progress lines. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "variants.h"
+
+/* Longest manifest line kvjit_store_kv_variant_format() is given room for. */
+#define LINE_CAPACITY 512
+
+/* ------------------------------------------------------------------------------------------ */
+/* prewarm: parallel compiles                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Shared by the workers; everything below `lock` is guarded by it. */
+typedef struct prewarm_run {
+  kvjit_context *ctx;
+  const variant_list *variants;
+  bool progress_bar; /* stderr is a terminal: redraw one line; else one line per variant */
+  double start;
+  pthread_mutex_t lock;
+  size_t next;
+  size_t done;
+  size_t variants_compiled, variants_cached, variants_failed;
+  uint64_t kernels_compiled, kernels_cached;
+} prewarm_run;
+
+static void draw_progress_bar(const prewarm_run *run) {
+  enum { WIDTH = 30 };
+  size_t total = run->variants->count;
+  size_t filled = total ? run->done * WIDTH / total : WIDTH;
+  char bar[WIDTH + 1];
+  for (size_t i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+  bar[WIDTH] = '\0';
+  fprintf(stderr, "\r\033[K[%s] %zu/%zu  compiled %zu  cached %zu  failed %zu  %.1fs", bar, run->done, total,
+          run->variants_compiled, run->variants_cached, run->variants_failed, now_seconds() - run->start);
+  fflush(stderr);
+}
+
+/* Called with run->lock held, once per finished variant. */
+static void report_variant(prewarm_run *run, const kvjit_store_kv_variant *v, kvjit_status status,
+                           const char *detail, unsigned compiled, unsigned cached, double seconds) {
+  char name[160];
+  describe_variant(v, name, sizeof name);
+  run->done++;
+  if (status != KVJIT_OK) {
+    run->variants_failed++;
+    if (run->progress_bar) fputs("\r\033[K", stderr);
+    fprintf(stderr, "[%zu/%zu] %s: FAILED: %s [%s]\n", run->done, run->variants->count, name,
+            detail[0] ? detail : kvjit_status_string(status), kvjit_status_name(status));
+  } else {
+    run->kernels_compiled += compiled;
+    run->kernels_cached += cached;
+    if (compiled != 0) run->variants_compiled++;
+    else run->variants_cached++;
+    if (!run->progress_bar)
+      fprintf(stderr, "[%zu/%zu] %s: %u compiled, %u cached, %.2f s\n", run->done, run->variants->count, name,
+              compiled, cached, seconds);
+  }
+  if (run->progress_bar) draw_progress_bar(run);
+}
+
+static void *prewarm_worker(void *arg) {
+  prewarm_run *run = arg;
+  for (;;) {
+    pthread_mutex_lock(&run->lock);
+    size_t i = run->next++;
+    pthread_mutex_unlock(&run->lock);
+    if (i >= run->variants->count) return NULL;
+
+    const kvjit_store_kv_variant *v = &run->variants->items[i];
+    unsigned compiled = 0, cached = 0;
+    double t0 = now_seconds();
+    kvjit_status status = kvjit_store_kv_cache_prewarm(run->ctx, v, &compiled, &cached);
+    double seconds = now_seconds() - t0;
+    /* The detail is thread-local: copy it before taking the lock. */
+    char detail[512] = "";
+    if (status != KVJIT_OK) snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+
+    pthread_mutex_lock(&run->lock);
+    report_variant(run, v, status, detail, compiled, cached, seconds);
+    pthread_mutex_unlock(&run->lock);
+  }
+}
+
+/* Runs the variants on @p jobs threads (the caller's included); returns the number that failed. */
+static size_t prewarm_all(prewarm_run *run, long jobs) {
+  pthread_t threads[256];
+  size_t started = 0;
+  size_t wanted = (size_t)jobs < run->variants->count ? (size_t)jobs : run->variants->count;
+  if (wanted > ARRAY_SIZE(threads) + 1) wanted = ARRAY_SIZE(threads) + 1;
+  /* A thread that cannot start just leaves its share to the others. */
+  while (started + 1 < wanted && pthread_create(&threads[started], NULL, prewarm_worker, run) == 0) started++;
+  prewarm_worker(run);
+  for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
+  if (run->progress_bar && run->done != 0) fputc('\n', stderr);
+  return run->variants_failed;
+}
+
+static int print_dry_run(const variant_list *variants) {
+  printf("# kvjit prewarm --dry-run: %zu variants (one manifest line each)\n", variants->count);
+  for (size_t i = 0; i < variants->count; i++) {
+    char line[LINE_CAPACITY];
+    if (kvjit_store_kv_variant_format(&variants->items[i], line, sizeof line) != KVJIT_OK)
+      describe_variant(&variants->items[i], line, sizeof line);
+    puts(line);
+  }
+  return 0;
+}
+
+static const char prewarm_help[] =
+    "Usage: kvjit prewarm [options]\n"
+    "Compile store_kv_cache variants into the cache, for archs that need not be present (no GPU or\n"
+    "driver needed). Without any variant option: llama-3.1-8b, bf16 and fp8, tp 1,2,4,8, int32 and\n"
+    "int64 indices, pdl auto.\n"
+    "\n"
+    "Targets:\n"
+    "      --arch LIST         archs to build for, e.g. sm_90,sm_100 (default: the local GPU's)\n"
+    "Variants from a model (lists are comma-separated; every combination is built, duplicates once):\n"
+    "      --model LIST        presets (below)\n"
+    "      --kv-heads N        KV heads of a model not in the presets (with --head-dim)\n"
+    "      --head-dim N        elements of one K head\n"
+    "      --v-head-dim N      elements of one V head (default: --head-dim; 0: K only)\n"
+    "      --dtype LIST        cache dtypes: bf16, fp16, fp32, fp8 (= fp8_e4m3), fp8_e5m2\n"
+    "                          (default: bf16,fp8); an fp8 cache gets the plain copy of fp8 rows\n"
+    "                          and the stores that quantize on the way in (next two options)\n"
+    "      --quantize-from LIST  dtypes of the K/V rows an fp8 cache is fed from: bf16, fp16,\n"
+    "                          fp32, none (default: bf16)\n"
+    "      --scale LIST        quantization scales: tensor, head, none (default: tensor)\n"
+    "      --tp LIST           tensor-parallel sizes (default: 1,2,4,8); a row holds kv_heads/tp\n"
+    "                          heads; tp above kv_heads must be a multiple of it and leaves one\n"
+    "                          (replicated) head per rank, as vLLM and SGLang do\n"
+    "Variants from row sizes:\n"
+    "      --k-row-bytes LIST  bytes of one token's K row\n"
+    "      --v-row-bytes LIST  bytes of one V row (default: same as K; 0: K only)\n"
+    "Kernel choices (with either):\n"
+    "      --index LIST        int32, int64 (default: both)\n"
+    "      --pdl LIST          auto, on, off (default: auto; on is skipped before sm_90)\n"
+    "      --split LIST        auto (default: every split the automatic choice may pick), all\n"
+    "                          (auto plus every power-of-two split leaving parts of >= vec\n"
+    "                          bytes) or split counts that divide the rows\n"
+    "      --vec LIST          widest access the pointers allow: 16, 8, 4, 2, 1 (default: 16)\n"
+    "Or:\n"
+    "      --manifest FILE     replay the variants a run recorded ($KVJIT_MANIFEST; format in\n"
+    "                          cache/MANIFEST.md), each line once per --arch\n"
+    "\n"
+    "  -j, --jobs N            parallel compiles (default: the number of cores)\n"
+    "  -n, --dry-run           print the variants as manifest lines; compile nothing\n" CACHE_OPTIONS_HELP
+    "  -h, --help              this help\n"
+    "\n"
+    "Model presets (KV heads x head dim):\n";
+
+static void print_prewarm_help(void) {
+  fputs(prewarm_help, stdout);
+  print_model_presets(stdout);
+  puts("\nExit status: 0 all variants cached, 1 some failed, 2 bad command line.");
+}
+
+int cmd_prewarm(int argc, char **argv) {
+  static const char cmd[] = "prewarm";
+  prewarm_opts o;
+  bool help = false;
+  int rc = prewarm_parse_args(cmd, argc, argv, &o, &help);
+  if (rc != 0) return rc;
+  if (help) {
+    print_prewarm_help();
+    return 0;
+  }
+
+  variant_list variants = {NULL, 0, 0};
+  rc = build_variants(cmd, &o, &variants);
+  if (rc == 0 && o.dry_run) rc = print_dry_run(&variants);
+  if (rc != 0 || o.dry_run) {
+    free(variants.items);
+    return rc;
+  }
+
+  kvjit_context *ctx = NULL;
+  rc = open_context(cmd, &o.cache, &ctx);
+  if (rc != 0) {
+    free(variants.items);
+    return rc;
+  }
+  /* Compiling into a memory-only context would be thrown away at exit. */
+  kvjit_cache_info info;
+  rc = need_write_dir(cmd, ctx, &info);
+  if (rc != 0) {
+    kvjit_context_destroy(ctx);
+    free(variants.items);
+    return rc;
+  }
+
+  prewarm_run run = {
+      .ctx = ctx,
+      .variants = &variants,
+      .progress_bar = isatty(STDERR_FILENO) != 0,
+      .start = now_seconds(),
+  };
+  pthread_mutex_init(&run.lock, NULL);
+  size_t failed = prewarm_all(&run, o.jobs);
+  pthread_mutex_destroy(&run.lock);
+
+  printf("prewarm: %zu variants: %zu compiled, %zu already cached, %zu failed; kernels: %" PRIu64
+         " compiled, %" PRIu64 " already cached; %.2f s with -j %ld\n",
+         variants.count, run.variants_compiled, run.variants_cached, failed, run.kernels_compiled,
+         run.kernels_cached, now_seconds() - run.start, o.jobs);
+  kvjit_context_destroy(ctx);
+  free(variants.items);
+  return failed != 0 ? EXIT_FAILURE : 0;
+}

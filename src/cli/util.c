@@ -1,0 +1,195 @@
+/* The CLI's shared helpers: messages, units, option parsing, opening a context. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* Messages                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* "kvjit CMD: MESSAGE" on stderr; returns the usage exit status so callers can `return`. */
+int usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "kvjit %s: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  fputs(" (see 'kvjit ", stderr);
+  fputs(cmd, stderr);
+  fputs(" --help')\n", stderr);
+  va_end(ap);
+  return EXIT_USAGE;
+}
+
+/* A failed library call: its thread-local detail, else the status's own message. */
+int library_error(const char *cmd, const char *what, kvjit_status status) {
+  const char *detail = kvjit_last_error();
+  fprintf(stderr, "kvjit %s: %s: %s [%s]\n", cmd, what, detail[0] ? detail : kvjit_status_string(status),
+          kvjit_status_name(status));
+  return EXIT_FAILURE;
+}
+
+int out_of_memory(const char *cmd) {
+  fprintf(stderr, "kvjit %s: out of memory\n", cmd);
+  return EXIT_FAILURE;
+}
+
+/* Bytes in binary units, "512B", "1.5K", "2.0G". */
+const char *human_size(uint64_t bytes, char *buf, size_t capacity) {
+  static const char units[] = "KMGTP";
+  if (bytes < 1024) {
+    snprintf(buf, capacity, "%" PRIu64 "B", bytes);
+    return buf;
+  }
+  double value = (double)bytes / 1024.0;
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < sizeof units - 1) {
+    value /= 1024.0;
+    unit++;
+  }
+  snprintf(buf, capacity, "%.1f%c", value, units[unit]);
+  return buf;
+}
+
+/* Seconds in the largest unit that fits, "42s", "7m", "3h", "12d". */
+const char *human_age(int64_t seconds, char *buf, size_t capacity) {
+  if (seconds < 0) seconds = 0;
+  if (seconds < 120)
+    snprintf(buf, capacity, "%" PRId64 "s", seconds);
+  else if (seconds < 2 * 3600)
+    snprintf(buf, capacity, "%" PRId64 "m", seconds / 60);
+  else if (seconds < 2 * 86400)
+    snprintf(buf, capacity, "%" PRId64 "h", seconds / 3600);
+  else
+    snprintf(buf, capacity, "%" PRId64 "d", seconds / 86400);
+  return buf;
+}
+
+/* "sm_90", or "compute_90" for PTX entries (negative arch). */
+const char *arch_name(int arch, char *buf, size_t capacity) {
+  if (arch < 0)
+    snprintf(buf, capacity, "compute_%d", -arch);
+  else
+    snprintf(buf, capacity, "sm_%d", arch);
+  return buf;
+}
+
+double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Option parsing                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * getopt_long() reports problems as '?' (unknown option) or ':' (missing value, optstring starts
+ * with ':'); turn them into one line naming the flag as the user typed it.
+ */
+int getopt_error(const char *cmd, int c, char *const argv[]) {
+  const char *element = argv[optind - 1];
+  char flag[64];
+  if (strncmp(element, "--", 2) == 0 || optopt <= 0 || optopt >= 256) {
+    snprintf(flag, sizeof flag, "%s", element);
+    flag[strcspn(flag, "=")] = '\0';
+  } else {
+    snprintf(flag, sizeof flag, "-%c", optopt);
+  }
+  if (c == ':') return usage_error(cmd, "%s needs a value", flag);
+  if (c == '?' && optopt != 0 && strchr(element, '=') != NULL && strncmp(element, "--", 2) == 0)
+    return usage_error(cmd, "%s takes no value", flag);
+  return usage_error(cmd, "unknown option '%s'", flag);
+}
+
+/* Anything getopt_long() left over is an error: no command takes positional arguments. */
+int check_no_operands(const char *cmd, int argc, char *const argv[]) {
+  if (optind < argc) return usage_error(cmd, "unexpected argument '%s'", argv[optind]);
+  return 0;
+}
+
+/* Whole-string decimal integer in [min, max]. */
+bool parse_int(const char *text, long min, long max, long *out) {
+  if (text[0] == '\0' || text[0] == '+' || text[0] == ' ') return false;
+  char *end = NULL;
+  errno = 0;
+  long value = strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < min || value > max) return false;
+  *out = value;
+  return true;
+}
+
+/* "500M", "2G", "1048576", "64KiB": binary units (K = 1024), case-insensitive. */
+bool parse_size(const char *text, uint64_t *out) {
+  if (text[0] < '0' || text[0] > '9') return false;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long value = strtoull(text, &end, 10);
+  if (errno != 0) return false;
+  unsigned shift = 0;
+  switch (*end) {
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  case 't': case 'T': shift = 40; end++; break;
+  default: break;
+  }
+  if (shift != 0 && (*end == 'i' || *end == 'I')) end++;
+  if (*end == 'b' || *end == 'B') end++;
+  if (*end != '\0') return false;
+  if (shift != 0 && value > (UINT64_MAX >> shift)) return false;
+  *out = (uint64_t)value << shift;
+  return true;
+}
+
+/* Handles a cache option; false when @p c is not one. */
+bool cache_option(int c, cache_opts *opts) {
+  if (c == OPT_CACHE_DIR) opts->cache_dir = optarg;
+  else if (c == OPT_CACHE_PATH) opts->cache_path = optarg;
+  else return false;
+  return true;
+}
+
+int open_context(const char *cmd, const cache_opts *opts, kvjit_context **out) {
+  kvjit_context_options options = KVJIT_CONTEXT_OPTIONS_INIT;
+  options.cache_dir = opts->cache_dir;
+  options.cache_path = opts->cache_path;
+  kvjit_status status = kvjit_context_create(out, &options);
+  if (status != KVJIT_OK) return library_error(cmd, "cannot create the context", status);
+  return 0;
+}
+
+/* Exit status 1 with a message when the context has no writable dir to fill or maintain. */
+int need_write_dir(const char *cmd, kvjit_context *ctx, kvjit_cache_info *info) {
+  kvjit_status status = kvjit_context_cache_info(ctx, info);
+  if (status != KVJIT_OK) return library_error(cmd, "cache info", status);
+  if (info->write_dir == NULL) {
+    fprintf(stderr, "kvjit %s: no writable cache dir (%s)\n", cmd,
+            info->degraded_reason ? info->degraded_reason : "disk cache disabled");
+    return EXIT_FAILURE;
+  }
+  return 0;
+}
+/* Calls @p fn once per dir of a colon-separated list (empty items skipped). */
+void for_each_dir(const char *dirs, void (*fn)(const char *dir, void *user), void *user) {
+  if (dirs == NULL) return;
+  const char *p = dirs;
+  while (*p != '\0') {
+    size_t len = strcspn(p, ":");
+    if (len != 0 && len < PATH_MAX) {
+      char dir[PATH_MAX];
+      memcpy(dir, p, len);
+      dir[len] = '\0';
+      fn(dir, user);
+    }
+    p += len;
+    if (*p == ':') p++;
+  }
+}

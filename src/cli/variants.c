@@ -1,0 +1,663 @@
+/*
+ * kvjit prewarm's variant list: model presets and row sizes times the kernel choices, manifest
+ * replay, deduplication, and the command line that describes them.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "variants.h"
+
+/* Upper bound of a row in bytes: far past any real head layout, small enough for int arithmetic. */
+#define MAX_ROW_BYTES (1 << 24)
+
+
+/*
+ * Parser of one list item: NULL on success, else what was expected ("bf16, fp16, fp32 or fp8"),
+ * for the error line.
+ */
+typedef const char *(*item_parser)(const char *item, int *value);
+
+static const char *item_arch(const char *item, int *value) {
+  return kvjit_parse_arch(item, value) == KVJIT_OK ? NULL : "an arch such as sm_90, sm_90a, 90 or 9.0";
+}
+
+static const char *item_positive(const char *item, int *value) {
+  long v;
+  if (!parse_int(item, 1, 1 << 20, &v)) return "a positive integer";
+  *value = (int)v;
+  return NULL;
+}
+
+static const char *item_k_row_bytes(const char *item, int *value) {
+  long v;
+  if (!parse_int(item, 1, MAX_ROW_BYTES, &v)) return "a row size in bytes, 1 to 16777216";
+  *value = (int)v;
+  return NULL;
+}
+
+static const char *item_head_dim(const char *item, int *value) {
+  long v;
+  if (!parse_int(item, 0, 1 << 16, &v)) return "elements of one head, 0 (K only) to 65536";
+  *value = (int)v;
+  return NULL;
+}
+
+static const char *item_v_row_bytes(const char *item, int *value) {
+  long v;
+  if (!parse_int(item, 0, MAX_ROW_BYTES, &v)) return "a row size in bytes, 0 (K only) to 16777216";
+  *value = (int)v;
+  return NULL;
+}
+
+/* A --dtype item: element bytes of the cache dtype, plus (bits 8..) the fp8 kind for fp8 caches,
+ * which also get quantizing variants (see --quantize-from). bf16 and fp16 give the same rows;
+ * deduplication merges them. */
+#define DTYPE_BYTES(value) ((value) & 0xff)
+#define DTYPE_FP8_KIND(value) ((kvjit_dtype)((value) >> 8))
+static const char *item_dtype(const char *item, int *value) {
+  static const struct {
+    const char *name;
+    int value;
+  } dtypes[] = {
+      {"bf16", 2},
+      {"bfloat16", 2},
+      {"fp16", 2},
+      {"float16", 2},
+      {"half", 2},
+      {"fp32", 4},
+      {"float32", 4},
+      {"float", 4},
+      {"fp8", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
+      {"fp8_e4m3", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
+      {"fp8_e5m2", 1 | KVJIT_DTYPE_FP8_E5M2 << 8},
+  };
+  for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) {
+    if (strcmp(item, dtypes[i].name) == 0) {
+      *value = dtypes[i].value;
+      return NULL;
+    }
+  }
+  return "bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2";
+}
+
+/* A --quantize-from item: the source dtype of quantizing variants, or 0 (none: plain fp8 only). */
+static const char *item_quant_src(const char *item, int *value) {
+  if (strcmp(item, "none") == 0) *value = KVJIT_DTYPE_BYTES;
+  else if (strcmp(item, "bf16") == 0 || strcmp(item, "bfloat16") == 0) *value = KVJIT_DTYPE_BF16;
+  else if (strcmp(item, "fp16") == 0 || strcmp(item, "float16") == 0 || strcmp(item, "half") == 0) *value = KVJIT_DTYPE_F16;
+  else if (strcmp(item, "fp32") == 0 || strcmp(item, "float32") == 0 || strcmp(item, "float") == 0) *value = KVJIT_DTYPE_F32;
+  else return "bf16, fp16, fp32 or none";
+  return NULL;
+}
+
+/* The keyword of each value of the enum options, indexed by the value: the option parsers and
+ * the progress lines both read these. */
+static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
+static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+static const char *const scale_words[] = {
+    [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
+static const char *const dtype_words[] = {
+    [KVJIT_DTYPE_BYTES] = "bytes", [KVJIT_DTYPE_F16] = "fp16",          [KVJIT_DTYPE_BF16] = "bf16",
+    [KVJIT_DTYPE_F32] = "fp32",    [KVJIT_DTYPE_FP8_E4M3] = "fp8_e4m3", [KVJIT_DTYPE_FP8_E5M2] = "fp8_e5m2"};
+
+static const char *word_of(const char *const *words, size_t count, int value) {
+  return value >= 0 && (size_t)value < count && words[value] != NULL ? words[value] : "?";
+}
+
+/* *value = the index of @p item in @p words; @p expected (the error's wording) when it is not there. */
+static const char *item_word(const char *item, int *value, const char *const *words, size_t count,
+                             const char *expected) {
+  for (size_t i = 0; i < count; i++) {
+    if (words[i] != NULL && strcmp(words[i], item) == 0) {
+      *value = (int)i;
+      return NULL;
+    }
+  }
+  return expected;
+}
+
+static const char *item_scale(const char *item, int *value) {
+  return item_word(item, value, scale_words, ARRAY_SIZE(scale_words), "tensor, head or none");
+}
+
+static const char *item_index(const char *item, int *value) {
+  return item_word(item, value, index_words, ARRAY_SIZE(index_words), "int32 or int64");
+}
+
+static const char *item_pdl(const char *item, int *value) {
+  return item_word(item, value, pdl_words, ARRAY_SIZE(pdl_words), "auto, on or off");
+}
+
+/* --split all: every split (see add_splits()). */
+enum { SPLIT_ALL = -1 };
+
+/* "auto" is split 0 (whatever the automatic choice may pick); else an explicit split count. */
+static const char *item_split(const char *item, int *value) {
+  long v;
+  if (strcmp(item, "auto") == 0) *value = 0;
+  else if (strcmp(item, "all") == 0) *value = SPLIT_ALL;
+  else if (parse_int(item, 1, 1 << 20, &v)) *value = (int)v;
+  else return "auto, all or a split count that divides the rows";
+  return NULL;
+}
+
+static const char *item_vec(const char *item, int *value) {
+  long v;
+  if (!parse_int(item, 1, 16, &v) || (v & (v - 1)) != 0) return "16, 8, 4, 2 or 1";
+  *value = (int)v;
+  return NULL;
+}
+
+/* Parse "a,b,c" with @p parse into @p out (replacing what a repeated flag gave before). */
+static int parse_list(const char *cmd, const char *flag, const char *text, item_parser parse, int_list *out) {
+  out->count = 0;
+  const char *p = text;
+  for (;;) {
+    size_t len = strcspn(p, ",");
+    char item[64];
+    if (len == 0) return usage_error(cmd, "%s '%s': empty item", flag, text);
+    if (len >= sizeof item) return usage_error(cmd, "%s '%.*s': too long", flag, (int)len, p);
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (out->count == MAX_LIST) return usage_error(cmd, "%s '%s': more than %d items", flag, text, MAX_LIST);
+    const char *expected = parse(item, &out->value[out->count]);
+    if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s (expected %s)", item, flag, expected);
+    out->count++;
+    if (p[len] == '\0') return 0;
+    p += len + 1;
+  }
+}
+
+static int parse_one(const char *cmd, const char *flag, const char *text, item_parser parse, int *out) {
+  const char *expected = parse(text, out);
+  if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s (expected %s)", text, flag, expected);
+  return 0;
+}
+/* ------------------------------------------------------------------------------------------ */
+/* prewarm: variants                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A model's KV cache layout. A store_kv_cache row is one token's K (or V) of every KV head of one
+ * tensor-parallel rank: (kv_heads / tp) * head_dim * dtype bytes. MLA caches one latent "head",
+ * which every rank replicates.
+ */
+typedef struct model_shape {
+  const char *name;
+  int kv_heads;
+  int head_dim;   /* elements of one K head */
+  int v_head_dim; /* elements of one V head; 0: K only (MLA latent cache) */
+} model_shape;
+
+static const model_shape model_presets[] = {
+    {"llama-3.1-8b", 8, 128, 128},   {"llama-3.1-70b", 8, 128, 128}, {"llama-3.1-405b", 8, 128, 128},
+    {"qwen2.5-7b", 4, 128, 128},     {"qwen2.5-72b", 8, 128, 128},   {"qwen3-32b", 8, 128, 128},
+    {"mistral-7b", 8, 128, 128},     {"mixtral-8x7b", 8, 128, 128},  {"gemma-2-9b", 8, 256, 256},
+    {"gemma-2-27b", 16, 128, 128},   {"gpt-oss-120b", 8, 64, 64},
+    /* MLA: kv_lora_rank 512 + rope 64 = 576 elements, K only, not split across ranks. */
+    {"deepseek-v3", 1, 576, 0},      {"deepseek-r1", 1, 576, 0},
+};
+
+static const model_shape *find_model(const char *name) {
+  for (size_t i = 0; i < ARRAY_SIZE(model_presets); i++)
+    if (strcmp(model_presets[i].name, name) == 0) return &model_presets[i];
+  return NULL;
+}
+
+/* The presets, as `kvjit prewarm --help` lists them. */
+void print_model_presets(FILE *out) {
+  for (size_t i = 0; i < ARRAY_SIZE(model_presets); i++) {
+    const model_shape *m = &model_presets[i];
+    if (m->v_head_dim == 0)
+      fprintf(out, "  %-16s MLA latent, %d elements, K only, same on every rank\n", m->name, m->head_dim);
+    else
+      fprintf(out, "  %-16s %d x %d\n", m->name, m->kv_heads, m->head_dim);
+  }
+}
+
+/* Index into model_presets, as an item of --model. */
+static const char *item_model(const char *item, int *value) {
+  const model_shape *model = find_model(item);
+  if (model == NULL) return "a model listed by 'kvjit prewarm --help'";
+  *value = (int)(model - model_presets);
+  return NULL;
+}
+
+/*
+ * KV heads one rank holds at tensor-parallel size @p tp, or 0 when @p tp does not fit the model.
+ * With tp > kv_heads, vLLM and SGLang replicate each KV head over tp / kv_heads ranks (tp must be
+ * a multiple of kv_heads), so every rank holds one head.
+ */
+static int heads_per_rank(int kv_heads, int tp) {
+  if (tp <= kv_heads) return kv_heads % tp == 0 ? kv_heads / tp : 0;
+  return tp % kv_heads == 0 ? 1 : 0;
+}
+
+static bool variant_list_add(variant_list *list, const kvjit_store_kv_variant *variant) {
+  if (list->count == list->capacity) {
+    size_t capacity = list->capacity ? list->capacity * 2 : 64;
+    kvjit_store_kv_variant *items = realloc(list->items, capacity * sizeof *items);
+    if (items == NULL) return false;
+    list->items = items;
+    list->capacity = capacity;
+  }
+  list->items[list->count++] = *variant;
+  return true;
+}
+
+static int compare_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
+
+static int compare_variants(const void *pa, const void *pb) {
+  const kvjit_store_kv_variant *a = pa, *b = pb;
+  int c;
+  if ((c = compare_i64(a->arch, b->arch)) != 0) return c;
+  if ((c = compare_i64(b->k_row_bytes, a->k_row_bytes)) != 0) return c; /* biggest rows first */
+  if ((c = compare_i64(b->v_row_bytes, a->v_row_bytes)) != 0) return c;
+  if ((c = compare_i64(a->index_type, b->index_type)) != 0) return c;
+  if ((c = compare_i64(a->pdl, b->pdl)) != 0) return c;
+  if ((c = compare_i64(a->split, b->split)) != 0) return c;
+  if ((c = compare_i64(b->vector_bytes, a->vector_bytes)) != 0) return c;
+  if ((c = compare_i64(a->cache_dtype, b->cache_dtype)) != 0) return c;
+  if ((c = compare_i64(a->dtype, b->dtype)) != 0) return c;
+  if ((c = compare_i64(a->scale_kind, b->scale_kind)) != 0) return c;
+  return compare_i64(a->num_heads, b->num_heads);
+}
+
+/* Sort, then drop repeats: bf16 and fp16, 8B and 70B, tp and dtype pairs that give equal rows. */
+static void variant_list_dedup(variant_list *list) {
+  if (list->count == 0) return;
+  if (list->count > 1) qsort(list->items, list->count, sizeof *list->items, compare_variants);
+  size_t kept = 1;
+  for (size_t i = 1; i < list->count; i++)
+    if (compare_variants(&list->items[kept - 1], &list->items[i]) != 0) list->items[kept++] = list->items[i];
+  list->count = kept;
+}
+
+/* "sm_90 k=2048 v=2048 int64 pdl=auto split=auto vec=16[ bf16->fp8_e4m3/tensor]", for progress lines. */
+const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, size_t capacity) {
+  char arch[32], v_bytes[32], split[16];
+  if (v->v_row_bytes == 0)
+    snprintf(v_bytes, sizeof v_bytes, "none");
+  else
+    snprintf(v_bytes, sizeof v_bytes, "%" PRId64, v->v_row_bytes);
+  if (v->split == 0)
+    snprintf(split, sizeof split, "auto");
+  else
+    snprintf(split, sizeof split, "%d", v->split);
+  char quant[64] = "";
+  if (v->cache_dtype == KVJIT_DTYPE_FP8_E4M3 || v->cache_dtype == KVJIT_DTYPE_FP8_E5M2) {
+    snprintf(quant, sizeof quant, " %s->%s/%s", word_of(dtype_words, ARRAY_SIZE(dtype_words), (int)v->dtype),
+             word_of(dtype_words, ARRAY_SIZE(dtype_words), (int)v->cache_dtype),
+             word_of(scale_words, ARRAY_SIZE(scale_words), (int)v->scale_kind));
+  }
+  snprintf(buf, capacity, "%s k=%" PRId64 " v=%s %s pdl=%s split=%s vec=%d%s", arch_name(v->arch, arch, sizeof arch),
+           v->k_row_bytes, v_bytes, word_of(index_words, ARRAY_SIZE(index_words), (int)v->index_type),
+           word_of(pdl_words, ARRAY_SIZE(pdl_words), (int)v->pdl), split, v->vector_bytes ? v->vector_bytes : 16,
+           quant);
+  return buf;
+}
+
+/* A K/V row pair before the arch, index, PDL, split and vector choices multiply it; quantizing
+ * rows (an fp8 cache fed from bf16/fp16/fp32) count source bytes. */
+typedef struct row_pair {
+  int k;
+  int v;
+  kvjit_dtype src, cache; /* BYTES, BYTES: a plain copy */
+  kvjit_scale_kind scale;
+  int heads; /* per-head scales: heads per row */
+} row_pair;
+
+/* Room for every combination the lists allow (models x tps x dtypes x (1 + sources x scales));
+ * repeats go at the end. */
+typedef struct row_list {
+  row_pair *items; /* room for row_list_room() pairs */
+  size_t count;
+} row_list;
+
+static void row_list_add(row_list *rows, int k, int v) {
+  rows->items[rows->count++] = (row_pair){k, v, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
+}
+
+/* Whether the op accepts the combination: pdl=on needs sm_90; an explicit split divides both rows. */
+static bool op_accepts(const kvjit_store_kv_variant *v) {
+  if (v->pdl == KVJIT_PDL_ON && v->arch < 90) return false;
+  if (v->split == 0) return true;
+  if (v->k_row_bytes % v->split != 0 || v->v_row_bytes % v->split != 0) return false;
+  if (v->cache_dtype == KVJIT_DTYPE_BYTES) return true;
+  /* Quantizing: slices of whole source elements, and the split limit of those kernels. */
+  int64_t elem = v->dtype == KVJIT_DTYPE_F32 ? 4 : 2;
+  return v->split <= 65535 && (v->k_row_bytes / v->split) % elem == 0 && (v->v_row_bytes / v->split) % elem == 0;
+}
+
+/* Adds @p v, or counts it in @p skipped when the op would refuse it (there is nothing to build). */
+static bool add_variant(variant_list *out, const kvjit_store_kv_variant *v, size_t *skipped) {
+  if (op_accepts(v)) return variant_list_add(out, v);
+  (*skipped)++;
+  return true;
+}
+
+/*
+ * Adds @p base with its split, or for --split all: the automatic choice plus every power-of-two
+ * split that divides both rows into parts of at least one vector.
+ */
+static bool add_splits(variant_list *out, kvjit_store_kv_variant base, size_t *skipped) {
+  if (base.split != SPLIT_ALL) return add_variant(out, &base, skipped);
+  base.split = 0;
+  if (!add_variant(out, &base, skipped)) return false;
+  int vec = base.vector_bytes ? base.vector_bytes : 16;
+  for (int64_t split = 1; base.k_row_bytes / split >= vec; split *= 2) {
+    if (base.k_row_bytes % split != 0 || base.v_row_bytes % split != 0) break;
+    if (base.v_row_bytes != 0 && base.v_row_bytes / split < vec) break;
+    base.split = (int)split;
+    if (!add_variant(out, &base, skipped)) return false;
+  }
+  return true;
+}
+
+/* Every (arch, rows, index, pdl, split, vec) combination of the options the op accepts. */
+static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant_list *out, size_t *skipped) {
+  for (size_t a = 0; a < o->archs.count; a++)
+    for (size_t r = 0; r < rows->count; r++)
+      for (size_t i = 0; i < o->indexes.count; i++)
+        for (size_t p = 0; p < o->pdls.count; p++)
+          for (size_t s = 0; s < o->splits.count; s++)
+            for (size_t w = 0; w < o->vecs.count; w++) {
+              kvjit_store_kv_variant v = {
+                  .version = KVJIT_STORE_KV_VARIANT_VERSION,
+                  .arch = o->archs.value[a],
+                  .k_row_bytes = rows->items[r].k,
+                  .v_row_bytes = rows->items[r].v,
+                  .index_type = (kvjit_index_type)o->indexes.value[i],
+                  .pdl = (kvjit_pdl_mode)o->pdls.value[p],
+                  .split = o->splits.value[s],
+                  .vector_bytes = o->vecs.value[w],
+                  .dtype = rows->items[r].src,
+                  .cache_dtype = rows->items[r].cache,
+                  .scale_kind = rows->items[r].scale,
+                  .num_heads = rows->items[r].scale == KVJIT_SCALE_PER_HEAD ? rows->items[r].heads : 0,
+              };
+              if (!add_splits(out, v, skipped)) return false;
+            }
+  return true;
+}
+
+/* Rows of every model x dtype x tp; exit status 2 when a tp does not fit a model's heads. */
+static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape *models, size_t num_models,
+                      row_list *rows) {
+  for (size_t m = 0; m < num_models; m++)
+    for (size_t t = 0; t < o->tps.count; t++) {
+      int tp = o->tps.value[t];
+      int heads = heads_per_rank(models[m].kv_heads, tp);
+      if (heads == 0 && models[m].name == NULL)
+        return usage_error(cmd, "--tp %d does not fit --kv-heads %d: tp must divide the heads or be a multiple "
+                                "of them", tp, models[m].kv_heads);
+      if (heads == 0)
+        return usage_error(cmd, "--tp %d does not fit --model %s (%d KV heads): tp must divide the heads or be "
+                                "a multiple of them", tp, models[m].name, models[m].kv_heads);
+      for (size_t d = 0; d < o->dtypes.count; d++) {
+        int bytes = DTYPE_BYTES(o->dtypes.value[d]);
+        long k = (long)heads * models[m].head_dim * bytes, v = (long)heads * models[m].v_head_dim * bytes;
+        if (k > MAX_ROW_BYTES || v > MAX_ROW_BYTES)
+          return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", k > v ? k : v);
+        row_list_add(rows, (int)k, (int)v); /* fp8 too: rows quantized before the store */
+        kvjit_dtype fp8 = DTYPE_FP8_KIND(o->dtypes.value[d]);
+        if (fp8 == KVJIT_DTYPE_BYTES) continue;
+        /* An fp8 cache fed from bf16/fp16/fp32 rows, quantized in the store. */
+        for (size_t q = 0; q < o->quant_srcs.count; q++) {
+          kvjit_dtype src = (kvjit_dtype)o->quant_srcs.value[q];
+          if (src == KVJIT_DTYPE_BYTES) continue;
+          long elem = src == KVJIT_DTYPE_F32 ? 4 : 2;
+          if (k * elem > MAX_ROW_BYTES || v * elem > MAX_ROW_BYTES)
+            return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", (k > v ? k : v) * elem);
+          for (size_t sc = 0; sc < o->scales.count; sc++) {
+            rows->items[rows->count++] = (row_pair){(int)(k * elem), (int)(v * elem), src, fp8,
+                                                    (kvjit_scale_kind)o->scales.value[sc], heads};
+          }
+        }
+      }
+    }
+  return 0;
+}
+
+/* Strip a trailing newline and surrounding blanks in place. */
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  size_t len = strlen(s);
+  while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == '\r' || s[len - 1] == ' ' || s[len - 1] == '\t'))
+    s[--len] = '\0';
+  return s;
+}
+
+/* The variants of a manifest's lines (blank and # lines skipped); exit status 2 naming FILE:LINE. */
+static int read_manifest(const char *cmd, const char *path, variant_list *out) {
+  FILE *file = fopen(path, "r");
+  if (file == NULL) return usage_error(cmd, "--manifest '%s': %s", path, strerror(errno));
+  char *line = NULL;
+  size_t capacity = 0;
+  unsigned long number = 0;
+  int rc = 0;
+  while (rc == 0 && getline(&line, &capacity, file) != -1) {
+    number++;
+    char *text = trim(line);
+    if (text[0] == '\0' || text[0] == '#') continue;
+    kvjit_store_kv_variant v;
+    kvjit_status status = kvjit_store_kv_variant_parse(&v, text);
+    if (status == KVJIT_ERR_NOT_FOUND) continue; /* comment-only after all */
+    if (status != KVJIT_OK) {
+      const char *detail = kvjit_last_error();
+      fprintf(stderr, "kvjit %s: %s:%lu: %s\n", cmd, path, number, detail[0] ? detail : kvjit_status_string(status));
+      rc = EXIT_USAGE;
+    } else if (!variant_list_add(out, &v)) {
+      rc = out_of_memory(cmd);
+    }
+  }
+  if (rc == 0 && ferror(file)) rc = usage_error(cmd, "--manifest '%s': read error", path);
+  free(line);
+  fclose(file);
+  return rc;
+}
+
+/* --arch given, else the local GPU's; each must be one NVRTC can build. */
+static int resolve_archs(const char *cmd, prewarm_opts *o) {
+  if (o->archs.count == 0) {
+    int sm = 0;
+    kvjit_status status = kvjit_current_sm(&sm);
+    if (status != KVJIT_OK) {
+      const char *detail = kvjit_last_error();
+      return usage_error(cmd, "no --arch and no GPU (%s)", detail[0] ? detail : kvjit_status_string(status));
+    }
+    o->archs.value[0] = sm;
+    o->archs.count = 1;
+  }
+  int supported[128];
+  size_t count = 0;
+  if (kvjit_nvrtc_archs(supported, ARRAY_SIZE(supported), &count) != KVJIT_OK) return 0; /* the compile will say */
+  if (count > ARRAY_SIZE(supported)) count = ARRAY_SIZE(supported);
+  for (size_t a = 0; a < o->archs.count; a++) {
+    bool found = false;
+    for (size_t i = 0; i < count && !found; i++) found = supported[i] == o->archs.value[a];
+    if (!found) {
+      char list[1024] = "", name[32];
+      size_t used = 0;
+      for (size_t i = 0; i < count && used < sizeof list; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? " " : "",
+                                 arch_name(supported[i], name, sizeof name));
+      return usage_error(cmd, "bad value 'sm_%d' for --arch (NVRTC builds: %s)", o->archs.value[a], list);
+    }
+  }
+  return 0;
+}
+
+/* K/V row pairs of the row or model options, or of their defaults. */
+static int option_rows(const char *cmd, prewarm_opts *o, bool shape_flags, row_list *rows) {
+  /* Defaults: the README's main job, `kvjit prewarm --arch sm_90`. */
+  static const int_list default_dtypes = {{2, 1 | KVJIT_DTYPE_FP8_E4M3 << 8}, 2}, default_tps = {{1, 2, 4, 8}, 4},
+                        default_quant_srcs = {{KVJIT_DTYPE_BF16}, 1}, default_scales = {{KVJIT_SCALE_PER_TENSOR}, 1};
+  if (o->dtypes.count == 0) o->dtypes = default_dtypes;
+  if (o->tps.count == 0) o->tps = default_tps;
+  if (o->quant_srcs.count == 0) o->quant_srcs = default_quant_srcs;
+  if (o->scales.count == 0) o->scales = default_scales;
+  /* Room for every pair the lists can make. */
+  size_t model_count = o->models.count ? o->models.count : 1;
+  size_t room = o->k_rows.count * (o->v_rows.count + 1) +
+                model_count * o->tps.count * o->dtypes.count * (1 + o->quant_srcs.count * o->scales.count);
+  rows->items = calloc(room, sizeof *rows->items);
+  if (rows->items == NULL) return out_of_memory(cmd);
+
+  if (o->k_rows.count != 0) {
+    for (size_t k = 0; k < o->k_rows.count; k++) {
+      if (!o->have_v_rows) row_list_add(rows, o->k_rows.value[k], o->k_rows.value[k]);
+      for (size_t v = 0; o->have_v_rows && v < o->v_rows.count; v++)
+        row_list_add(rows, o->k_rows.value[k], o->v_rows.value[v]);
+    }
+    return 0;
+  }
+  if (shape_flags) {
+    model_shape custom = {NULL, o->kv_heads, o->head_dim, o->v_head_dim >= 0 ? o->v_head_dim : o->head_dim};
+    return model_rows(cmd, o, &custom, 1, rows);
+  }
+  model_shape models[MAX_LIST];
+  size_t num_models = o->models.count;
+  for (size_t m = 0; m < num_models; m++) models[m] = model_presets[o->models.value[m]];
+  if (num_models == 0) {
+    models[0] = *find_model("llama-3.1-8b");
+    num_models = 1;
+  }
+  return model_rows(cmd, o, models, num_models, rows);
+}
+
+/* Variants of the row or model options, times the kernel choices. */
+static int option_variants(const char *cmd, prewarm_opts *o, bool shape_flags, variant_list *out, size_t *skipped) {
+  static const int_list default_indexes = {{KVJIT_INDEX_INT32, KVJIT_INDEX_INT64}, 2},
+                        default_pdls = {{KVJIT_PDL_AUTO}, 1}, default_splits = {{0}, 1}, default_vecs = {{16}, 1};
+  if (o->indexes.count == 0) o->indexes = default_indexes;
+  if (o->pdls.count == 0) o->pdls = default_pdls;
+  if (o->splits.count == 0) o->splits = default_splits;
+  if (o->vecs.count == 0) o->vecs = default_vecs;
+
+  row_list rows = {NULL, 0};
+  int rc = option_rows(cmd, o, shape_flags, &rows);
+  if (rc == 0) rc = resolve_archs(cmd, o);
+  if (rc == 0 && !expand_variants(o, &rows, out, skipped)) rc = out_of_memory(cmd);
+  free(rows.items);
+  return rc;
+}
+
+/* The variant list the options describe, deduplicated. Bad options are reported before a GPU is looked for. */
+int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
+  bool shape_flags = o->kv_heads != 0 || o->head_dim != 0 || o->v_head_dim >= 0;
+  bool model_flags = o->models.count != 0 || shape_flags || o->dtypes.count != 0 || o->tps.count != 0 ||
+                     o->quant_srcs.count != 0 || o->scales.count != 0;
+  bool choice_flags = o->indexes.count != 0 || o->pdls.count != 0 || o->splits.count != 0 || o->vecs.count != 0;
+  if (o->manifest != NULL && (o->k_rows.count != 0 || o->have_v_rows || model_flags || choice_flags))
+    return usage_error(cmd, "--manifest replays its lines as written: give only --arch with it");
+  if (o->k_rows.count != 0 && model_flags)
+    return usage_error(cmd, "--k-row-bytes cannot be combined with --model, --kv-heads, --head-dim, --dtype, --tp, "
+                            "--quantize-from or --scale");
+  if (o->have_v_rows && o->k_rows.count == 0) return usage_error(cmd, "--v-row-bytes needs --k-row-bytes");
+  if (o->models.count != 0 && shape_flags)
+    return usage_error(cmd, "--model cannot be combined with --kv-heads, --head-dim or --v-head-dim");
+  if (shape_flags && (o->kv_heads == 0 || o->head_dim == 0))
+    return usage_error(cmd, "a model shape needs both --kv-heads and --head-dim");
+
+  size_t skipped = 0;
+  int rc;
+  if (o->manifest != NULL) {
+    variant_list lines = {NULL, 0, 0};
+    rc = read_manifest(cmd, o->manifest, &lines);
+    if (rc == 0) rc = resolve_archs(cmd, o);
+    for (size_t i = 0; rc == 0 && i < lines.count; i++)
+      for (size_t a = 0; rc == 0 && a < o->archs.count; a++) {
+        kvjit_store_kv_variant v = lines.items[i];
+        v.arch = o->archs.value[a];
+        if (!add_variant(out, &v, &skipped)) rc = out_of_memory(cmd);
+      }
+    free(lines.items);
+  } else {
+    rc = option_variants(cmd, o, shape_flags, out, &skipped);
+  }
+  if (rc != 0) return rc;
+  variant_list_dedup(out);
+  if (skipped != 0)
+    fprintf(stderr, "kvjit %s: note: skipped %zu combinations the op refuses (pdl=on before sm_90, a split "
+                    "that does not divide the rows)\n", cmd, skipped);
+  return 0;
+}
+
+/* Parse prewarm's command line into @p o (defaults applied later, by build_variants()); exit
+ * status, with *help set for -h. */
+int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help) {
+  enum {
+    OPT_ARCH = 300, OPT_MODEL, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_V_HEAD_DIM, OPT_DTYPE, OPT_TP,
+    OPT_K_ROW, OPT_V_ROW, OPT_INDEX, OPT_PDL, OPT_SPLIT, OPT_VEC, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE,
+  };
+  static const struct option long_options[] = {
+      {"arch", required_argument, NULL, OPT_ARCH},
+      {"model", required_argument, NULL, OPT_MODEL},
+      {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
+      {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
+      {"v-head-dim", required_argument, NULL, OPT_V_HEAD_DIM},
+      {"dtype", required_argument, NULL, OPT_DTYPE},
+      {"tp", required_argument, NULL, OPT_TP},
+      {"quantize-from", required_argument, NULL, OPT_QUANT_SRC},
+      {"scale", required_argument, NULL, OPT_SCALE},
+      {"k-row-bytes", required_argument, NULL, OPT_K_ROW},
+      {"v-row-bytes", required_argument, NULL, OPT_V_ROW},
+      {"index", required_argument, NULL, OPT_INDEX},
+      {"pdl", required_argument, NULL, OPT_PDL},
+      {"split", required_argument, NULL, OPT_SPLIT},
+      {"vec", required_argument, NULL, OPT_VEC},
+      {"manifest", required_argument, NULL, OPT_MANIFEST},
+      {"jobs", required_argument, NULL, 'j'},
+      {"dry-run", no_argument, NULL, 'n'},
+      {"help", no_argument, NULL, 'h'},
+      CACHE_LONG_OPTIONS,
+      {NULL, 0, NULL, 0},
+  };
+  memset(o, 0, sizeof *o);
+  o->v_head_dim = -1;
+  o->jobs = sysconf(_SC_NPROCESSORS_ONLN);
+  if (o->jobs < 1) o->jobs = 1;
+
+  int c, rc = 0;
+  while (rc == 0 && (c = getopt_long(argc, argv, ":j:nh", long_options, NULL)) != -1) {
+    switch (c) {
+    case OPT_ARCH: rc = parse_list(cmd, "--arch", optarg, item_arch, &o->archs); break;
+    case OPT_MODEL: rc = parse_list(cmd, "--model", optarg, item_model, &o->models); break;
+    case OPT_KV_HEADS: rc = parse_one(cmd, "--kv-heads", optarg, item_positive, &o->kv_heads); break;
+    case OPT_HEAD_DIM: rc = parse_one(cmd, "--head-dim", optarg, item_positive, &o->head_dim); break;
+    case OPT_V_HEAD_DIM: rc = parse_one(cmd, "--v-head-dim", optarg, item_head_dim, &o->v_head_dim); break;
+    case OPT_DTYPE: rc = parse_list(cmd, "--dtype", optarg, item_dtype, &o->dtypes); break;
+    case OPT_TP: rc = parse_list(cmd, "--tp", optarg, item_positive, &o->tps); break;
+    case OPT_QUANT_SRC: rc = parse_list(cmd, "--quantize-from", optarg, item_quant_src, &o->quant_srcs); break;
+    case OPT_SCALE: rc = parse_list(cmd, "--scale", optarg, item_scale, &o->scales); break;
+    case OPT_K_ROW: rc = parse_list(cmd, "--k-row-bytes", optarg, item_k_row_bytes, &o->k_rows); break;
+    case OPT_V_ROW:
+      rc = parse_list(cmd, "--v-row-bytes", optarg, item_v_row_bytes, &o->v_rows);
+      o->have_v_rows = true;
+      break;
+    case OPT_INDEX: rc = parse_list(cmd, "--index", optarg, item_index, &o->indexes); break;
+    case OPT_PDL: rc = parse_list(cmd, "--pdl", optarg, item_pdl, &o->pdls); break;
+    case OPT_SPLIT: rc = parse_list(cmd, "--split", optarg, item_split, &o->splits); break;
+    case OPT_VEC: rc = parse_list(cmd, "--vec", optarg, item_vec, &o->vecs); break;
+    case OPT_MANIFEST: o->manifest = optarg; break;
+    case 'j':
+      if (!parse_int(optarg, 1, 1024, &o->jobs))
+        rc = usage_error(cmd, "bad value '%s' for -j/--jobs (expected 1 to 1024)", optarg);
+      break;
+    case 'n': o->dry_run = true; break;
+    case 'h': *help = true; return 0;
+    default:
+      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv);
+      break;
+    }
+  }
+  if (rc == 0) rc = check_no_operands(cmd, argc, argv);
+  if (rc != 0) return rc;
+  return 0;
+}
