@@ -18,10 +18,10 @@
 #include "cache.h"
 #include "entry.h"
 #include "compile.h"
+#include "fast_table.h"
 #include "status.h"
 
 #define PROGRAM_BUCKETS 256u
-#define FAST_SLOTS 4096u /* power of two */
 #define DEFAULT_MAX_BYTES (2ull << 30)
 #define DEFAULT_LOCK_TIMEOUT_MS 60000u
 
@@ -44,11 +44,6 @@ struct kvjit_program {
   struct kvjit_program *next;
 };
 
-typedef struct fast_entry {
-  kvjit_fast_key key;
-  const kvjit_kernel *kernel;
-} fast_entry;
-
 struct kvjit_context {
   kvjit_cache *cache;
   int log;
@@ -56,7 +51,7 @@ struct kvjit_context {
   pthread_mutex_t lock;
   pthread_cond_t built; /* a program left PROGRAM_BUILDING */
   struct kvjit_program *buckets[PROGRAM_BUCKETS];
-  _Atomic(fast_entry *) fast[FAST_SLOTS];
+  kvjit_fast_table *fast;
   atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, load_bad;
 };
 
@@ -104,6 +99,10 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
   pthread_cond_init(&ctx->built, NULL);
+  if (kvjit_fast_table_create(&ctx->fast) != KVJIT_OK) {
+    kvjit_context_destroy(ctx);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
+  }
 
   const char *log_env = getenv("KVJIT_LOG");
   ctx->log = options->log != KVJIT_FROM_ENV ? options->log : (log_env && log_env[0] ? env_flag("KVJIT_LOG", 1) : -1);
@@ -173,7 +172,7 @@ void kvjit_context_destroy(kvjit_context *ctx) {
       p = next;
     }
   }
-  for (size_t i = 0; i < FAST_SLOTS; i++) free(atomic_load(&ctx->fast[i]));
+  kvjit_fast_table_destroy(ctx->fast);
   kvjit_cache_close(ctx->cache);
   free(ctx->manifest_path);
   pthread_cond_destroy(&ctx->built);
@@ -633,47 +632,16 @@ kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config 
 
 /* ---- fast table ------------------------------------------------------------------------------ */
 
-static size_t fast_slot(kvjit_fast_key key) {
-  uint64_t h = key.a * 0x9E3779B97F4A7C15ull ^ (key.b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
-  return (size_t)(h >> 32) & (FAST_SLOTS - 1);
-}
-
 const kvjit_kernel *kvjit_fast_lookup(const kvjit_context *ctx, kvjit_fast_key key) {
-  size_t i = fast_slot(key);
-  for (size_t n = 0; n < FAST_SLOTS; n++, i = (i + 1) & (FAST_SLOTS - 1)) {
-    const fast_entry *e = atomic_load_explicit(&ctx->fast[i], memory_order_acquire);
-    if (e == NULL) return NULL;
-    if (e->key.a == key.a && e->key.b == key.b) return e->kernel;
-  }
-  return NULL;
+  return kvjit_fast_table_lookup(ctx->fast, key);
 }
 
 kvjit_status kvjit_fast_insert(kvjit_context *ctx, kvjit_fast_key key, const kvjit_kernel *kernel) {
-  fast_entry *fresh = malloc(sizeof *fresh);
-  if (fresh == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "fast table: out of memory");
-  fresh->key = key;
-  fresh->kernel = kernel;
-  size_t i = fast_slot(key);
-  for (size_t n = 0; n < FAST_SLOTS; n++, i = (i + 1) & (FAST_SLOTS - 1)) {
-    fast_entry *expected = NULL;
-    if (atomic_compare_exchange_strong_explicit(&ctx->fast[i], &expected, fresh, memory_order_release,
-                                                memory_order_acquire)) {
-      return KVJIT_OK;
-    }
-    if (expected->key.a == key.a && expected->key.b == key.b) {
-      free(fresh);
-      return KVJIT_OK;
-    }
-  }
-  free(fresh);
-  return kvjit_fail(KVJIT_ERR_BUSY, "fast table full (%u variants)", FAST_SLOTS);
+  return kvjit_fast_table_insert(ctx->fast, key, kernel);
 }
 
 void kvjit_fast_foreach(const kvjit_context *ctx, void (*visit)(const kvjit_kernel *kernel, void *user), void *user) {
-  for (size_t i = 0; i < FAST_SLOTS; i++) {
-    const fast_entry *e = atomic_load_explicit(&ctx->fast[i], memory_order_acquire);
-    if (e) visit(e->kernel, user);
-  }
+  kvjit_fast_table_foreach(ctx->fast, visit, user);
 }
 
 /* ---- cache maintenance ------------------------------------------------------------------------ */
