@@ -17,9 +17,9 @@
 
 #include "status.h"
 
-#define CACHE_SUBDIR "v1"
+#define CACHE_SUBDIR "v2"
 #define ENTRY_SUFFIX ".kvjit"
-#define MAX_ENTRY_BYTES (1ull << 30)
+#define MAX_ENTRY_BYTES KVJIT_ENTRY_MAX_BYTES
 /* Byte ranges of the lock file; distinct keys share a range only by (harmless) collision. */
 #define LOCK_SLOTS (1u << 20)
 #define STALE_TEMP_SECONDS (10 * 60)
@@ -27,10 +27,10 @@
 
 struct kvjit_cache {
   char *write_root;   /* the dir as configured (for info) */
-  char *write_dir;    /* write_root/v1, or NULL when memory-only */
+  char *write_dir;    /* write_root/v2, or NULL when memory-only */
   char *degraded;     /* why write_dir is NULL */
   char *read_list;    /* colon-separated, as configured */
-  char **read_dirs;   /* each read root + /v1, trusted ones only */
+  char **read_dirs;   /* each read root + /v2, trusted ones only */
   size_t num_read;
   uint64_t max_bytes;
   unsigned lock_timeout_ms;
@@ -558,7 +558,7 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
       if (kvjit_entry_parse(&view, buf, len, &key, verify) != KVJIT_OK) {
         info.status = KVJIT_ERR_CORRUPT;
       } else {
-        info.arch = view.kind == KVJIT_PAYLOAD_PTX ? -view.arch : view.arch;
+        info.arch = view.target.kind == KVJIT_PAYLOAD_PTX ? -view.target.arch : view.target.arch;
         snprintf(program, sizeof program, "%.*s", (int)view.program_len, view.program);
         size_t used = 0;
         for (uint32_t i = 0; i < view.num_kernels && used + 2 < sizeof kernels; i++) {

@@ -2,11 +2,11 @@
  * The on-disk cache: where it lives, reading and checking entries, publishing them atomically,
  * the per-key cross-process compile lock, quarantine and LRU eviction. Entry layout: entry.h.
  *
- * Layout of a cache dir D (format version 1):
- *   D/v1/<32 hex key>.kvjit   entries (one per key)
- *   D/v1/.tmp-...             temp files being written (swept when stale)
- *   D/v1/quarantine/          bad entries moved aside
- *   D/v1/lock                 the lock file: one byte-range OFD lock per key
+ * Layout of a cache dir D (format version 2):
+ *   D/v2/<32 hex key>.kvjit   entries (one per key)
+ *   D/v2/.tmp-...             temp files being written (swept when stale)
+ *   D/v2/quarantine/          bad entries moved aside
+ *   D/v2/lock                 the lock file: one byte-range OFD lock per key
  * Readers never lock; writers publish with temp + fsync + rename.
  */
 #ifndef KVJIT_CACHE_H

@@ -47,6 +47,7 @@ kvjit_status kvjit_nvrtc_target(kvjit_key_target *out, int arch, int *fallback_n
   pthread_once(&archs_once, archs_load);
   if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "NVRTC unusable: nvrtcGetSupportedArchs failed");
   if (fallback_note) *fallback_note = 0;
+  out->suffix = 0;
   out->nvrtc_major = nvrtc_major;
   out->nvrtc_minor = nvrtc_minor;
   int newest = archs_list[archs_count - 1];

@@ -29,11 +29,31 @@ static uint64_t rd64(const uint8_t *p) {
   return v;
 }
 
+/* The header's strings, in file order: program, op, variant, compiler (u16 length + bytes each). */
+enum { ENTRY_STRINGS = 4 };
+
+static uint8_t *put_string(uint8_t *p, const char *s, size_t n) {
+  wr16(p, (uint16_t)n);
+  if (n) memcpy(p + 2, s, n);
+  return p + 2 + n;
+}
+
 kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entry_meta *meta, const void *payload,
                                 size_t payload_len) {
-  size_t program_len = strlen(meta->program);
-  if (program_len > UINT16_MAX) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program name: longer than 65535 bytes");
-  size_t header = KVJIT_ENTRY_FIXED_BYTES + 2 + program_len;
+  const char *strings[ENTRY_STRINGS] = {meta->program, meta->op ? meta->op : "", meta->variant ? meta->variant : "",
+                                        meta->compiler ? meta->compiler : ""};
+  static const char *const string_names[ENTRY_STRINGS] = {"program name", "op name", "variant line", "compiler"};
+  size_t lens[ENTRY_STRINGS];
+  size_t header = KVJIT_ENTRY_FIXED_BYTES;
+  for (int i = 0; i < ENTRY_STRINGS; i++) {
+    lens[i] = strlen(strings[i]);
+    if (lens[i] > UINT16_MAX) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: longer than 65535 bytes", string_names[i]);
+    header += 2 + lens[i];
+  }
+  if (meta->num_kernels == 0 || meta->num_kernels > KVJIT_ENTRY_MAX_KERNELS) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "kernels: %zu, an entry holds 1..%u", meta->num_kernels,
+                      KVJIT_ENTRY_MAX_KERNELS);
+  }
   for (size_t i = 0; i < meta->num_kernels; i++) {
     size_t a = strlen(meta->kernels[i]), b = strlen(meta->lowered[i]);
     if (a > UINT16_MAX || b > UINT16_MAX) {
@@ -42,7 +62,18 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
     header += 4 + a + b;
   }
   header += 8; /* header checksum */
-  if (header > UINT32_MAX) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "entry header too large");
+  if (header > KVJIT_ENTRY_MAX_HEADER_BYTES) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "entry header: %zu bytes, the format allows %u", header,
+                      KVJIT_ENTRY_MAX_HEADER_BYTES);
+  }
+  if ((uint64_t)payload_len > KVJIT_ENTRY_MAX_PAYLOAD_BYTES) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "payload: %zu bytes, the format allows %llu", payload_len,
+                      (unsigned long long)KVJIT_ENTRY_MAX_PAYLOAD_BYTES);
+  }
+  const kvjit_key_target *t = &meta->target;
+  if (t->suffix != 0 && t->suffix != 'a' && t->suffix != 'f') {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "target suffix %d: must be 0, 'a' or 'f'", t->suffix);
+  }
   uint8_t *buf = malloc(header + payload_len);
   if (buf == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "entry: cannot allocate %zu bytes", header + payload_len);
   memcpy(buf, KVJIT_ENTRY_MAGIC, 8);
@@ -50,26 +81,23 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
   wr32(buf + 12, (uint32_t)header);
   wr64(buf + 16, meta->key.high);
   wr64(buf + 24, meta->key.low);
-  wr16(buf + 32, (uint16_t)meta->nvrtc_major);
-  wr16(buf + 34, (uint16_t)meta->nvrtc_minor);
-  wr32(buf + 36, (uint32_t)meta->arch);
-  wr32(buf + 40, (uint32_t)meta->kind);
-  wr32(buf + 44, (uint32_t)meta->num_kernels);
-  wr64(buf + 48, (uint64_t)payload_len);
-  wr64(buf + 56, XXH3_64bits(payload, payload_len));
-  wr64(buf + 64, (uint64_t)meta->created);
+  wr64(buf + 32, meta->content.high);
+  wr64(buf + 40, meta->content.low);
+  wr16(buf + 48, (uint16_t)t->nvrtc_major);
+  wr16(buf + 50, (uint16_t)t->nvrtc_minor);
+  wr32(buf + 52, (uint32_t)t->arch);
+  buf[56] = (uint8_t)t->kind;
+  buf[57] = (uint8_t)t->suffix;
+  wr16(buf + 58, 0);
+  wr32(buf + 60, (uint32_t)meta->num_kernels);
+  wr64(buf + 64, (uint64_t)payload_len);
+  wr64(buf + 72, XXH3_64bits(payload, payload_len));
+  wr64(buf + 80, (uint64_t)meta->created);
   uint8_t *p = buf + KVJIT_ENTRY_FIXED_BYTES;
-  wr16(p, (uint16_t)program_len);
-  memcpy(p + 2, meta->program, program_len);
-  p += 2 + program_len;
+  for (int i = 0; i < ENTRY_STRINGS; i++) p = put_string(p, strings[i], lens[i]);
   for (size_t i = 0; i < meta->num_kernels; i++) {
-    size_t a = strlen(meta->kernels[i]), b = strlen(meta->lowered[i]);
-    wr16(p, (uint16_t)a);
-    memcpy(p + 2, meta->kernels[i], a);
-    p += 2 + a;
-    wr16(p, (uint16_t)b);
-    memcpy(p + 2, meta->lowered[i], b);
-    p += 2 + b;
+    p = put_string(p, meta->kernels[i], strlen(meta->kernels[i]));
+    p = put_string(p, meta->lowered[i], strlen(meta->lowered[i]));
   }
   wr64(p, XXH3_64bits(buf, header - 8));
   if (payload_len > 0) memcpy(buf + header, payload, payload_len);
@@ -80,50 +108,91 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
 
 static kvjit_status corrupt(const char *why) { return kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry: %s", why); }
 
-kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
-                               int check_payload) {
-  if (len < KVJIT_ENTRY_FIXED_BYTES + 2 + 8) return corrupt("truncated header");
+kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t file_len) {
+  if (len < KVJIT_ENTRY_FIXED_BYTES || file_len < KVJIT_ENTRY_FIXED_BYTES + 2 * ENTRY_STRINGS + 8) {
+    return corrupt("truncated header");
+  }
   if (memcmp(data, KVJIT_ENTRY_MAGIC, 8) != 0) return corrupt("bad magic");
   uint32_t version = rd32(data + 8);
   if (version != KVJIT_CACHE_FORMAT_VERSION) {
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry: format version %u, expected %u", version,
                       KVJIT_CACHE_FORMAT_VERSION);
   }
+  uint64_t header = rd32(data + 12), payload = rd64(data + 64);
+  if (header < KVJIT_ENTRY_FIXED_BYTES + 2 * ENTRY_STRINGS + 8 || header > KVJIT_ENTRY_MAX_HEADER_BYTES) {
+    return corrupt("bad header length");
+  }
+  if (payload > KVJIT_ENTRY_MAX_PAYLOAD_BYTES) return corrupt("payload larger than the format allows");
+  if (header + payload != file_len) return corrupt("payload length does not match the file size");
+  return KVJIT_OK;
+}
+
+/* A string field at *p (u16 length + bytes) that must end before @p end; NULL when truncated. */
+static const uint8_t *take_string(const uint8_t *p, const uint8_t *end, const char **s, size_t *len) {
+  if (end - p < 2) return NULL;
+  size_t n = rd16(p);
+  if ((size_t)(end - p - 2) < n) return NULL;
+  *s = (const char *)p + 2;
+  *len = n;
+  return p + 2 + n;
+}
+
+kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
+                               int check_payload) {
+  kvjit_status st = kvjit_entry_check_prefix(data, len, len);
+  if (st != KVJIT_OK) return st;
   uint32_t header = rd32(data + 12);
-  if (header < KVJIT_ENTRY_FIXED_BYTES + 2 + 8 || header > len) return corrupt("bad header length");
   if (rd64(data + header - 8) != XXH3_64bits(data, header - 8)) return corrupt("header checksum mismatch");
   kvjit_entry_view v;
   memset(&v, 0, sizeof v);
   v.key.high = rd64(data + 16);
   v.key.low = rd64(data + 24);
-  v.nvrtc_major = rd16(data + 32);
-  v.nvrtc_minor = rd16(data + 34);
-  v.arch = (int32_t)rd32(data + 36);
-  v.kind = (kvjit_payload_kind)rd32(data + 40);
-  v.num_kernels = rd32(data + 44);
-  v.payload_len = rd64(data + 48);
-  uint64_t checksum = rd64(data + 56);
-  v.created = (int64_t)rd64(data + 64);
-  if (v.kind != KVJIT_PAYLOAD_CUBIN && v.kind != KVJIT_PAYLOAD_PTX) return corrupt("unknown payload kind");
+  v.content.high = rd64(data + 32);
+  v.content.low = rd64(data + 40);
+  v.target.nvrtc_major = rd16(data + 48);
+  v.target.nvrtc_minor = rd16(data + 50);
+  v.target.arch = (int32_t)rd32(data + 52);
+  v.target.kind = (kvjit_payload_kind)data[56];
+  v.target.suffix = data[57];
+  v.num_kernels = rd32(data + 60);
+  v.payload_len = rd64(data + 64);
+  uint64_t checksum = rd64(data + 72);
+  v.created = (int64_t)rd64(data + 80);
+  if (v.target.kind != KVJIT_PAYLOAD_CUBIN && v.target.kind != KVJIT_PAYLOAD_PTX) return corrupt("unknown payload kind");
+  if (v.target.suffix != 0 && v.target.suffix != 'a' && v.target.suffix != 'f') return corrupt("unknown target suffix");
+  if (rd16(data + 58) != 0) return corrupt("reserved bytes are not zero");
+  if (v.target.arch <= 0 || v.target.arch > 9999) return corrupt("arch out of range");
+  if (v.num_kernels == 0 || v.num_kernels > KVJIT_ENTRY_MAX_KERNELS) return corrupt("kernel count out of range");
   /* Walk the variable part; every length is checked against the header end. */
   const uint8_t *p = data + KVJIT_ENTRY_FIXED_BYTES;
   const uint8_t *end = data + header - 8;
-  if (end - p < 2) return corrupt("truncated program name");
-  v.program_len = rd16(p);
-  if ((size_t)(end - p - 2) < v.program_len) return corrupt("truncated program name");
-  v.program = (const char *)p + 2;
-  p += 2 + v.program_len;
+  if ((p = take_string(p, end, &v.program, &v.program_len)) == NULL ||
+      (p = take_string(p, end, &v.op, &v.op_len)) == NULL ||
+      (p = take_string(p, end, &v.variant, &v.variant_len)) == NULL ||
+      (p = take_string(p, end, &v.compiler, &v.compiler_len)) == NULL) {
+    return corrupt("truncated header strings");
+  }
   v.kernel_table = p;
+  kvjit_key_builder kb;
+  kvjit_key_begin(&kb, &v.target, v.num_kernels);
   for (uint32_t i = 0; i < v.num_kernels; i++) {
-    for (int part = 0; part < 2; part++) {
-      if (end - p < 2) return corrupt("truncated kernel table");
-      size_t n = rd16(p);
-      if ((size_t)(end - p - 2) < n) return corrupt("truncated kernel table");
-      p += 2 + n;
+    const char *name, *lowered;
+    size_t name_len, lowered_len;
+    if ((p = take_string(p, end, &name, &name_len)) == NULL || (p = take_string(p, end, &lowered, &lowered_len)) == NULL) {
+      return corrupt("truncated kernel table");
     }
+    /* Names become C strings for NVRTC and the driver: an embedded NUL would cut them short. */
+    if (name_len == 0 || lowered_len == 0 || memchr(name, 0, name_len) || memchr(lowered, 0, lowered_len)) {
+      return corrupt("empty kernel name or one with a NUL byte");
+    }
+    kvjit_key_add_kernel(&kb, name, name_len);
   }
   if (p != end) return corrupt("header has trailing bytes");
-  if (v.payload_len != (uint64_t)(len - header)) return corrupt("payload length does not match the file size");
+  kvjit_key derived;
+  kvjit_key_finish(&kb, &v.content, &derived);
+  if (!kvjit_key_equal(&derived, &v.key)) {
+    return corrupt("header fields (target, NVRTC version, kernels) do not derive its key");
+  }
   v.payload = data + header;
   if (expect != NULL && !kvjit_key_equal(expect, &v.key)) return corrupt("key mismatch (entry of another key)");
   if (check_payload && XXH3_64bits(v.payload, (size_t)v.payload_len) != checksum) {

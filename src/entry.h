@@ -12,16 +12,23 @@
 #include "kvjit.h"
 
 #define KVJIT_ENTRY_MAGIC "KVJITENT"
-#define KVJIT_ENTRY_FIXED_BYTES 72u
+#define KVJIT_ENTRY_FIXED_BYTES 88u
+/** Largest header and payload the format allows; a file past their sum is not an entry. */
+#define KVJIT_ENTRY_MAX_HEADER_BYTES (1u << 20)
+#define KVJIT_ENTRY_MAX_PAYLOAD_BYTES (256ull << 20)
+#define KVJIT_ENTRY_MAX_BYTES (KVJIT_ENTRY_MAX_HEADER_BYTES + KVJIT_ENTRY_MAX_PAYLOAD_BYTES)
+#define KVJIT_ENTRY_MAX_KERNELS 4096u
 
 /** What an entry says about itself besides the payload. */
 typedef struct kvjit_entry_meta {
   kvjit_key key;
-  int nvrtc_major, nvrtc_minor;
-  int arch;
-  kvjit_payload_kind kind;
+  kvjit_key content;             /* content digest (see key.h): with the fields below it gives the key */
+  kvjit_key_target target;
   int64_t created;
   const char *program;           /* NUL-terminated */
+  const char *op;                /* the op that asked for it ("store_kv_cache"), "" for the generic loader */
+  const char *variant;           /* the op's variant as its manifest line, "" when none */
+  const char *compiler;          /* what compiled it, e.g. "NVRTC 13.0", for audits; "" when unknown */
   size_t num_kernels;
   const char *const *kernels;    /* names as asked */
   const char *const *lowered;    /* lowered (mangled) names */
@@ -30,12 +37,11 @@ typedef struct kvjit_entry_meta {
 /** A parsed entry: pointers into the caller's buffer (strings are NOT NUL-terminated). */
 typedef struct kvjit_entry_view {
   kvjit_key key;
-  int nvrtc_major, nvrtc_minor;
-  int arch;
-  kvjit_payload_kind kind;
+  kvjit_key content;
+  kvjit_key_target target;
   int64_t created;
-  const char *program;
-  size_t program_len;
+  const char *program, *op, *variant, *compiler;
+  size_t program_len, op_len, variant_len, compiler_len;
   uint32_t num_kernels;
   const uint8_t *kernel_table; /* num_kernels × (u16 len, name, u16 len, lowered) */
   const uint8_t *payload;
@@ -47,8 +53,17 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
                                 size_t payload_len);
 
 /**
- * Check and parse a whole file's bytes: magic, version, header checksum, exact size, the expected
- * key (when @p expect is not NULL) and, when @p check_payload, the payload checksum.
+ * Check the fixed part of an entry (its first KVJIT_ENTRY_FIXED_BYTES bytes) against the size of
+ * the whole file, before reading the rest: magic, version, and header and payload sizes that add
+ * up to @p file_len within the format's limits.
+ * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
+ */
+kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t file_len);
+
+/**
+ * Check and parse a whole file's bytes: magic, version, header checksum, exact size, a key that
+ * the header's own fields derive, the expected key (when @p expect is not NULL) and, when
+ * @p check_payload, the payload checksum.
  * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
  */
 kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,

@@ -296,9 +296,19 @@ static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
 static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_key_target *target,
                     const kvjit_key *key, const kvjit_compiled *compiled) {
   if (!kvjit_cache_writable(ctx->cache)) return;
-  kvjit_entry_meta meta = {*key, target->nvrtc_major, target->nvrtc_minor, target->arch, target->kind,
-                           (int64_t)time(NULL), desc->name, desc->num_kernels, desc->kernels,
-                           (const char *const *)compiled->lowered};
+  char compiler[32];
+  snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
+  kvjit_entry_meta meta = {.key = *key,
+                           .target = *target,
+                           .created = (int64_t)time(NULL),
+                           .program = desc->name,
+                           .op = "",
+                           .variant = "",
+                           .compiler = compiler,
+                           .num_kernels = desc->num_kernels,
+                           .kernels = desc->kernels,
+                           .lowered = (const char *const *)compiled->lowered};
+  kvjit_key_content(&meta.content, desc);
   uint8_t *buf = NULL;
   size_t len = 0;
   if (kvjit_entry_encode(&buf, &len, &meta, compiled->payload, compiled->payload_len) == KVJIT_OK) {

@@ -1,13 +1,19 @@
 /*
- * Canonical key encoding. Every field is length-prefixed (u64 little-endian) and tagged, so no two
- * different inputs encode alike ("ab"+"c" vs "a"+"bc"). Nothing machine-specific (paths, hostnames)
- * goes in, so a cache built on one machine hits on another with the same NVRTC.
+ * Canonical key encoding (cache/FORMAT.md, "Key"). Every field is tagged and length-prefixed (u64
+ * little-endian), so no two different inputs encode alike ("ab"+"c" vs "a"+"bc"). Nothing
+ * machine-specific (paths, hostnames) goes in, so a cache built on one machine hits on another
+ * with the same NVRTC.
  */
 #include "key.h"
 
 #include <string.h>
 
 #include "xxh.h"
+
+_Static_assert(sizeof(XXH3_state_t) <= sizeof(((kvjit_key_builder *)0)->state), "kvjit_key_builder too small");
+_Static_assert(_Alignof(XXH3_state_t) <= 64, "kvjit_key_builder under-aligned");
+
+static XXH3_state_t *state_of(kvjit_key_builder *b) { return (XXH3_state_t *)(void *)b->state; }
 
 static void put_u64(XXH3_state_t *st, uint64_t v) {
   unsigned char b[8];
@@ -30,15 +36,16 @@ static void put_str(XXH3_state_t *st, char tag, const char *s) {
   put_bytes(st, tag, s, strlen(s));
 }
 
-void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
+static kvjit_key digest(XXH3_state_t *st) {
+  XXH128_hash_t h = XXH3_128bits_digest(st);
+  kvjit_key k = {h.high64, h.low64};
+  return k;
+}
+
+void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc) {
   XXH3_state_t st;
   XXH3_128bits_reset(&st);
-  put_str(&st, 'M', "kvjit-cache-key");
-  put_u64(&st, KVJIT_CACHE_FORMAT_VERSION);
-  put_u64(&st, (uint64_t)target->nvrtc_major);
-  put_u64(&st, (uint64_t)target->nvrtc_minor);
-  put_u64(&st, (uint64_t)target->arch);
-  put_u64(&st, (uint64_t)target->kind);
+  put_str(&st, 'M', "kvjit-content");
   put_u64(&st, (uint64_t)desc->num_options);
   for (size_t i = 0; i < desc->num_options; i++) put_str(&st, 'O', desc->options[i]);
   put_str(&st, 'S', desc->source);
@@ -47,13 +54,47 @@ void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvj
     put_str(&st, 'H', desc->headers[i].name);
     put_str(&st, 'C', desc->headers[i].source);
   }
-  put_u64(&st, (uint64_t)desc->num_kernels);
-  for (size_t i = 0; i < desc->num_kernels; i++) put_str(&st, 'K', desc->kernels[i]);
   /* The program name reaches NVRTC (it appears in diagnostics and __FILE__), so it shapes the output. */
   put_str(&st, 'N', desc->name);
-  XXH128_hash_t h = XXH3_128bits_digest(&st);
-  out->high = h.high64;
-  out->low = h.low64;
+  *out = digest(&st);
+}
+
+void kvjit_key_begin(kvjit_key_builder *b, const kvjit_key_target *target, size_t num_kernels) {
+  XXH3_state_t *st = state_of(b);
+  XXH3_128bits_reset(st);
+  put_str(st, 'M', "kvjit-cache-key");
+  put_u64(st, KVJIT_CACHE_FORMAT_VERSION);
+  put_u64(st, (uint64_t)target->nvrtc_major);
+  put_u64(st, (uint64_t)target->nvrtc_minor);
+  put_u64(st, (uint64_t)target->arch);
+  put_u64(st, (uint64_t)target->kind);
+  put_u64(st, (uint64_t)target->suffix);
+  put_u64(st, (uint64_t)num_kernels);
+}
+
+void kvjit_key_add_kernel(kvjit_key_builder *b, const char *name, size_t len) {
+  put_bytes(state_of(b), 'K', name, len);
+}
+
+void kvjit_key_finish(kvjit_key_builder *b, const kvjit_key *content, kvjit_key *out) {
+  XXH3_state_t *st = state_of(b);
+  put_u64(st, content->high);
+  put_u64(st, content->low);
+  *out = digest(st);
+}
+
+void kvjit_key_derive(kvjit_key *out, const kvjit_key_target *target, size_t num_kernels, const char *const *kernels,
+                      const kvjit_key *content) {
+  kvjit_key_builder b;
+  kvjit_key_begin(&b, target, num_kernels);
+  for (size_t i = 0; i < num_kernels; i++) kvjit_key_add_kernel(&b, kernels[i], strlen(kernels[i]));
+  kvjit_key_finish(&b, content, out);
+}
+
+void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
+  kvjit_key content;
+  kvjit_key_content(&content, desc);
+  kvjit_key_derive(out, target, desc->num_kernels, desc->kernels, &content);
 }
 
 void kvjit_key_hex(const kvjit_key *key, char out[33]) {

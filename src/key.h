@@ -1,12 +1,20 @@
-/* Cache keys: XXH3-128 over a canonical encoding of everything that shapes the binary. */
+/*
+ * Cache keys: XXH3-128 over a canonical encoding of everything that shapes the binary.
+ *
+ * A key is derived in two steps so that an entry can prove its own header: the content digest
+ * covers what only the caller has (options, source, headers, program name); the key covers the
+ * target, the kernel names and that digest. An entry stores all of the second step's inputs, so
+ * a reader recomputes the key from the entry alone and catches a header that disagrees with it.
+ */
 #ifndef KVJIT_KEY_H
 #define KVJIT_KEY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kvjit.h"
 
-#define KVJIT_CACHE_FORMAT_VERSION 1u
+#define KVJIT_CACHE_FORMAT_VERSION 2u
 
 /** What the cache entry's payload is. */
 typedef enum kvjit_payload_kind {
@@ -20,12 +28,30 @@ typedef struct kvjit_key {
 
 /** Everything besides the program description that the binary depends on. */
 typedef struct kvjit_key_target {
-  int arch;                /* compute capability the code is built for */
-  kvjit_payload_kind kind;
+  int arch;                /* compute capability the code is built for, e.g. 90 */
+  kvjit_payload_kind kind; /* cubin (sm_XY) or PTX (compute_XY) */
+  int suffix;              /* 0, 'a' (arch-specific: sm_90a) or 'f' (family: sm_100f) */
   int nvrtc_major, nvrtc_minor;
 } kvjit_key_target;
 
-/** Key of @p desc built for @p target. desc->arch is ignored (target->arch counts). */
+/** Digest of the program's content: options in order, source, headers, program name. */
+void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc);
+
+/** Incremental derivation of a key from its parts (what an entry header holds). */
+typedef struct kvjit_key_builder {
+  unsigned char state[640] __attribute__((aligned(64))); /* an XXH3_state_t */
+} kvjit_key_builder;
+
+void kvjit_key_begin(kvjit_key_builder *b, const kvjit_key_target *target, size_t num_kernels);
+/** Each kernel name, in order, as the caller asked for it (@p len bytes, no NUL needed). */
+void kvjit_key_add_kernel(kvjit_key_builder *b, const char *name, size_t len);
+void kvjit_key_finish(kvjit_key_builder *b, const kvjit_key *content, kvjit_key *out);
+
+/** The key of @p content built for @p target with these kernel names (NUL-terminated). */
+void kvjit_key_derive(kvjit_key *out, const kvjit_key_target *target, size_t num_kernels, const char *const *kernels,
+                      const kvjit_key *content);
+
+/** Key of @p desc built for @p target (content digest, then derivation). desc->arch is ignored. */
 void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target);
 
 /** 32 lower-case hex digits and a NUL. */

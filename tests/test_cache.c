@@ -68,17 +68,17 @@ static kvjit_origin compile_n(kvjit_context *ctx, int n) {
   return origin;
 }
 
-/* Path of the single entry in dir/v1 (asserts there is exactly one). */
+/* Path of the single entry in dir/v2 (asserts there is exactly one). */
 static void only_entry(const char *dir, char *out, size_t cap) {
-  char v1[512];
-  snprintf(v1, sizeof v1, "%s/v1", dir);
-  DIR *d = opendir(v1);
+  char vdir[512];
+  snprintf(vdir, sizeof vdir, "%s/v2", dir);
+  DIR *d = opendir(vdir);
   assert_non_null(d);
   int found = 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (strstr(e->d_name, ".kvjit") && e->d_name[0] != '.') {
-      snprintf(out, cap, "%s/%s", v1, e->d_name);
+      snprintf(out, cap, "%s/%s", vdir, e->d_name);
       found++;
     }
   }
@@ -186,7 +186,7 @@ static void test_bad_entries_are_quarantined_and_rebuilt(void **state) {
     kvjit_context_stats(ctx, &s);
     if (s.bad_entries != 1) fail_msg("case %s: bad_entries %llu", cases[i].name, (unsigned long long)s.bad_entries);
     assert_int_equal(s.compiles, 2);
-    snprintf(q, sizeof q, "%s/v1/quarantine", dir);
+    snprintf(q, sizeof q, "%s/v2/quarantine", dir);
     assert_int_equal(count_files(q, ".bad"), 1);
     /* And the rebuilt entry is good again. */
     assert_int_equal(compile_n(ctx, 1), KVJIT_FROM_DISK);
@@ -238,10 +238,10 @@ static void test_processes_compile_each_key_once(void **state) {
     total += WEXITSTATUS(status);
   }
   assert_int_equal(total, 4); /* 4 keys, each compiled exactly once across 8 processes */
-  char v1[600];
-  snprintf(v1, sizeof v1, "%s/v1", dir);
-  assert_int_equal(count_files(v1, ".tmp-"), 0);
-  assert_int_equal(count_files(v1, ".kvjit"), 4);
+  char vdir[600];
+  snprintf(vdir, sizeof vdir, "%s/v2", dir);
+  assert_int_equal(count_files(vdir, ".tmp-"), 0);
+  assert_int_equal(count_files(vdir, ".kvjit"), 4);
 }
 
 static void test_stale_lock_holder_does_not_hang(void **state) {
@@ -250,7 +250,7 @@ static void test_stale_lock_holder_does_not_hang(void **state) {
   snprintf(dir, sizeof dir, "%s/stale", tmpdir);
   kvjit_context *ctx = ctx_at(dir, NULL);
   /* Hold every byte of the lock file from another process that then hangs: the wait is bounded. */
-  snprintf(lockpath, sizeof lockpath, "%s/v1/lock", dir);
+  snprintf(lockpath, sizeof lockpath, "%s/v2/lock", dir);
   int go[2];
   assert_int_equal(pipe(go), 0);
   pid_t holder = fork();
@@ -355,15 +355,15 @@ static void test_eviction_keeps_the_budget(void **state) {
   /* Make entry 200 the most recently used: it must survive a prune to about half. */
   sleep(1);
   assert_int_equal(compile_n(ctx, 200), KVJIT_FROM_DISK);
-  char v1[600];
-  snprintf(v1, sizeof v1, "%s/v1", dir);
-  DIR *d = opendir(v1);
+  char vdir[600];
+  snprintf(vdir, sizeof vdir, "%s/v2", dir);
+  DIR *d = opendir(vdir);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     if (!strstr(e->d_name, ".kvjit")) continue;
     struct stat stt;
     char p[1200];
-    snprintf(p, sizeof p, "%s/%s", v1, e->d_name);
+    snprintf(p, sizeof p, "%s/%s", vdir, e->d_name);
     stat(p, &stt);
     total += (uint64_t)stt.st_size;
   }
@@ -375,7 +375,7 @@ static void test_eviction_keeps_the_budget(void **state) {
   uint64_t cleared = 0;
   assert_int_equal(kvjit_cache_clear(ctx, &cleared), KVJIT_OK);
   assert_int_equal(cleared, 6 - removed);
-  assert_int_equal(count_files(v1, ".kvjit"), 0);
+  assert_int_equal(count_files(vdir, ".kvjit"), 0);
   kvjit_context_destroy(ctx);
 
   /* The automatic budget: a context whose budget fits about two entries keeps about two. */
@@ -383,7 +383,7 @@ static void test_eviction_keeps_the_budget(void **state) {
   o.cache_max_bytes = (total / 6) * 2 + (total / 12);
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   for (int i = 0; i < 6; i++) compile_n(ctx, 300 + i);
-  assert_true(count_files(v1, ".kvjit") <= 2);
+  assert_true(count_files(vdir, ".kvjit") <= 2);
   kvjit_stats s;
   kvjit_context_stats(ctx, &s);
   assert_true(s.evictions >= 4);
@@ -395,7 +395,7 @@ static void test_stale_temp_files_are_swept(void **state) {
   char dir[512], tmp[700];
   snprintf(dir, sizeof dir, "%s/sweep", tmpdir);
   kvjit_context *ctx = ctx_at(dir, NULL);
-  snprintf(tmp, sizeof tmp, "%s/v1/.tmp-deadbeef-1-1", dir);
+  snprintf(tmp, sizeof tmp, "%s/v2/.tmp-deadbeef-1-1", dir);
   write_bytes(tmp, "partial", 7);
   struct timespec old[2] = {{1000, 0}, {1000, 0}};
   assert_int_equal(utimensat(AT_FDCWD, tmp, old, 0), 0);

@@ -353,7 +353,7 @@ static void test_distinct_keys(void **state) {
     kvjit_store_kv_desc(&plans[i], sources[i], &desc);
     assert_string_equal(desc.kernels[0], KVJIT_STORE_KV_KERNEL);
     assert_int_equal(desc.arch, plans[i].arch);
-    kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 13, 0};
+    kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
     kvjit_key_compute(&keys[i], &desc, &target);
     fast[i] = kvjit_store_kv_plan_key(&plans[i]);
   }
@@ -604,7 +604,7 @@ static void test_fp8_distinct_keys(void **state) {
     char *src = kvjit_store_kv_source(&plans[i]);
     kvjit_program_desc desc;
     kvjit_store_kv_desc(&plans[i], src, &desc);
-    kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 13, 0};
+    kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
     kvjit_key_compute(&keys[i], &desc, &target);
     free(src);
   }

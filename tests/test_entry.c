@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "entry.h"
+#include "xxh.h"
 
 static const char *kernels[] = {"scale<128, float>", "plain"};
 static const char *lowered[] = {"_Z5scaleILi128EfEvPf", "plain"};
@@ -16,9 +17,18 @@ static const char *lowered[] = {"_Z5scaleILi128EfEvPf", "plain"};
 static void make_entry(uint8_t **buf, size_t *len, kvjit_key *key) {
   static uint8_t payload[1000];
   for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)(i * 131 + 7);
-  key->high = 0x0123456789abcdefull;
-  key->low = 0xfedcba9876543210ull;
-  kvjit_entry_meta m = {*key, 13, 0, 90, KVJIT_PAYLOAD_CUBIN, 1700000000, "prog.cu", 2, kernels, lowered};
+  kvjit_entry_meta m = {.content = {0x0123456789abcdefull, 0xfedcba9876543210ull},
+                        .target = {90, KVJIT_PAYLOAD_CUBIN, 'a', 13, 0},
+                        .created = 1700000000,
+                        .program = "prog.cu",
+                        .op = "store_kv_cache",
+                        .variant = "store_kv_cache arch=90 k_row_bytes=256",
+                        .compiler = "NVRTC 13.0",
+                        .num_kernels = 2,
+                        .kernels = kernels,
+                        .lowered = lowered};
+  kvjit_key_derive(&m.key, &m.target, m.num_kernels, kernels, &m.content);
+  *key = m.key;
   assert_int_equal(kvjit_entry_encode(buf, len, &m, payload, sizeof payload), KVJIT_OK);
 }
 
@@ -31,9 +41,15 @@ static void test_round_trip(void **state) {
   kvjit_entry_view v;
   assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
   assert_true(kvjit_key_equal(&v.key, &key));
-  assert_int_equal(v.nvrtc_major, 13);
-  assert_int_equal(v.arch, 90);
-  assert_int_equal(v.kind, KVJIT_PAYLOAD_CUBIN);
+  assert_int_equal(v.target.nvrtc_major, 13);
+  assert_int_equal(v.target.arch, 90);
+  assert_int_equal(v.target.kind, KVJIT_PAYLOAD_CUBIN);
+  assert_int_equal(v.target.suffix, 'a');
+  assert_int_equal(v.content.low, 0xfedcba9876543210ull);
+  assert_int_equal(v.op_len, strlen("store_kv_cache"));
+  assert_memory_equal(v.op, "store_kv_cache", v.op_len);
+  assert_int_equal(v.variant_len, strlen("store_kv_cache arch=90 k_row_bytes=256"));
+  assert_memory_equal(v.compiler, "NVRTC 13.0", v.compiler_len);
   assert_int_equal(v.created, 1700000000);
   assert_int_equal(v.program_len, 7);
   assert_memory_equal(v.program, "prog.cu", 7);
@@ -52,10 +68,17 @@ static void test_round_trip(void **state) {
   free(buf);
 }
 
+/* Recompute the header checksum of an edited entry, as a forger would. */
+static void reseal(uint8_t *buf) {
+  uint32_t header = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
+  uint64_t sum = XXH3_64bits(buf, header - 8);
+  for (int i = 0; i < 8; i++) buf[header - 8 + i] = (uint8_t)(sum >> (8 * i));
+}
+
 static void expect_corrupt(const uint8_t *buf, size_t len, const kvjit_key *key, const char *why) {
   kvjit_entry_view v;
   assert_int_equal(kvjit_entry_parse(&v, buf, len, key, 1), KVJIT_ERR_CORRUPT);
-  if (why) assert_non_null(strstr(kvjit_last_error(), why));
+  if (why && strstr(kvjit_last_error(), why) == NULL) fail_msg("\"%s\" lacks \"%s\"", kvjit_last_error(), why);
 }
 
 static void test_truncated_at_every_length(void **state) {
@@ -92,9 +115,9 @@ static void test_named_cases(void **state) {
   buf[0] = 'X';
   expect_corrupt(buf, len, &key, "magic");
   buf[0] = 'K';
-  buf[8] = 2; /* format version 2 */
-  expect_corrupt(buf, len, &key, "version 2");
-  buf[8] = 1;
+  buf[8] = 1; /* format version 1 */
+  expect_corrupt(buf, len, &key, "version 1");
+  buf[8] = 2;
   kvjit_key other = key;
   other.low ^= 1;
   expect_corrupt(buf, len, &other, "key mismatch");
@@ -107,6 +130,17 @@ static void test_named_cases(void **state) {
   longer[len] = 0;
   expect_corrupt(longer, len + 1, &key, "file size");
   free(longer);
+  /* A header that lies about its target or kernels, checksums made good again: the key it stores
+   * is not the one its fields derive. */
+  for (size_t at = 48; at < 58; at++) {
+    if (at == 56) continue; /* the payload kind byte: other values are rejected by name */
+    uint8_t *lie = malloc(len);
+    memcpy(lie, buf, len);
+    lie[at] ^= 1;
+    reseal(lie);
+    expect_corrupt(lie, len, &key, at == 57 ? "suffix" : at >= 54 && at <= 55 ? "range" : "derive");
+    free(lie);
+  }
   /* Without payload checking a flipped payload byte passes (listing without verify). */
   buf[len - 1] ^= 1;
   kvjit_entry_view v;

@@ -270,7 +270,7 @@ typedef struct round_totals {
 static void stress_round(int round, const char *layer, uint64_t *seed, round_totals *totals) {
   char dir[512], v1[600];
   snprintf(dir, sizeof dir, "%s/round-%s-%d", tmpdir, layer ? "layer" : "plain", round);
-  snprintf(v1, sizeof v1, "%s/v1", dir);
+  snprintf(v1, sizeof v1, "%s/v2", dir);
   int go[2], report[2];
   assert_int_equal(pipe(go), 0);
   assert_int_equal(pipe(report), 0);
@@ -416,7 +416,7 @@ static void test_processes_and_threads_compile_each_key_once(void **state) {
   /* The read-only layer: prewarmed once, shared by every round, never written. */
   char layer[512], layer_v1[600], before[4096], after[4096];
   snprintf(layer, sizeof layer, "%s/layer", tmpdir);
-  snprintf(layer_v1, sizeof layer_v1, "%s/v1", layer);
+  snprintf(layer_v1, sizeof layer_v1, "%s/v2", layer);
   assert_int_equal(in_child(prewarm_layer_child, layer), 0);
   snapshot(layer_v1, before, sizeof before);
   for (int r = 0; r < rounds; r++) stress_round(r, layer, &seed, &totals);
@@ -493,7 +493,7 @@ static void test_sigkill_leaves_no_partial_entry_and_no_lock(void **state) {
   crash_rounds = env_int("KVJIT_STRESS_CRASHES", 40);
   char dir[512], v1[600];
   snprintf(dir, sizeof dir, "%s/crash", tmpdir);
-  snprintf(v1, sizeof v1, "%s/v1", dir);
+  snprintf(v1, sizeof v1, "%s/v2", dir);
   uint64_t seed = (uint64_t)time(NULL) * 7 + 1;
   int killed = 0, finished = 0, debris = 0;
   int phase[4] = {0}; /* kills before the context, during key A (wait, compile or write), during key B, after */
@@ -645,7 +645,7 @@ static int full_fs_child(const char *dir) {
   if (kvjit_cache_list(ctx, 0, 1, NULL, NULL, &bad) != KVJIT_OK || bad != 0) return 6;
   kvjit_context_destroy(ctx);
   char v1[600];
-  snprintf(v1, sizeof v1, "%s/v1", dir);
+  snprintf(v1, sizeof v1, "%s/v2", dir);
   if (count_files(v1, ".tmp-") != 0) return 7;
   if (s.disk_writes == 0 || s.write_failures == 0) return 8;
   /* Every failed write is compiled again on the second pass (and fails to write again). */

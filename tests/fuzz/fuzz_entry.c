@@ -60,14 +60,15 @@ static void round_trip(const uint8_t *data, size_t size) {
   if (size < 24) return;
   kvjit_entry_meta m;
   memset(&m, 0, sizeof m);
-  memcpy(&m.key.high, data, 8);
-  memcpy(&m.key.low, data + 8, 8);
-  m.nvrtc_major = data[16];
-  m.nvrtc_minor = data[17];
-  m.arch = data[18];
-  m.kind = (data[19] & 1) ? KVJIT_PAYLOAD_PTX : KVJIT_PAYLOAD_CUBIN;
+  memcpy(&m.content.high, data, 8);
+  memcpy(&m.content.low, data + 8, 8);
+  m.target.nvrtc_major = data[16];
+  m.target.nvrtc_minor = data[17];
+  m.target.arch = 1 + data[18];
+  m.target.kind = (data[19] & 1) ? KVJIT_PAYLOAD_PTX : KVJIT_PAYLOAD_CUBIN;
+  m.target.suffix = (data[19] & 6) == 2 ? 'a' : (data[19] & 6) == 4 ? 'f' : 0;
   m.created = (int64_t)data[20] << 24;
-  size_t nk = data[21] % 5;
+  size_t nk = 1 + data[21] % 4;
   size_t flip_at = (size_t)data[22] << 8 | data[23];
   data += 24;
   size -= 24;
@@ -90,16 +91,22 @@ static void round_trip(const uint8_t *data, size_t size) {
     names[i] = pieces[1 + 2 * i];
     lowered[i] = pieces[2 + 2 * i];
   }
+  for (size_t i = 0; i < nk; i++) {
+    if (names[i][0] == '\0' || lowered[i][0] == '\0') goto out; /* empty names are refused by the parser */
+  }
   m.num_kernels = nk;
   m.kernels = names;
   m.lowered = lowered;
+  m.op = m.variant = m.compiler = "";
+  kvjit_key_derive(&m.key, &m.target, nk, names, &m.content);
   uint8_t *enc = NULL;
   size_t len = 0;
   if (kvjit_entry_encode(&enc, &len, &m, p, (size_t)(end - p)) != KVJIT_OK) goto out;
   kvjit_entry_view v;
   CHECK(kvjit_entry_parse(&v, enc, len, &m.key, 1) == KVJIT_OK);
   check_view(&v, enc, len);
-  CHECK(v.arch == m.arch && v.kind == m.kind && v.nvrtc_major == m.nvrtc_major && v.created == m.created);
+  CHECK(v.target.arch == m.target.arch && v.target.kind == m.target.kind && v.target.suffix == m.target.suffix &&
+        v.target.nvrtc_major == m.target.nvrtc_major && v.created == m.created);
   CHECK(v.program_len == strlen(m.program) && memcmp(v.program, m.program, v.program_len) == 0);
   CHECK(v.num_kernels == nk && v.payload_len == (uint64_t)(end - p));
   for (uint32_t i = 0; i < nk; i++) {
