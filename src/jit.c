@@ -293,8 +293,8 @@ static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
 }
 
 /* Write a fresh compile to the disk cache (best effort: a failure leaves it memory-only). */
-static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_key_target *target,
-                    const kvjit_key *key, const kvjit_compiled *compiled) {
+static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
+                    const kvjit_key_target *target, const kvjit_key *key, const kvjit_compiled *compiled) {
   if (!kvjit_cache_writable(ctx->cache)) return;
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
@@ -302,8 +302,8 @@ static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kv
                            .target = *target,
                            .created = (int64_t)time(NULL),
                            .program = desc->name,
-                           .op = "",
-                           .variant = "",
+                           .op = label && label->op ? label->op : "",
+                           .variant = label && label->variant ? label->variant : "",
                            .compiler = compiler,
                            .num_kernels = desc->num_kernels,
                            .kernels = desc->kernels,
@@ -318,7 +318,8 @@ static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kv
 }
 
 /* Get the payload for key: disk, or compile (under the cross-process lock) and publish. */
-static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_key_target *target,
+static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
+                                   const kvjit_key_target *target,
                                    const kvjit_key *key, uint8_t **file, kvjit_entry_view *view,
                                    kvjit_compiled *compiled, kvjit_origin *origin) {
   if (kvjit_cache_read(ctx->cache, key, file, view) == KVJIT_OK) {
@@ -341,7 +342,7 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc 
       kvjit_log_line("compiled %s for %s_%d in %.1f ms", desc->name, target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute",
                      target->arch, (double)compiled->ns / 1e6);
     }
-    publish(ctx, desc, target, key, compiled);
+    publish(ctx, desc, label, target, key, compiled);
   } else {
     atomic_fetch_add(&ctx->compile_failures, 1);
     if (ctx->log == 1) kvjit_log_line("compile of %s failed: %s", desc->name, kvjit_last_error());
@@ -362,6 +363,7 @@ static char *dup_n(const char *s, size_t n) {
 
 /* Fill a BUILDING program: payload from disk or NVRTC, then load it. Runs without ctx->lock. */
 static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kvjit_program_desc *desc,
+                                  const kvjit_program_label *label,
                                   const kvjit_key_target *target, int ptx_fallback, const kvjit_driver *drv,
                                   kvjit_origin *origin) {
   uint8_t *file = NULL;
@@ -371,7 +373,7 @@ static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kv
   kvjit_status st;
   int retried = 0;
 again:
-  st = obtain_payload(ctx, desc, target, &p->key, &file, &view, &compiled, origin);
+  st = obtain_payload(ctx, desc, label, target, &p->key, &file, &view, &compiled, origin);
   if (compiled.log) {
     const char *note = ptx_fallback ? "kvjit: the device is newer than NVRTC knows; built PTX for the newest arch "
                                       "NVRTC supports, finished by the driver\n"
@@ -438,7 +440,7 @@ again:
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled.ns);
     *origin = KVJIT_FROM_COMPILE;
-    publish(ctx, desc, target, &p->key, &compiled);
+    publish(ctx, desc, label, target, &p->key, &compiled);
     kvjit_compiled_free(&compiled);
     goto again;
   }
@@ -475,6 +477,11 @@ static kvjit_status resolve_target(const kvjit_program_desc *desc, int arch, kvj
 
 kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
                                const kvjit_program_desc *desc) {
+  return kvjit_program_get_labeled(ctx, out, origin, desc, NULL);
+}
+
+kvjit_status kvjit_program_get_labeled(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
+                                       const kvjit_program_desc *desc, const kvjit_program_label *label) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
   *out = NULL;
   kvjit_status st = validate_desc(desc);
@@ -515,7 +522,7 @@ kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_or
   pthread_mutex_unlock(&ctx->lock);
 
   kvjit_origin got = KVJIT_FROM_COMPILE;
-  st = build_program(ctx, p, desc, &target, ptx_fallback, drv, &got);
+  st = build_program(ctx, p, desc, label, &target, ptx_fallback, drv, &got);
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
   if (p->log == NULL) p->log = strdup("");
 
@@ -537,6 +544,11 @@ kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_or
 }
 
 kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc) {
+  return kvjit_program_compile_labeled(ctx, origin, desc, NULL);
+}
+
+kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
+                                           const kvjit_program_label *label) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
   kvjit_status st = validate_desc(desc);
   if (st != KVJIT_OK) return st;
@@ -556,7 +568,7 @@ kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin, con
   kvjit_compiled compiled;
   memset(&compiled, 0, sizeof compiled);
   kvjit_origin got;
-  st = obtain_payload(ctx, desc, &target, &key, &file, &view, &compiled, &got);
+  st = obtain_payload(ctx, desc, label, &target, &key, &file, &view, &compiled, &got);
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
   free(file);
   kvjit_compiled_free(&compiled);

@@ -39,6 +39,24 @@ kvjit_status kvjit_fast_insert(kvjit_context *ctx, kvjit_fast_key key, const kvj
 /** Visit every kernel in the fast table (not on a hot path). */
 void kvjit_fast_foreach(const kvjit_context *ctx, void (*visit)(const kvjit_kernel *kernel, void *user), void *user);
 
+/**
+ * What an op says about a program it asks for, recorded in the program's cache entry so that a
+ * shipped cache can be audited (`kvjit cache ls`): the op's name and the variant as its manifest
+ * line. Not part of the key: two variants that plan the same program share one entry.
+ */
+typedef struct kvjit_program_label {
+  const char *op;      /* e.g. "store_kv_cache" */
+  const char *variant; /* e.g. "store_kv_cache arch=90 k_row_bytes=256 ..." */
+} kvjit_program_label;
+
+/** kvjit_program_get() for an op: @p label (may be NULL) goes into the entry it writes. */
+kvjit_status kvjit_program_get_labeled(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
+                                       const kvjit_program_desc *desc, const kvjit_program_label *label);
+
+/** kvjit_program_compile() for an op, with a label as above. */
+kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
+                                           const kvjit_program_label *label);
+
 /** Device address of a __device__ variable of a loaded program, in the current CUDA context. */
 kvjit_status kvjit_program_global(const kvjit_program *program, CUdeviceptr *ptr, size_t *bytes, const char *name);
 
