@@ -19,6 +19,8 @@
 #include "entry.h"
 #include "compile.h"
 #include "fast_table.h"
+#include "parse.h"
+#include "safe_fs.h"
 #include "status.h"
 
 #define PROGRAM_BUCKETS 256u
@@ -52,38 +54,50 @@ struct kvjit_context {
   pthread_cond_t built; /* a program left PROGRAM_BUILDING */
   struct kvjit_program *buckets[PROGRAM_BUCKETS];
   kvjit_fast_table *fast;
-  atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, load_bad;
+  int cache_disabled;          /* the disk cache was switched off (not degraded) */
+  atomic_int manifest_warned;  /* the one warning about an unwritable manifest was given */
+  atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads;
 };
 
 /* ---- context ------------------------------------------------------------------------------ */
 
-static int env_flag(const char *name, int fallback) {
-  const char *v = getenv(name);
-  if (v == NULL || v[0] == '\0') return fallback;
-  if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) return 1;
-  if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) return 0;
-  return fallback;
+/* A tri-state option: KVJIT_FROM_ENV, 0 or 1. */
+static kvjit_status check_switch(const char *field, int value) {
+  if (value == KVJIT_FROM_ENV || value == 0 || value == 1) return KVJIT_OK;
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->%s: %d, expected 0, 1 or KVJIT_FROM_ENV (-1)", field, value);
 }
 
-/* "500M", "2G", "1048576" -> bytes; 0 when malformed. */
-static uint64_t parse_size(const char *s) {
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return 0;
-  uint64_t mul = 1;
-  switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    case 't': case 'T': mul = 1ull << 40; end++; break;
-    default: return 0;
+/* Options, then the environment through the strict parser (parse.h), then defaults. */
+static kvjit_status context_config(const kvjit_context_options *options, int *log, kvjit_cache_config *cc) {
+  kvjit_status st;
+  if ((st = check_switch("log", options->log)) != KVJIT_OK ||
+      (st = check_switch("disable_cache", options->disable_cache)) != KVJIT_OK ||
+      (st = check_switch("allow_shared_dirs", options->allow_shared_dirs)) != KVJIT_OK) {
+    return st;
   }
-  if (*end == 'i' || *end == 'B') end++;
-  if (*end == 'B') end++;
-  if (*end != '\0') return 0;
-  return (uint64_t)v * mul;
+  int read_only = options->version >= 2 ? options->read_only : 0; /* a version 1 struct ends before it */
+  if (read_only != 0 && read_only != 1) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->read_only: %d, expected 0 or 1", read_only);
+  }
+  /* KVJIT_LOG first: it decides whether the other variables' warnings are printed. */
+  *log = options->log != KVJIT_FROM_ENV ? options->log : kvjit_env_bool("KVJIT_LOG", KVJIT_FROM_ENV, KVJIT_FROM_ENV);
+  memset(cc, 0, sizeof *cc);
+  cc->log = *log;
+  cc->read_only = read_only;
+  cc->write_dir = options->cache_dir && options->cache_dir[0] ? options->cache_dir : NULL;
+  cc->read_dirs = options->cache_path;
+  cc->disabled = options->disable_cache != KVJIT_FROM_ENV ? options->disable_cache
+                                                          : kvjit_env_bool("KVJIT_CACHE_DISABLE", 0, *log);
+  cc->max_bytes = options->cache_max_bytes != 0
+                      ? options->cache_max_bytes
+                      : kvjit_env_size("KVJIT_CACHE_MAX_SIZE", 1, UINT64_MAX, DEFAULT_MAX_BYTES, *log);
+  cc->lock_timeout_ms = options->lock_timeout_ms != 0
+                            ? options->lock_timeout_ms
+                            : (unsigned)kvjit_env_duration_ms("KVJIT_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS, *log);
+  cc->allow_shared = options->allow_shared_dirs != KVJIT_FROM_ENV
+                         ? options->allow_shared_dirs
+                         : kvjit_env_bool("KVJIT_CACHE_ALLOW_SHARED", 0, *log);
+  return KVJIT_OK;
 }
 
 kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_options *options) {
@@ -91,10 +105,14 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   *out = NULL;
   kvjit_context_options defaults = KVJIT_CONTEXT_OPTIONS_INIT;
   if (options == NULL) options = &defaults;
-  if (options->version != KVJIT_CONTEXT_OPTIONS_VERSION) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->version: %u, expected %u (use KVJIT_CONTEXT_OPTIONS_INIT)",
+  if (options->version < 1 || options->version > KVJIT_CONTEXT_OPTIONS_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->version: %u, expected 1 to %u (use KVJIT_CONTEXT_OPTIONS_INIT)",
                       options->version, KVJIT_CONTEXT_OPTIONS_VERSION);
   }
+  int log = KVJIT_FROM_ENV;
+  kvjit_cache_config cc;
+  kvjit_status st = context_config(options, &log, &cc);
+  if (st != KVJIT_OK) return st;
   kvjit_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
@@ -103,33 +121,16 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
     kvjit_context_destroy(ctx);
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   }
-
-  const char *log_env = getenv("KVJIT_LOG");
-  ctx->log = options->log != KVJIT_FROM_ENV ? options->log : (log_env && log_env[0] ? env_flag("KVJIT_LOG", 1) : -1);
-
-  kvjit_cache_config cc;
-  memset(&cc, 0, sizeof cc);
-  cc.write_dir = options->cache_dir;
-  cc.read_dirs = options->cache_path;
-  cc.disabled = options->disable_cache != KVJIT_FROM_ENV ? options->disable_cache : env_flag("KVJIT_CACHE_DISABLE", 0);
-  cc.max_bytes = options->cache_max_bytes;
-  if (cc.max_bytes == 0 && getenv("KVJIT_CACHE_MAX_SIZE")) cc.max_bytes = parse_size(getenv("KVJIT_CACHE_MAX_SIZE"));
-  if (cc.max_bytes == 0) cc.max_bytes = DEFAULT_MAX_BYTES;
-  cc.lock_timeout_ms = options->lock_timeout_ms;
-  if (cc.lock_timeout_ms == 0 && getenv("KVJIT_LOCK_TIMEOUT_MS")) {
-    cc.lock_timeout_ms = (unsigned)strtoul(getenv("KVJIT_LOCK_TIMEOUT_MS"), NULL, 10);
-  }
-  if (cc.lock_timeout_ms == 0) cc.lock_timeout_ms = DEFAULT_LOCK_TIMEOUT_MS;
-  cc.allow_shared = options->allow_shared_dirs != KVJIT_FROM_ENV ? options->allow_shared_dirs
-                                                                 : env_flag("KVJIT_CACHE_ALLOW_SHARED", 0);
-  cc.log = ctx->log;
-  kvjit_status st = kvjit_cache_open(&ctx->cache, &cc);
+  ctx->log = log;
+  ctx->cache_disabled = cc.disabled;
+  st = kvjit_cache_open(&ctx->cache, &cc);
   if (st != KVJIT_OK) {
     kvjit_context_destroy(ctx);
     return st;
   }
-  const char *manifest = options->manifest_path ? options->manifest_path : getenv("KVJIT_MANIFEST");
-  if (manifest && manifest[0]) {
+  const char *manifest = options->manifest_path && options->manifest_path[0] ? options->manifest_path
+                                                                             : kvjit_env_text("KVJIT_MANIFEST");
+  if (manifest) {
     ctx->manifest_path = strdup(manifest);
     if (ctx->manifest_path == NULL) {
       kvjit_context_destroy(ctx);
@@ -189,7 +190,7 @@ kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   out->compiles = atomic_load(&ctx->compiles);
   out->compile_failures = atomic_load(&ctx->compile_failures);
   out->compile_ns = atomic_load(&ctx->compile_ns);
-  out->bad_entries = atomic_load(&cc->bad_entries) + atomic_load(&ctx->load_bad);
+  out->bad_entries = atomic_load(&cc->bad_entries);
   out->disk_writes = atomic_load(&cc->disk_writes);
   out->write_failures = atomic_load(&cc->write_failures);
   out->lock_waits = atomic_load(&cc->lock_waits);
@@ -212,12 +213,20 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "%s\n", line);
   if (n <= 0 || (size_t)n >= sizeof buf) return;
-  /* One write() with O_APPEND: lines from concurrent processes never interleave. */
-  int fd = open(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  ssize_t w = write(fd, buf, (size_t)n);
-  (void)w;
-  close(fd);
+  /* One write() with O_APPEND: lines from concurrent processes never interleave. A FIFO, device or
+   * link is refused without blocking (kvjit_open_regular()). */
+  int fd = kvjit_open_regular(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT, 0644, NULL);
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    ssize_t w = write(fd, buf, (size_t)n);
+    err = w == n ? 0 : w < 0 ? errno : ENOSPC;
+    if (close(fd) != 0 && err == 0) err = errno;
+  }
+  int expected = 0;
+  if (err != 0 && ctx->log != 0 && atomic_compare_exchange_strong(&ctx->manifest_warned, &expected, 1)) {
+    kvjit_log_line("warning: cannot record store variants to the manifest %s: %s%s", ctx->manifest_path,
+                   err == EINVAL ? "not a regular file" : strerror(err), "; later lines are dropped silently");
+  }
 }
 
 /* ---- arch parsing -------------------------------------------------------------------------- */
@@ -292,10 +301,13 @@ static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
   return NULL;
 }
 
-/* Write a fresh compile to the disk cache (best effort: a failure leaves it memory-only). */
-static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
-                    const kvjit_key_target *target, const kvjit_key *key, const kvjit_compiled *compiled) {
-  if (!kvjit_cache_writable(ctx->cache)) return;
+/* Write a fresh compile to the disk cache. KVJIT_ERR_IO (reason in the last error) when it is not
+ * on disk afterwards: a runtime lookup carries on memory-only, a prewarm reports the failure. */
+static kvjit_status publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
+                            const kvjit_key_target *target, const kvjit_key *key, const kvjit_compiled *compiled) {
+  if (!kvjit_cache_writable(ctx->cache)) {
+    return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(ctx->cache));
+  }
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
   kvjit_entry_meta meta = {.key = *key,
@@ -311,17 +323,19 @@ static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kv
   kvjit_key_content(&meta.content, desc);
   uint8_t *buf = NULL;
   size_t len = 0;
-  if (kvjit_entry_encode(&buf, &len, &meta, compiled->payload, compiled->payload_len) == KVJIT_OK) {
-    kvjit_cache_write(ctx->cache, key, buf, len);
-    free(buf);
-  }
+  kvjit_status st = kvjit_entry_encode(&buf, &len, &meta, compiled->payload, compiled->payload_len);
+  if (st != KVJIT_OK) return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_last_error());
+  st = kvjit_cache_write(ctx->cache, key, buf, len);
+  free(buf);
+  return st;
 }
 
 /* Get the payload for key: disk, or compile (under the cross-process lock) and publish. */
 static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
                                    const kvjit_key_target *target,
                                    const kvjit_key *key, uint8_t **file, kvjit_entry_view *view,
-                                   kvjit_compiled *compiled, kvjit_origin *origin) {
+                                   kvjit_compiled *compiled, kvjit_origin *origin, kvjit_status *published) {
+  *published = KVJIT_OK;
   if (kvjit_cache_read(ctx->cache, key, file, view) == KVJIT_OK) {
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
@@ -342,7 +356,7 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc 
       kvjit_log_line("compiled %s for %s_%d in %.1f ms", desc->name, target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute",
                      target->arch, (double)compiled->ns / 1e6);
     }
-    publish(ctx, desc, label, target, key, compiled);
+    *published = publish(ctx, desc, label, target, key, compiled);
   } else {
     atomic_fetch_add(&ctx->compile_failures, 1);
     if (ctx->log == 1) kvjit_log_line("compile of %s failed: %s", desc->name, kvjit_last_error());
@@ -370,10 +384,13 @@ static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kv
   kvjit_entry_view view;
   kvjit_compiled compiled;
   memset(&compiled, 0, sizeof compiled);
-  kvjit_status st;
+  kvjit_status st, published;
   int retried = 0;
+  const char *bad_entry = NULL; /* why a disk entry the driver was given is unusable */
+  char what[300];
+  CUresult res = CUDA_SUCCESS;
 again:
-  st = obtain_payload(ctx, desc, label, target, &p->key, &file, &view, &compiled, origin);
+  st = obtain_payload(ctx, desc, label, target, &p->key, &file, &view, &compiled, origin, &published);
   if (compiled.log) {
     const char *note = ptx_fallback ? "kvjit: the device is newer than NVRTC knows; built PTX for the newest arch "
                                       "NVRTC supports, finished by the driver\n"
@@ -395,9 +412,9 @@ again:
   }
   p->num_kernels = desc->num_kernels;
   if (*origin == KVJIT_FROM_DISK && view.num_kernels != desc->num_kernels) {
-    st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s lists %u kernels, expected %zu", p->key_hex, view.num_kernels,
-                    desc->num_kernels);
-    goto done;
+    snprintf(what, sizeof what, "lists %u kernels, %zu asked for", view.num_kernels, desc->num_kernels);
+    bad_entry = what;
+    goto rebuild;
   }
   for (size_t i = 0; i < desc->num_kernels; i++) {
     p->names[i] = strdup(desc->kernels[i]);
@@ -414,13 +431,44 @@ again:
       goto done;
     }
   }
-  CUresult res = drv->cuLibraryLoadData(&p->library, payload, NULL, NULL, 0, NULL, NULL, 0);
-  if (res == CUDA_SUCCESS) atomic_fetch_add(&ctx->loads, 1);
-  if (res != CUDA_SUCCESS && *origin == KVJIT_FROM_DISK && !retried &&
-      (res == CUDA_ERROR_INVALID_IMAGE || res == CUDA_ERROR_INVALID_PTX || res == CUDA_ERROR_NO_BINARY_FOR_GPU)) {
-    /* A well-formed entry the driver rejects (e.g. a cubin built by a buggy toolchain): rebuild it
-     * from source once and overwrite it. */
-    atomic_fetch_add(&ctx->load_bad, 1);
+  res = drv->cuLibraryLoadData(&p->library, payload, NULL, NULL, 0, NULL, NULL, 0);
+  if (res == CUDA_SUCCESS) {
+    atomic_fetch_add(&ctx->loads, 1);
+  } else {
+    p->library = NULL;
+    if (*origin == KVJIT_FROM_DISK &&
+        (res == CUDA_ERROR_INVALID_IMAGE || res == CUDA_ERROR_INVALID_PTX || res == CUDA_ERROR_NO_BINARY_FOR_GPU)) {
+      bad_entry = "the driver rejects its image"; /* e.g. a cubin built by a buggy toolchain */
+    } else {
+      st = kvjit_cuda_fail(drv, res, "cuLibraryLoadData");
+    }
+  }
+  if (res == CUDA_SUCCESS) {
+    for (size_t i = 0; i < p->num_kernels; i++) {
+      p->kernels[i].program = p;
+      p->kernels[i].name = p->names[i];
+      p->kernels[i].lowered = p->lowered[i];
+      res = drv->cuLibraryGetKernel(&p->kernels[i].handle, p->library, p->lowered[i]);
+      if (res != CUDA_SUCCESS) {
+        snprintf(what, sizeof what, "cuLibraryGetKernel(\"%.200s\")", p->lowered[i]);
+        if (*origin == KVJIT_FROM_DISK) bad_entry = "the driver finds no kernel of a lowered name in it";
+        break;
+      }
+    }
+    if (res != CUDA_SUCCESS) {
+      st = kvjit_cuda_fail(drv, res, what);
+      drv->cuLibraryUnload(p->library);
+      p->library = NULL;
+    }
+  }
+rebuild:
+  if (bad_entry != NULL && !retried) {
+    /* A disk entry that passed every check but that the loader cannot use (issue 15: a forged
+     * lowered name, a kernel list that is not the one asked for, an image the driver rejects):
+     * move it aside and count it (kvjit_cache_reject()), then rebuild from source once and
+     * publish over it. */
+    kvjit_cache_reject(ctx->cache, &p->key, bad_entry);
+    bad_entry = NULL;
     free(file);
     file = NULL;
     for (size_t i = 0; i < p->num_kernels; i++) {
@@ -440,27 +488,11 @@ again:
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled.ns);
     *origin = KVJIT_FROM_COMPILE;
-    publish(ctx, desc, label, target, &p->key, &compiled);
+    publish(ctx, desc, label, target, &p->key, &compiled); /* memory-only when it fails */
     kvjit_compiled_free(&compiled);
     goto again;
   }
-  if (res != CUDA_SUCCESS) {
-    p->library = NULL;
-    st = kvjit_cuda_fail(drv, res, "cuLibraryLoadData");
-    goto done;
-  }
-  for (size_t i = 0; i < p->num_kernels; i++) {
-    p->kernels[i].program = p;
-    p->kernels[i].name = p->names[i];
-    p->kernels[i].lowered = p->lowered[i];
-    res = drv->cuLibraryGetKernel(&p->kernels[i].handle, p->library, p->lowered[i]);
-    if (res != CUDA_SUCCESS) {
-      char what[300];
-      snprintf(what, sizeof what, "cuLibraryGetKernel(\"%s\")", p->lowered[i]);
-      st = kvjit_cuda_fail(drv, res, what);
-      goto done;
-    }
-  }
+  if (bad_entry != NULL) st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s %s, even rebuilt", p->key_hex, bad_entry);
 done:
   free(file);
   kvjit_compiled_free(&compiled);
@@ -568,7 +600,16 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   kvjit_compiled compiled;
   memset(&compiled, 0, sizeof compiled);
   kvjit_origin got;
-  st = obtain_payload(ctx, desc, label, &target, &key, &file, &view, &compiled, &got);
+  kvjit_status published;
+  st = obtain_payload(ctx, desc, label, &target, &key, &file, &view, &compiled, &got, &published);
+  /* Compiling is for the disk cache: an entry that could not be written is a failure here (a
+   * prewarm must not say "compiled" of what the next process will compile again), unless the
+   * disk cache is switched off. */
+  if (st == KVJIT_OK && published != KVJIT_OK && !ctx->cache_disabled) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+    st = kvjit_fail(KVJIT_ERR_IO, "%s compiled but %s", desc->name, detail);
+  }
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
   free(file);
   kvjit_compiled_free(&compiled);
