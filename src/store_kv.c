@@ -685,6 +685,10 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
   if (line == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: NULL");
   char buf[512];
+  /* cache/MANIFEST.md: at most 511 characters, a comment included. */
+  if (strcspn(line, "\n\r") >= sizeof buf) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: longer than %zu characters", sizeof buf - 1);
+  }
   size_t len = strcspn(line, "#\n\r");
   if (line[len] == '\r' || line[len] == '\n') {
     /* Only a line ending may follow: "a\nb" is two lines. */
@@ -782,6 +786,14 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
   kvjit_store_kv_plan plan;
   kvjit_status st = variant_plan(&v, v.arch, 0, &plan, &quant, &quantize);
   if (st != KVJIT_OK) return st;
+  /* cache/MANIFEST.md: the optional keys only when quantizing (a plain line never has them, so a
+   * line that has them on a plain copy would not survive a format/parse round trip). */
+  for (int f = F_REQUIRED; f < F_COUNT && !quantize; f++) {
+    if (seen[f]) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: only for a store that quantizes (a float dtype and an fp8 "
+                        "cache_dtype)", field_names[f]);
+    }
+  }
   *out = v;
   kvjit_clear_error();
   return KVJIT_OK;
