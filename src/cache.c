@@ -422,8 +422,14 @@ int cache_quarantine(kvjit_cache *c, const char *dir, const char *name, const st
   if (c->read_only) return 0;
   char from[PATH_MAX], q[PATH_MAX], to[PATH_MAX];
   if (snprintf(from, sizeof from, "%s/%s", dir, name) >= (int)sizeof from ||
-      snprintf(q, sizeof q, "%s/" QUARANTINE_NAME, dir) >= (int)sizeof q ||
-      snprintf(to, sizeof to, "%s/%s.%ld.%ld.bad", q, name, (long)time(NULL), (long)getpid()) >= (int)sizeof to) {
+      snprintf(q, sizeof q, "%s/" QUARANTINE_NAME, dir) >= (int)sizeof q) {
+    return 0;
+  }
+  /* Unique per move (two in one second by one process must not overwrite each other). */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  if (snprintf(to, sizeof to, "%s/%s.%lld.%09ld.%ld.bad", q, name, (long long)ts.tv_sec, ts.tv_nsec, (long)getpid()) >=
+      (int)sizeof to) {
     return 0;
   }
   /* Move aside only the file that was judged: if another process has meanwhile published a good
