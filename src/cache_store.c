@@ -181,10 +181,11 @@ static kvjit_status write_failure(kvjit_cache *c, const char *what, const char *
   atomic_fetch_add(&c->counters.write_failures, 1);
   int expected = 0;
   if (atomic_compare_exchange_strong(&c->write_warned, &expected, 1) && c->log != 0) {
-    kvjit_log_line("warning: cannot write cache entries to %s (%s: %s); continuing memory-only for them", c->write_dir,
-                   what, detail);
+    kvjit_log_line("warning: cannot write cache entries (%s: %s) to %s; continuing memory-only for them", what, detail,
+                   c->write_dir);
   }
-  return kvjit_fail(KVJIT_ERR_IO, "cache entry not written to %s: %s: %s", c->write_dir, what, detail);
+  /* The reason first: a long dir must not push it out of the bounded last-error line. */
+  return kvjit_fail(KVJIT_ERR_IO, "cache entry not written (%s: %s) to %s", what, detail, c->write_dir);
 }
 
 static uint64_t minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
