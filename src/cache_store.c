@@ -190,14 +190,16 @@ static kvjit_status write_failure(kvjit_cache *c, const char *what, const char *
 
 static uint64_t minus(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 
-/* Take the dir lock; -1 with a message in the last error and errno. */
-static int lock_dir(kvjit_cache *c) {
+/* Take the dir lock: its fd, or -1 with *status (KVJIT_ERR_BUSY: held too long by another
+ * process; KVJIT_ERR_IO) and the reason in the last error. */
+static int lock_dir(kvjit_cache *c, kvjit_status *status) {
   int timed_out = 0;
   int fd = cache_lock_byte(c, DIR_LOCK_BYTE, NULL, NULL, &timed_out);
   if (fd < 0 && timed_out) {
-    kvjit_fail(KVJIT_ERR_BUSY, "another process held the dir lock of %s for %u ms", c->write_dir, c->lock_timeout_ms);
+    *status = kvjit_fail(KVJIT_ERR_BUSY, "another process held the dir lock of %s for %u ms", c->write_dir,
+                         c->lock_timeout_ms);
   } else if (fd < 0) {
-    kvjit_fail(KVJIT_ERR_IO, "cannot open the lock file of %s: %s", c->write_dir, strerror(errno));
+    *status = kvjit_fail(KVJIT_ERR_IO, "cannot open the lock file of %s: %s", c->write_dir, strerror(errno));
   }
   return fd;
 }
@@ -269,7 +271,8 @@ kvjit_status kvjit_cache_write(kvjit_cache *c, const kvjit_key *key, const uint8
     unlink(tmp);
     return write_failure(c, "write temp file", strerror(err));
   }
-  int lock_fd = lock_dir(c);
+  kvjit_status lock_status;
+  int lock_fd = lock_dir(c, &lock_status);
   if (lock_fd < 0) {
     char detail[512];
     snprintf(detail, sizeof detail, "%s", kvjit_last_error());
@@ -304,8 +307,9 @@ kvjit_status kvjit_cache_evict(kvjit_cache *c, uint64_t max_bytes, uint64_t *rem
   if (removed_entries) *removed_entries = 0;
   if (removed_bytes) *removed_bytes = 0;
   if (!kvjit_cache_writable(c)) return kvjit_fail(KVJIT_ERR_IO, "no writable cache dir: %s", kvjit_cache_unwritable_reason(c));
-  int lock_fd = lock_dir(c);
-  if (lock_fd < 0) return kvjit_fail(errno == ETIMEDOUT ? KVJIT_ERR_BUSY : KVJIT_ERR_IO, "%s", kvjit_last_error());
+  kvjit_status lock_status;
+  int lock_fd = lock_dir(c, &lock_status);
+  if (lock_fd < 0) return lock_status;
   dir_scan s;
   if (scan_dir(c, 1, &s) != 0) {
     int err = errno;

@@ -504,6 +504,21 @@ test_failures_are_not_success() {
     ((FAILED > 0)) || fail "full tmpfs: nothing failed"
     expect_err 'No space left on device'
   fi
+  # verify of a read-only mount: every entry is checked, the bad ones reported and left in place.
+  if unshare -m true 2>/dev/null; then
+    local ro="$TMP/ro-mount" victim
+    kvjit prewarm --arch sm_90 --cache-dir "$ro" --k-row-bytes 256,512 --index int64 -j 1
+    expect_rc 0
+    victim=$(first_entry "$ro")
+    printf 'garbage' >"$victim"
+    RC=0
+    unshare -m bash -c "mount --bind '$ro' '$ro' && mount -o remount,bind,ro '$ro' && '$KVJIT' cache verify \
+      --cache-dir '$ro'" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    expect_rc 1
+    expect_err 'not writable: Read-only file system; bad entries are reported and left in place'
+    expect_out "^bad: $victim: .*left in place"
+    expect_out '^verified [1-9][0-9]* entries: 1 bad'
+  fi
   # verify: a dir that does not exist or that the loader refuses says so, exit 1, creates nothing.
   kvjit cache verify --cache-dir "$TMP/no/such/cache"
   expect_rc 1

@@ -14,6 +14,7 @@
 
 typedef struct cache_cmd_opts {
   cache_opts cache;
+  bool in_place; /* verify: the dir cannot be written, bad entries stay where they are */
   bool all;
   bool long_format;
   bool have_max_size;
@@ -71,7 +72,9 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
       const entry_row *r = &table.rows[i];
       if (r->status == KVJIT_OK) continue;
       printf("bad: %s: %s (%s)\n", r->path, r->reason[0] ? r->reason : kvjit_status_string(r->status),
-             r->read_only ? "read-only dir, left in place" : r->status == KVJIT_ERR_IO ? "left in place" : "quarantined");
+             r->read_only || o->in_place ? "read-only dir, left in place"
+             : r->status == KVJIT_ERR_IO ? "left in place"
+                                         : "quarantined");
     }
     printf("verified %zu entries: %" PRIu64 " bad\n", table.count, bad);
     if (bad != 0) rc = EXIT_FAILURE;
@@ -255,6 +258,16 @@ int cmd_cache(int argc, char **argv) {
   kvjit_context *ctx = NULL;
   rc = open_context_mode(cmd, &o.cache, looks_only, &ctx);
   if (rc != 0) return rc;
+  kvjit_cache_info info;
+  if (is_verify && kvjit_context_cache_info(ctx, &info) == KVJIT_OK && info.write_dir == NULL) {
+    /* There, but not writable (a read-only mount): check every entry all the same, move none. */
+    fprintf(stderr, "kvjit %s: note: %s; bad entries are reported and left in place\n", cmd,
+            info.degraded_reason ? info.degraded_reason : "the cache dir is not writable");
+    kvjit_context_destroy(ctx);
+    rc = open_context_mode(cmd, &o.cache, true, &ctx);
+    if (rc != 0) return rc;
+    o.in_place = true;
+  }
   rc = command->action(cmd, ctx, &o);
   kvjit_context_destroy(ctx);
   return rc;
