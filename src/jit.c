@@ -465,8 +465,9 @@ rebuild:
   if (bad_entry != NULL && !retried) {
     /* A disk entry that passed every check but that the loader cannot use (issue 15: a forged
      * lowered name, a kernel list that is not the one asked for, an image the driver rejects):
-     * move it aside and count it (kvjit_cache_reject()), then rebuild from source once and
-     * publish over it. */
+     * move it aside, or remember it when it lies in a read-only layer, and count it
+     * (kvjit_cache_reject()); then look again, once: the writable dir may hold a good copy (a
+     * layer's bad entry shadows it), else this compiles and publishes over it. */
     kvjit_cache_reject(ctx->cache, &p->key, bad_entry);
     bad_entry = NULL;
     free(file);
@@ -482,13 +483,6 @@ rebuild:
     p->kernels = NULL;
     p->num_kernels = 0;
     retried = 1;
-    /* Skip the disk: force a compile by going straight to NVRTC. */
-    st = kvjit_nvrtc_compile(&compiled, desc, target);
-    if (st != KVJIT_OK) goto done;
-    atomic_fetch_add(&ctx->compiles, 1);
-    atomic_fetch_add(&ctx->compile_ns, compiled.ns);
-    *origin = KVJIT_FROM_COMPILE;
-    publish(ctx, desc, label, target, &p->key, &compiled); /* memory-only when it fails */
     kvjit_compiled_free(&compiled);
     goto again;
   }
