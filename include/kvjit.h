@@ -172,7 +172,9 @@ KVJIT_API kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats
 
 /** Where the context caches, as resolved at creation. Strings are owned by the context. */
 typedef struct kvjit_cache_info {
-  const char *write_dir;      /**< writable dir, or NULL when memory-only */
+  /** writable dir, or NULL when memory-only; for a read_only context, the dir it reads (and
+   *  would write), also when it does not exist yet, or NULL when it is refused */
+  const char *write_dir;
   const char *read_dirs;      /**< colon-separated read-only dirs searched first ("" if none) */
   const char *degraded_reason; /**< why the writable dir is unusable, or NULL */
   uint64_t max_bytes;         /**< byte budget of write_dir */
