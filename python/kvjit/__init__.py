@@ -9,11 +9,13 @@ loaded on first use; kvjit.library_path() says which one.
 """
 
 from ._context import Context, cache_info, default_context, oob_count, stats
+from . import _lib as _lib_module
 from ._lib import (
     CompileError,
     Error,
     InvalidArgumentError,
     LibraryNotFoundError,
+    LibraryVersionError,
     STATUS_NAMES,
 )
 from ._program import (
@@ -29,10 +31,13 @@ from ._program import (
 )
 from ._store import prepare, prewarm, store_kv_cache
 
-__version__ = "0.1.0"
+# meson.build's project version (written into _version.py at build time); the library loaded
+# must be the same version (checked at load: LibraryVersionError).
+__version__ = _lib_module.PACKAGE_VERSION or "0+unknown"
 
 __all__ = [
-    "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError", "Program",
+    "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError",
+    "LibraryVersionError", "Program",
     "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
     "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
     "prewarm", "stats", "store_kv_cache", "version", "version_number",
