@@ -29,7 +29,8 @@ from ._program import (
     nvrtc_version,
     parse_arch,
 )
-from ._store import prepare, prewarm, store_kv_cache
+from ._store import prepare, prewarm
+from ._torch_op import store_kv_cache
 
 # meson.build's project version (written into _version.py at build time); the library loaded
 # must be the same version (checked at load: LibraryVersionError).
@@ -40,8 +41,26 @@ __all__ = [
     "LibraryVersionError", "Program",
     "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
     "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
-    "prewarm", "stats", "store_kv_cache", "version", "version_number",
+    "prewarm", "register_torch_ops", "stats", "store_kv_cache", "version", "version_number",
 ]
+
+
+def register_torch_ops():
+    """Register torch.ops.kvjit.store_kv_cache (the CUDA kernel, a CPU implementation and the fake
+    one for torch.compile). Done at `import kvjit` when torch is already imported; call this
+    before torch.compile otherwise. Returns the op; RuntimeError says why it cannot."""
+    from . import _torch_op
+
+    return _torch_op.register()
+
+
+def _register_at_import():
+    import sys
+
+    if "torch" in sys.modules:
+        from . import _torch_op
+
+        _torch_op.try_register()
 
 
 def library_path():
@@ -63,3 +82,6 @@ def version_number():
     from . import _lib
 
     return _lib.load().version_number
+
+
+_register_at_import()
