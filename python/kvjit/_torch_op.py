@@ -12,6 +12,7 @@ register() (also called by kvjit.store_kv_cache() the first time it sees a torch
 
 import ctypes
 import os
+import re
 import sys
 import threading
 
@@ -23,6 +24,8 @@ SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v
           "int cache_dtype=0) -> ()")
 
 store_op = None  # torch.ops.kvjit.store_kv_cache.default once registered
+fast_store = None  # _kvjit_ext.store once loaded: the eager path for torch tensors
+_is_compiling = None  # torch.compiler.is_compiling
 Tensor = None    # torch.Tensor once registered (the friendly entry point's isinstance test)
 _error = None    # why registration failed, once it has
 _lock = threading.Lock()
@@ -144,9 +147,45 @@ def register():
             _error = f"{type(e).__name__}: {e}"
             raise
         _error = None
+        _load_fast_path(torch)
         Tensor = torch.Tensor
         store_op = torch.ops.kvjit.store_kv_cache.default
         return store_op
+
+
+def ext_path(lib):
+    """_kvjit_ext sits beside libkvjit too (built for this Python: its suffix names the ABI)."""
+    import importlib.machinery
+
+    return os.path.join(os.path.dirname(os.path.realpath(lib.path)),
+                        "_kvjit_ext" + importlib.machinery.EXTENSION_SUFFIXES[0])
+
+
+def _load_fast_path(torch):
+    """Load and set up _kvjit_ext when it is there and this torch has the DLPack exchange API
+    (2.10+); without it every eager call takes the op's path, which is only slower."""
+    global fast_store, _is_compiling
+    import importlib.machinery
+    import importlib.util
+
+    lib = _lib.load()
+    path = ext_path(lib)
+    if not os.path.exists(path) or not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        return
+    loader = importlib.machinery.ExtensionFileLoader("kvjit._kvjit_ext", path)
+    spec = importlib.util.spec_from_file_location("kvjit._kvjit_ext", path, loader=loader)
+    ext = importlib.util.module_from_spec(spec)
+    loader.exec_module(ext)
+    try:
+        cuda = ctypes.CDLL(os.environ.get("KVJIT_LIBCUDA") or "libcuda.so.1")
+        get_device = ctypes.cast(cuda.cuCtxGetDevice, ctypes.c_void_p).value
+    except (OSError, AttributeError):
+        get_device = None  # no driver: CUDA tensors cannot exist, the op's path says so
+    address = lambda name: ctypes.cast(lib.fn[name], ctypes.c_void_p).value  # noqa: E731
+    ext.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
+             address("kvjit_status_name"), get_device, torch.Tensor)
+    _is_compiling = torch.compiler.is_compiling
+    fast_store = ext.store
 
 
 def try_register():
@@ -179,6 +218,10 @@ def translate(error):
         at = text.find(prefix)
         if at >= 0:
             return cls(text[at + len(prefix):].split("\n", 1)[0])
+    # The dispatcher's own refusal of an argument's type (a str where a Tensor goes, ...).
+    m = re.search(r"Expected a value of type '([^']+)' for argument '(\w+)' but instead found type '([^']+)'", text)
+    if m:
+        return TypeError(f"{m.group(2)}: expected {m.group(1)}, got {m.group(3)}")
     at = text.find("kvjit ERR_")
     if at >= 0:
         line = text[at + len("kvjit "):].split("\n", 1)[0]
@@ -307,12 +350,30 @@ _CACHE_DTYPE_CODES = {None: 0, "fp8_e4m3": _lib.DTYPE_FP8_E4M3, "e4m3": _lib.DTY
                       "fp8_e5m2": _lib.DTYPE_FP8_E5M2, "e5m2": _lib.DTYPE_FP8_E5M2, "float8_e5m2": _lib.DTYPE_FP8_E5M2}
 
 
-def _op_scalar(value, default):
-    """@p value for an int argument of the op, @p default for None; None if the op cannot take it
-    (the Python path then names the argument in its error)."""
+def _op_int(value, name, default, low):
+    """@p value as the op's int argument (@p default for None); ValueError naming @p name otherwise."""
     if value is None:
         return default
-    return value if type(value) is int and -2**63 <= value < 2**63 else None
+    if type(value) is not int or not low <= value < 2**63:
+        raise ValueError(f"{name}: must be None or an int {low}..2**63-1, got {value!r}")
+    return value
+
+
+def op_arguments(num_slots, skip_slot, split, pdl, cache_dtype):
+    """The op's scalar arguments from the friendly keywords, checked (each error names its argument)."""
+    mode = _PDL_CODES.get(pdl) if type(pdl) in (str, bool) or pdl is None else None
+    if mode is None:
+        raise ValueError(f"pdl: expected 'auto', 'on', 'off', True or False, got {pdl!r}")
+    if cache_dtype is None:
+        code = 0
+    else:
+        from ._store import dtype_name
+
+        code = _CACHE_DTYPE_CODES.get(dtype_name(cache_dtype, "cache_dtype"))
+        if code is None:
+            raise ValueError(f"cache_dtype: must be 'fp8_e4m3' or 'fp8_e5m2', got {cache_dtype!r}")
+    return (_op_int(num_slots, "num_slots", -1, 1), _op_int(skip_slot, "skip_slot", -1, 0),
+            _op_int(split, "split", 0, 0), mode, code)
 
 
 def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
@@ -333,27 +394,28 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
     stream: default torch.cuda.current_stream() for torch tensors, else the
     __cuda_array_interface__ stream of k, else the legacy default stream.
 
-    torch tensors go through torch.ops.kvjit.store_kv_cache (so this also works inside
-    torch.compile with no graph break) unless stream= or context= is given.
+    torch tensors go through kvjit's C extension in eager (no Python argument handling) and
+    through torch.ops.kvjit.store_kv_cache inside torch.compile (no graph break), unless
+    stream= or context= is given.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
     """
     op = store_op or try_register()
     if op is not None and stream is None and context is None and isinstance(k, Tensor):
-        ns = _op_scalar(num_slots, -1)
-        skip = _op_scalar(skip_slot, -1)
-        sp = _op_scalar(split, 0)
-        mode = _PDL_CODES.get(pdl) if type(pdl) in (str, bool) or pdl is None else None
-        cd = _CACHE_DTYPE_CODES.get(str(cache_dtype).replace("torch.", "") if cache_dtype is not None else None)
-        if None not in (ns, skip, sp, mode, cd) and (num_slots is None or num_slots > 0) and \
-                (skip_slot is None or skip_slot >= 0):
-            try:
-                op(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd)
+        ns, skip, sp, mode, cd = op_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
+        try:
+            fast = fast_store
+            # _kvjit_ext in eager (answers NotImplemented for what it leaves to the op); the op
+            # itself where Dynamo traces (it cannot trace into an extension).
+            if fast is not None and not _is_compiling() and \
+                    fast(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd) is None:
                 return
-            except RuntimeError as e:
-                mapped = translate(e)
-                if mapped is not None:
-                    raise mapped from None
-                # Not the kernel's (the dispatcher refused an argument): the Python path names it.
+            op(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd)
+            return
+        except RuntimeError as e:
+            mapped = translate(e)
+            if mapped is None:
+                raise
+            raise mapped from None
     from . import _store
 
     _store.store_kv_cache(k, v, k_cache, v_cache, indices, num_slots=num_slots, skip_slot=skip_slot, split=split,
