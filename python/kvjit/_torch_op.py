@@ -399,6 +399,8 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
     stream= or context= is given.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
     """
+    if context is not None:
+        context = _context.context_arg(context)
     op = store_op or try_register()
     if op is not None and stream is None and context is None and isinstance(k, Tensor):
         ns, skip, sp, mode, cd = op_arguments(num_slots, skip_slot, split, pdl, cache_dtype)

@@ -134,7 +134,7 @@ def test_errors_carry_status_name_and_message():
     assert "ERR_INVALID_ARGUMENT" in str(err)
     if not has_driver():
         with raises(kvjit.Error) as e:
-            kvjit.device_count()
+            kvjit.driver_version()
         assert e.value.status == -3 and e.value.name == "ERR_NO_DRIVER" and "libcuda" in e.value.message
 
 
