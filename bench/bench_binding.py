@@ -92,7 +92,7 @@ def main():
     import torch
 
     import kvjit
-    from kvjit import _lib, _store, _torch_op
+    from kvjit import _store, _torch_op
 
     gpu = torch.cuda.is_available()
     try:

@@ -306,12 +306,29 @@ static void test_short_message_buffer(void **state) {
   assert_int_equal(kvjit_store_request_args(&r.req, &r.args, NULL, 0), KVJIT_REQUEST_VALUE_ERROR);
 }
 
+static void test_every_tensor_on_the_device(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  run(&r);
+  assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", r.msg, sizeof r.msg), KVJIT_REQUEST_OK);
+  r.req.indices.device_type = 0;
+  assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", r.msg, sizeof r.msg),
+                   KVJIT_REQUEST_VALUE_ERROR);
+  assert_string_equal(r.msg, "indices: must be a CUDA tensor, got one on device type 0");
+  r.req.v.present = 0; /* None is on no device */
+  r.req.v.device_type = 0;
+  r.req.indices.device_type = DEV_CUDA;
+  assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", NULL, 0), KVJIT_REQUEST_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_contiguous_store),  cmocka_unit_test(test_paged_cache_and_strides),
       cmocka_unit_test(test_k_only_and_raw_bytes), cmocka_unit_test(test_quantize_scales),
       cmocka_unit_test(test_bad_shapes),        cmocka_unit_test(test_bad_dtypes),
       cmocka_unit_test(test_bad_scalars),       cmocka_unit_test(test_short_message_buffer),
+      cmocka_unit_test(test_every_tensor_on_the_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -129,12 +129,13 @@ static PyObject *ext_store(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NOTIMPLEMENTED;
   kvjit_store_kv_args a;
   char msg[512];
+  /* Any tensor off CUDA: the op decides (its CPU implementation, or the error naming it). */
+  if (kvjit_store_request_on_device(&req, BENCH_DL_CUDA, "CUDA", NULL, 0)) Py_RETURN_NOTIMPLEMENTED;
   kvjit_request_error refused = kvjit_store_request_args(&req, &a, msg, sizeof msg);
   if (refused) {
     PyErr_SetString(refused == KVJIT_REQUEST_TYPE_ERROR ? PyExc_TypeError : PyExc_ValueError, msg);
     return NULL;
   }
-  if (req.k.device_type != BENCH_DL_CUDA) Py_RETURN_NOTIMPLEMENTED;
   /* kvjit launches in the thread's current context: it must be k's device's. */
   int current = -1;
   if (g.ctx_get_device == NULL || g.ctx_get_device(&current) != 0 || current != req.k.device_index)

@@ -234,7 +234,14 @@ void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_
 
   kvjit_store_kv_args args;
   char msg[512];
-  kvjit_request_error refused = kvjit_store_request_args(&req, &args, msg, sizeof msg);
+  /* The dispatcher picks the CUDA kernel when any tensor is a CUDA one: then all must be. */
+  const kvjit_tensor_view *views[] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
+                                      &req.v_scale};
+  bool any_cuda = false;
+  for (const kvjit_tensor_view *v : views) any_cuda = any_cuda || (v->present && v->device_type == g_torch.device_cuda);
+  kvjit_request_error refused =
+      any_cuda ? kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", msg, sizeof msg) : KVJIT_REQUEST_OK;
+  if (!refused) refused = kvjit_store_request_args(&req, &args, msg, sizeof msg);
   if (refused) fail_request(refused, msg);
   if (req.k.device_type != g_torch.device_cuda) {
     /* Only reachable when registered for another dispatch key (the tests do, for CPU): an empty

@@ -418,3 +418,16 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
                   "uint8 one) fed from float16, bfloat16 or float32", req->k_scale.present ? "k_scale" : "v_scale");
   return KVJIT_REQUEST_OK;
 }
+
+kvjit_request_error kvjit_store_request_on_device(const kvjit_store_request *req, int32_t device_type,
+                                                  const char *device_name, char *msg, size_t msg_size) {
+  request_error e = {msg, msg_size};
+  const kvjit_tensor_view *tensors[] = {&req->k, &req->v, &req->k_cache, &req->v_cache,
+                                        &req->indices, &req->k_scale, &req->v_scale};
+  static const char *names[] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
+  for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+    if (tensors[i]->present && tensors[i]->device_type != device_type)
+      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: must be a %s tensor, got one on device type %d", names[i],
+                    device_name, (int)tensors[i]->device_type);
+  return KVJIT_REQUEST_OK;
+}

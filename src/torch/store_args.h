@@ -71,6 +71,13 @@ typedef enum kvjit_request_error {
 kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args, char *msg,
                                              size_t msg_size);
 
+/**
+ * Check that every tensor of @p req is on @p device_type (the framework's code, called
+ * @p device_name in the message: "k: must be a CUDA tensor, ..."), in argument order.
+ */
+kvjit_request_error kvjit_store_request_on_device(const kvjit_store_request *req, int32_t device_type,
+                                                  const char *device_name, char *msg, size_t msg_size);
+
 /** Short name of @p kind ("f16", "bf16", ..., "other"). */
 const char *kvjit_tensor_kind_name(kvjit_tensor_kind kind);
 
