@@ -68,7 +68,8 @@ KVJIT_API const char *kvjit_version_string(void);
   X(ERR_IO, -10, "file system error")                                                            \
   X(ERR_CORRUPT, -11, "corrupt cache entry")                                                     \
   X(ERR_BUSY, -12, "resource busy")                                                              \
-  X(ERR_INTERNAL, -13, "internal error")
+  X(ERR_INTERNAL, -13, "internal error")                                                         \
+  X(ERR_NO_NVRTC, -14, "NVRTC (libnvrtc) could not be loaded: compiling is unavailable")
 
 /** Result of every fallible kvjit call. */
 typedef enum kvjit_status {

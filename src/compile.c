@@ -1,58 +1,25 @@
 /* NVRTC compile to cubin/PTX, with name expressions lowered. */
 #include "compile.h"
 
-#include <nvrtc.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "nvrtc_lib.h"
 #include "status.h"
 
-static pthread_once_t archs_once = PTHREAD_ONCE_INIT;
-static int archs_list[128];
-static int archs_count;
-static int nvrtc_major, nvrtc_minor;
-
-static void archs_load(void) {
-  int n = 0;
-  if (nvrtcVersion(&nvrtc_major, &nvrtc_minor) != NVRTC_SUCCESS) return;
-  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 128) return;
-  if (nvrtcGetSupportedArchs(archs_list) != NVRTC_SUCCESS) return;
-  archs_count = n;
-}
-
-kvjit_status kvjit_nvrtc_version(int *major, int *minor) {
-  if (major == NULL || minor == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "major/minor is NULL");
-  pthread_once(&archs_once, archs_load);
-  if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "nvrtcVersion/nvrtcGetSupportedArchs failed");
-  *major = nvrtc_major;
-  *minor = nvrtc_minor;
-  return KVJIT_OK;
-}
-
-kvjit_status kvjit_nvrtc_archs(int *out, size_t capacity, size_t *count) {
-  if (count == NULL || (out == NULL && capacity > 0)) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count is NULL or out is NULL with capacity %zu", capacity);
-  }
-  pthread_once(&archs_once, archs_load);
-  if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "nvrtcGetSupportedArchs failed");
-  for (size_t i = 0; i < capacity && i < (size_t)archs_count; i++) out[i] = archs_list[i];
-  *count = (size_t)archs_count;
-  return KVJIT_OK;
-}
-
 kvjit_status kvjit_nvrtc_target(kvjit_key_target *out, int arch, int *fallback_note) {
-  pthread_once(&archs_once, archs_load);
-  if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "NVRTC unusable: nvrtcGetSupportedArchs failed");
+  const kvjit_nvrtc *nv;
+  kvjit_status st = kvjit_nvrtc_get(&nv);
+  if (st != KVJIT_OK) return st;
   if (fallback_note) *fallback_note = 0;
   out->suffix = 0;
-  out->nvrtc_major = nvrtc_major;
-  out->nvrtc_minor = nvrtc_minor;
-  int newest = archs_list[archs_count - 1];
-  for (int i = 0; i < archs_count; i++) {
-    if (archs_list[i] == arch) {
+  out->nvrtc_major = nv->major;
+  out->nvrtc_minor = nv->minor;
+  int newest = nv->archs[nv->num_archs - 1];
+  for (int i = 0; i < nv->num_archs; i++) {
+    if (nv->archs[i] == arch) {
       out->arch = arch;
       out->kind = KVJIT_PAYLOAD_CUBIN;
       return KVJIT_OK;
@@ -65,12 +32,12 @@ kvjit_status kvjit_nvrtc_target(kvjit_key_target *out, int arch, int *fallback_n
     return KVJIT_OK;
   }
   return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "arch sm_%d: NVRTC %d.%d builds sm_%d…sm_%d, not this one", arch,
-                    nvrtc_major, nvrtc_minor, archs_list[0], newest);
+                    nv->major, nv->minor, nv->archs[0], newest);
 }
 
-static kvjit_status nvrtc_fail(nvrtcResult r, const char *what) {
+static kvjit_status nvrtc_fail(const kvjit_nvrtc *nv, nvrtcResult r, const char *what) {
   return kvjit_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? KVJIT_ERR_OUT_OF_MEMORY : KVJIT_ERR_NVRTC, "%s: %s", what,
-                    nvrtcGetErrorString(r));
+                    nv->GetErrorString(r));
 }
 
 static uint64_t now_ns(void) {
@@ -92,12 +59,17 @@ static void first_error_line(const char *log, char *buf, size_t cap) {
 
 kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
   memset(out, 0, sizeof *out);
+  const kvjit_nvrtc *nv;
+  kvjit_status st = kvjit_nvrtc_get(&nv);
+  if (st != KVJIT_OK) {
+    out->log = strdup("");
+    return st;
+  }
   uint64_t t0 = now_ns();
   const char **hdr_src = NULL, **hdr_names = NULL;
   const char **opts = NULL;
   char **exprs = NULL;
   nvrtcProgram prog = NULL;
-  kvjit_status st = KVJIT_OK;
   nvrtcResult r;
 
   if (desc->num_headers > 0) {
@@ -112,9 +84,9 @@ kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *
       hdr_names[i] = desc->headers[i].name;
     }
   }
-  r = nvrtcCreateProgram(&prog, desc->source, desc->name, (int)desc->num_headers, hdr_src, hdr_names);
+  r = nv->CreateProgram(&prog, desc->source, desc->name, (int)desc->num_headers, hdr_src, hdr_names);
   if (r != NVRTC_SUCCESS) {
-    st = nvrtc_fail(r, "nvrtcCreateProgram");
+    st = nvrtc_fail(nv, r, "nvrtcCreateProgram");
     goto done;
   }
   exprs = calloc(desc->num_kernels + 1, sizeof *exprs);
@@ -137,9 +109,9 @@ kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *
     }
     exprs[i][0] = '&';
     memcpy(exprs[i] + (k[0] == '&' ? 0 : 1), k, n + 1);
-    r = nvrtcAddNameExpression(prog, exprs[i]);
+    r = nv->AddNameExpression(prog, exprs[i]);
     if (r != NVRTC_SUCCESS) {
-      st = nvrtc_fail(r, "nvrtcAddNameExpression");
+      st = nvrtc_fail(nv, r, "nvrtcAddNameExpression");
       goto done;
     }
   }
@@ -148,29 +120,29 @@ kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *
            target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute", target->arch);
   for (size_t i = 0; i < desc->num_options; i++) opts[i] = desc->options[i];
   opts[desc->num_options] = arch_opt;
-  nvrtcResult compile_res = nvrtcCompileProgram(prog, (int)desc->num_options + 1, opts);
+  nvrtcResult compile_res = nv->CompileProgram(prog, (int)desc->num_options + 1, opts);
 
   size_t log_len = 0;
-  if (nvrtcGetProgramLogSize(prog, &log_len) != NVRTC_SUCCESS || log_len == 0) log_len = 1;
+  if (nv->GetProgramLogSize(prog, &log_len) != NVRTC_SUCCESS || log_len == 0) log_len = 1;
   out->log = malloc(log_len);
   if (!out->log) {
     st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     goto done;
   }
   out->log[0] = '\0';
-  if (log_len > 1) nvrtcGetProgramLog(prog, out->log);
+  if (log_len > 1) nv->GetProgramLog(prog, out->log);
   if (compile_res != NVRTC_SUCCESS) {
     char line[256];
     first_error_line(out->log, line, sizeof line);
-    st = kvjit_fail(KVJIT_ERR_COMPILE, "%s: %s: %s", desc->name, nvrtcGetErrorString(compile_res), line);
+    st = kvjit_fail(KVJIT_ERR_COMPILE, "%s: %s: %s", desc->name, nv->GetErrorString(compile_res), line);
     goto done;
   }
   for (size_t i = 0; i < desc->num_kernels; i++) {
     const char *lowered = NULL;
-    r = nvrtcGetLoweredName(prog, exprs[i], &lowered);
+    r = nv->GetLoweredName(prog, exprs[i], &lowered);
     if (r != NVRTC_SUCCESS || lowered == NULL) {
       st = kvjit_fail(KVJIT_ERR_COMPILE, "kernels[%zu] \"%s\": not a __global__ function of the program (%s)", i,
-                      desc->kernels[i], nvrtcGetErrorString(r));
+                      desc->kernels[i], nv->GetErrorString(r));
       goto done;
     }
     out->lowered[i] = strdup(lowered);
@@ -180,25 +152,25 @@ kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *
     }
   }
   if (target->kind == KVJIT_PAYLOAD_CUBIN) {
-    r = nvrtcGetCUBINSize(prog, &out->payload_len);
+    r = nv->GetCUBINSize(prog, &out->payload_len);
     if (r == NVRTC_SUCCESS && (out->payload = malloc(out->payload_len ? out->payload_len : 1)) == NULL) {
       st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
       goto done;
     }
-    if (r == NVRTC_SUCCESS) r = nvrtcGetCUBIN(prog, (char *)out->payload);
+    if (r == NVRTC_SUCCESS) r = nv->GetCUBIN(prog, (char *)out->payload);
   } else {
-    r = nvrtcGetPTXSize(prog, &out->payload_len);
+    r = nv->GetPTXSize(prog, &out->payload_len);
     if (r == NVRTC_SUCCESS && (out->payload = malloc(out->payload_len ? out->payload_len : 1)) == NULL) {
       st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
       goto done;
     }
-    if (r == NVRTC_SUCCESS) r = nvrtcGetPTX(prog, (char *)out->payload);
+    if (r == NVRTC_SUCCESS) r = nv->GetPTX(prog, (char *)out->payload);
   }
-  if (r != NVRTC_SUCCESS) st = nvrtc_fail(r, "nvrtcGetCUBIN/PTX");
+  if (r != NVRTC_SUCCESS) st = nvrtc_fail(nv, r, "nvrtcGetCUBIN/PTX");
 
 done:
   if (out->log == NULL) out->log = strdup("");
-  if (prog) nvrtcDestroyProgram(&prog);
+  if (prog) nv->DestroyProgram(&prog);
   if (exprs) {
     for (size_t i = 0; i < desc->num_kernels; i++) free(exprs[i]);
     free(exprs);
