@@ -194,8 +194,41 @@ KVJIT_API kvjit_status kvjit_device_info(int ordinal, char *name, size_t capacit
  */
 KVJIT_API kvjit_status kvjit_current_sm(int *sm);
 
-/** Parse "sm_90", "sm_90a", "90" or "9.0" into 90; KVJIT_ERR_INVALID_ARGUMENT otherwise. */
+/**
+ * Parse a plain compute capability, "sm_90", "90" or "9.0", into 90: what ops (store_kv_cache)
+ * and their prewarm build for. A suffix or a PTX target ("sm_90a", "compute_90") is refused with
+ * KVJIT_ERR_INVALID_ARGUMENT: those are targets of the generic loader (kvjit_parse_target()).
+ */
 KVJIT_API kvjit_status kvjit_parse_arch(const char *text, int *sm);
+
+/*
+ * Targets of the generic loader. A target is an int: a compute capability (90) or'ed with at most
+ * one of the kind flags below. A plain compute capability means sm_XY, so 90 is sm_90 wherever a
+ * target is taken (kvjit_program_desc.arch, cache listings, kvjit_program_arch()).
+ *   sm_90     90                                   cubin for 9.x GPUs from 9.0 on
+ *   sm_90a    90 | KVJIT_TARGET_ARCH_SPECIFIC      cubin with 9.0-only features (wgmma, setmaxnreg)
+ *   sm_100f   100 | KVJIT_TARGET_FAMILY            cubin with the family's features (10.0, 10.3)
+ *   compute_90  90 | KVJIT_TARGET_PTX              PTX the driver finishes for 9.0 and later GPUs
+ *   compute_90a, compute_100f: PTX with those features (same GPUs as their cubins)
+ */
+#define KVJIT_TARGET_CC_MASK 0xffff
+#define KVJIT_TARGET_ARCH_SPECIFIC 0x10000
+#define KVJIT_TARGET_FAMILY 0x20000
+#define KVJIT_TARGET_PTX 0x40000
+
+/**
+ * Parse "sm_90", "sm_90a", "sm_100f", "compute_90", "compute_90a", "90" or "9.0" into a target.
+ * Spellings are the same in the C API, the CLI, manifests and Python.
+ * @return KVJIT_ERR_INVALID_ARGUMENT for anything else (whether this NVRTC builds the target is
+ *         checked when a program is built).
+ */
+KVJIT_API kvjit_status kvjit_parse_target(const char *text, int *target);
+
+/**
+ * Spell a target ("sm_90a"; "compute_90" for 90 | KVJIT_TARGET_PTX) into @p out.
+ * @return KVJIT_ERR_INVALID_ARGUMENT when @p target is not one, or @p capacity is too small.
+ */
+KVJIT_API kvjit_status kvjit_target_name(int target, char *out, size_t capacity);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Generic loader                                                                              */
@@ -221,7 +254,10 @@ typedef struct kvjit_program_desc {
   /** Kernels wanted: extern "C" names or C++ name expressions such as "scale<128, float>". */
   const char *const *kernels;
   size_t num_kernels;
-  /** Target compute capability (90 = sm_90); 0 = the current device's. */
+  /**
+   * Target (kvjit_parse_target()): 90 = sm_90, 90 | KVJIT_TARGET_ARCH_SPECIFIC = sm_90a, ...; 0 =
+   * sm_XY of the current device, and a kind flag alone (KVJIT_TARGET_ARCH_SPECIFIC) that kind for it.
+   */
   int arch;
 } kvjit_program_desc;
 
@@ -262,7 +298,10 @@ KVJIT_API kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *o
 KVJIT_API const char *kvjit_program_log(const kvjit_program *program);
 /** The cache key of the program as 32 hex digits. */
 KVJIT_API const char *kvjit_program_key(const kvjit_program *program);
-/** Compute capability the program was built for; negative when it is PTX finished by the driver. */
+/**
+ * Target the program was built for (see kvjit_parse_target()): 90 for sm_90, 90 |
+ * KVJIT_TARGET_ARCH_SPECIFIC for sm_90a, 90 | KVJIT_TARGET_PTX for PTX the driver finishes.
+ */
 KVJIT_API int kvjit_program_arch(const kvjit_program *program);
 
 /**
@@ -449,7 +488,7 @@ typedef struct kvjit_cache_entry_info {
   const char *key;        /**< 32 hex digits */
   const char *program;    /**< program name */
   const char *kernels;    /**< kernel names, comma-separated */
-  int arch;               /**< compute capability; negative for PTX */
+  int arch;               /**< target (kvjit_target_name() spells it: sm_90, sm_90a, compute_90) */
   uint64_t bytes;         /**< file size */
   int64_t mtime;          /**< last use (seconds since the epoch) */
   kvjit_status status;    /**< KVJIT_OK or KVJIT_ERR_CORRUPT (with verify) */

@@ -8,32 +8,7 @@
 
 #include "nvrtc_lib.h"
 #include "status.h"
-
-kvjit_status kvjit_nvrtc_target(kvjit_key_target *out, int arch, int *fallback_note) {
-  const kvjit_nvrtc *nv;
-  kvjit_status st = kvjit_nvrtc_get(&nv);
-  if (st != KVJIT_OK) return st;
-  if (fallback_note) *fallback_note = 0;
-  out->suffix = 0;
-  out->nvrtc_major = nv->major;
-  out->nvrtc_minor = nv->minor;
-  int newest = nv->archs[nv->num_archs - 1];
-  for (int i = 0; i < nv->num_archs; i++) {
-    if (nv->archs[i] == arch) {
-      out->arch = arch;
-      out->kind = KVJIT_PAYLOAD_CUBIN;
-      return KVJIT_OK;
-    }
-  }
-  if (arch > newest) {
-    out->arch = newest;
-    out->kind = KVJIT_PAYLOAD_PTX;
-    if (fallback_note) *fallback_note = 1;
-    return KVJIT_OK;
-  }
-  return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "arch sm_%d: NVRTC %d.%d builds sm_%d…sm_%d, not this one", arch,
-                    nv->major, nv->minor, nv->archs[0], newest);
-}
+#include "target.h"
 
 static kvjit_status nvrtc_fail(const kvjit_nvrtc *nv, nvrtcResult r, const char *what) {
   return kvjit_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? KVJIT_ERR_OUT_OF_MEMORY : KVJIT_ERR_NVRTC, "%s: %s", what,
@@ -116,8 +91,7 @@ kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *
     }
   }
   char arch_opt[48];
-  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d",
-           target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute", target->arch);
+  kvjit_target_option(target, arch_opt, sizeof arch_opt);
   for (size_t i = 0; i < desc->num_options; i++) opts[i] = desc->options[i];
   opts[desc->num_options] = arch_opt;
   nvrtcResult compile_res = nv->CompileProgram(prog, (int)desc->num_options + 1, opts);

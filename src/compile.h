@@ -18,13 +18,6 @@ typedef struct kvjit_compiled {
   uint64_t ns;    /* wall time of the compile */
 } kvjit_compiled;
 
-/**
- * Choose what to build for a device of compute capability @p arch: a cubin when NVRTC knows the
- * arch; PTX for the newest arch NVRTC knows when the device is newer (the driver finishes it).
- * @param fallback_note optional; set to 1 when the PTX fallback was taken.
- */
-kvjit_status kvjit_nvrtc_target(kvjit_key_target *out, int arch, int *fallback_note);
-
 /** Compile @p desc for @p target. On KVJIT_ERR_COMPILE, out->log holds NVRTC's log. */
 kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *desc, const kvjit_key_target *target);
 

@@ -20,6 +20,7 @@
 #include "compile.h"
 #include "fast_table.h"
 #include "status.h"
+#include "target.h"
 
 #define PROGRAM_BUCKETS 256u
 #define DEFAULT_MAX_BYTES (2ull << 30)
@@ -31,7 +32,7 @@ struct kvjit_program {
   kvjit_key key;
   char key_hex[33];
   char *name;
-  int arch; /* negative: PTX finished by the driver */
+  int arch; /* target code (target.h) */
   program_state state;
   kvjit_status status; /* of a failed build */
   char *error;         /* last-error line of a failed build */
@@ -220,31 +221,6 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   close(fd);
 }
 
-/* ---- arch parsing -------------------------------------------------------------------------- */
-
-kvjit_status kvjit_parse_arch(const char *text, int *sm) {
-  if (text == NULL || sm == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch text or sm is NULL");
-  const char *p = text;
-  if (!strncmp(p, "sm_", 3) || !strncmp(p, "compute_", 8)) p += p[0] == 's' ? 3 : 8;
-  int major = 0, minor = 0, digits = 0;
-  if (p[0] >= '1' && p[0] <= '9' && p[1] == '.' && p[2] >= '0' && p[2] <= '9' && p[3] == '\0') {
-    *sm = (p[0] - '0') * 10 + (p[2] - '0');
-    return KVJIT_OK;
-  }
-  while (p[digits] >= '0' && p[digits] <= '9') digits++;
-  const char *rest = p + digits;
-  if ((digits == 2 || digits == 3) && (rest[0] == '\0' || ((rest[0] == 'a' || rest[0] == 'f') && rest[1] == '\0'))) {
-    int v = atoi(p);
-    major = v / 10;
-    minor = v % 10;
-    if (major >= 3) {
-      *sm = major * 10 + minor;
-      return KVJIT_OK;
-    }
-  }
-  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch \"%s\": expected sm_XY (e.g. sm_90), XY or X.Y", text);
-}
-
 /* ---- program table ------------------------------------------------------------------------- */
 
 static kvjit_status validate_desc(const kvjit_program_desc *desc) {
@@ -281,8 +257,7 @@ static kvjit_status validate_desc(const kvjit_program_desc *desc) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->kernels[%zu]: empty", i);
     }
   }
-  if (desc->arch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->arch: %d", desc->arch);
-  return KVJIT_OK;
+  return kvjit_target_check(desc->arch, 1, "desc->arch");
 }
 
 static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
@@ -339,8 +314,9 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc 
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) {
-      kvjit_log_line("compiled %s for %s_%d in %.1f ms", desc->name, target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute",
-                     target->arch, (double)compiled->ns / 1e6);
+      char name[32];
+      kvjit_target_name(kvjit_target_code(target), name, sizeof name);
+      kvjit_log_line("compiled %s for %s in %.1f ms", desc->name, name, (double)compiled->ns / 1e6);
     }
     publish(ctx, desc, label, target, key, compiled);
   } else {
@@ -467,9 +443,9 @@ done:
   return st;
 }
 
-static kvjit_status resolve_target(const kvjit_program_desc *desc, int arch, kvjit_key_target *target, kvjit_key *key,
+static kvjit_status resolve_target(const kvjit_program_desc *desc, int code, kvjit_key_target *target, kvjit_key *key,
                                    int *ptx_fallback) {
-  kvjit_status st = kvjit_nvrtc_target(target, arch, ptx_fallback);
+  kvjit_status st = kvjit_target_resolve(target, code, ptx_fallback);
   if (st != KVJIT_OK) return st;
   kvjit_key_compute(key, desc, target);
   return KVJIT_OK;
@@ -489,8 +465,10 @@ kvjit_status kvjit_program_get_labeled(kvjit_context *ctx, kvjit_program **out, 
   const kvjit_driver *drv;
   st = kvjit_driver_get(&drv);
   if (st != KVJIT_OK) return st;
-  int arch = desc->arch;
-  if (arch == 0 && (st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) return st;
+  int device_cc = 0;
+  if ((st = kvjit_driver_current_sm(drv, &device_cc, NULL)) != KVJIT_OK) return st;
+  int arch = kvjit_target_cc(desc->arch) == 0 ? desc->arch | device_cc : desc->arch;
+  if ((st = kvjit_target_check_device(arch, device_cc)) != KVJIT_OK) return st;
   kvjit_key_target target;
   kvjit_key key;
   int ptx_fallback = 0;
@@ -515,7 +493,7 @@ kvjit_status kvjit_program_get_labeled(kvjit_context *ctx, kvjit_program **out, 
   }
   p->key = key;
   kvjit_key_hex(&key, p->key_hex);
-  p->arch = target.kind == KVJIT_PAYLOAD_PTX ? -target.arch : target.arch;
+  p->arch = kvjit_target_code(&target);
   p->state = PROGRAM_BUILDING;
   p->next = ctx->buckets[key.low % PROGRAM_BUCKETS];
   ctx->buckets[key.low % PROGRAM_BUCKETS] = p;
@@ -553,11 +531,16 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   kvjit_status st = validate_desc(desc);
   if (st != KVJIT_OK) return st;
   int arch = desc->arch;
-  if (arch == 0) {
-    st = kvjit_current_sm(&arch);
+  if (kvjit_target_cc(arch) == 0) {
+    int device_cc = 0;
+    st = kvjit_current_sm(&device_cc);
     if (st != KVJIT_OK) {
-      return kvjit_fail(st, "desc->arch is 0 and there is no GPU to take it from (%s)", kvjit_last_error());
+      /* Copied first: the detail is formatted into the buffer it comes from. */
+      char why[256];
+      snprintf(why, sizeof why, "%s", kvjit_last_error());
+      return kvjit_fail(st, "desc->arch has no compute capability and there is no GPU to take it from (%s)", why);
     }
+    arch |= device_cc;
   }
   kvjit_key_target target;
   kvjit_key key;

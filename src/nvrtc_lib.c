@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +48,27 @@ static char cccl_dir[PATH_MAX];
 static int archs[128];
 
 /* Append "; what" to the reason (truncated quietly: the first candidates matter most). */
-static void note(const char *fmt, const char *a, const char *b) {
+static void note(const char *fmt, ...) KVJIT_PRINTF(1, 2);
+static void note(const char *fmt, ...) {
   size_t used = strlen(reason);
-  if (used + 1 >= sizeof reason) return;
-  snprintf(reason + used, sizeof reason - used, "%s", used ? "; " : "");
-  used = strlen(reason);
-  snprintf(reason + used, sizeof reason - used, fmt, a, b);
+  if (used + 3 >= sizeof reason) return;
+  if (used) {
+    memcpy(reason + used, "; ", 3);
+    used += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason + used, sizeof reason - used, fmt, ap);
+  va_end(ap);
+}
+
+/* @p dir + @p tail into @p out; 0 when it does not fit. */
+static int join(char *out, size_t capacity, const char *dir, const char *tail) {
+  size_t a = strlen(dir), b = strlen(tail);
+  if (a + b + 1 > capacity) return 0;
+  memcpy(out, dir, a);
+  memcpy(out + a, tail, b + 1);
+  return 1;
 }
 
 static int is_dir(const char *path) {
@@ -80,27 +96,19 @@ static int parent(char *path) {
  * nvidia/cuda_cccl/include beside nvidia/cuda_nvrtc.
  */
 static void find_toolkit_headers(const char *lib) {
-  char root[PATH_MAX];
-  if (realpath(lib, root) == NULL) snprintf(root, sizeof root, "%s", lib);
+  char root[PATH_MAX], dir[PATH_MAX];
+  if (realpath(lib, root) == NULL && !join(root, sizeof root, lib, "")) return;
   if (!parent(root) || !parent(root)) return; /* drop the file name and lib/ */
-  char dir[PATH_MAX + 32];
   const char *base = strrchr(root, '/');
-  base = base ? base + 1 : root;
-  if (strcmp(base, "cuda_nvrtc") == 0) {
-    char nvidia[PATH_MAX];
-    snprintf(nvidia, sizeof nvidia, "%s", root);
-    parent(nvidia);
-    snprintf(dir, sizeof dir, "%s/cuda_runtime/include", nvidia);
-    if (is_dir(dir)) snprintf(include_dir, sizeof include_dir, "%s", dir);
-    snprintf(dir, sizeof dir, "%s/cuda_cccl/include", nvidia);
-    if (is_dir(dir)) snprintf(cccl_dir, sizeof cccl_dir, "%s", dir);
+  if (base && strcmp(base + 1, "cuda_nvrtc") == 0) {
+    parent(root); /* .../nvidia */
+    if (join(dir, sizeof dir, root, "/cuda_runtime/include") && is_dir(dir)) join(include_dir, sizeof include_dir, dir, "");
+    if (join(dir, sizeof dir, root, "/cuda_cccl/include") && is_dir(dir)) join(cccl_dir, sizeof cccl_dir, dir, "");
     return;
   }
-  snprintf(dir, sizeof dir, "%s/include", root);
-  if (!is_dir(dir)) return;
-  snprintf(include_dir, sizeof include_dir, "%s", dir);
-  snprintf(dir, sizeof dir, "%s/include/cccl", root);
-  if (is_dir(dir)) snprintf(cccl_dir, sizeof cccl_dir, "%s", dir);
+  if (!join(dir, sizeof dir, root, "/include") || !is_dir(dir)) return;
+  join(include_dir, sizeof include_dir, dir, "");
+  if (join(dir, sizeof dir, root, "/include/cccl") && is_dir(dir)) join(cccl_dir, sizeof cccl_dir, dir, "");
 }
 
 static void *try_open(const char *path) {
@@ -123,9 +131,9 @@ static void *open_from_wheels(void) {
   static const char *const layouts[] = {"nvidia/cu" STR_(KVJIT_NVRTC_BUILT_MAJOR) "/lib", "nvidia/cuda_nvrtc/lib"};
   for (int up = 0; up < 3; up++) {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
-      char path[PATH_MAX + 64];
-      snprintf(path, sizeof path, "%s/%s/" SONAME, dir, layouts[i]);
-      if (!is_file(path)) continue;
+      char path[PATH_MAX], tail[128];
+      snprintf(tail, sizeof tail, "/%s/" SONAME, layouts[i]);
+      if (!join(path, sizeof path, dir, tail) || !is_file(path)) continue;
       void *h = try_open(path);
       if (h) return h;
     }
@@ -138,7 +146,7 @@ static void *open_nvrtc(void) {
   const char *env = getenv("KVJIT_NVRTC");
   if (env && env[0]) {
     void *h = try_open(env);
-    if (h == NULL) note("%s%s", "nothing else tried: $KVJIT_NVRTC is set", "");
+    if (h == NULL) note("nothing else: $KVJIT_NVRTC is set");
     return h;
   }
   void *h = open_from_wheels();
