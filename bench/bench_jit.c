@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
     later[i - 1] = ms_since(t0);
     if (origin != KVJIT_FROM_COMPILE) fprintf(stderr, "bench_jit: compile %d came from %d\n", i, (int)origin);
   }
-  kvjit_stats stats;
+  kvjit_stats stats = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &stats);
   printf("cold NVRTC compile, first in process          %10.3f ms\n", t_first);
   double later_copy[MAX_REPS];

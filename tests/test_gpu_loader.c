@@ -115,7 +115,7 @@ static void test_disk_hit_in_a_new_context_launches(void **state) {
   assert_int_equal(kvjit_program_get(c2, &p, &origin, &d), KVJIT_OK);
   assert_int_equal(origin, KVJIT_FROM_DISK);
   run_axpb(p, 2);
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(c2, &s);
   assert_int_equal(s.disk_hits, 1);
   assert_int_equal(s.compiles, 0);
@@ -200,7 +200,7 @@ static void test_compile_error_keeps_the_log(void **state) {
   kvjit_kernel *kernel = NULL;
   assert_int_not_equal(kvjit_program_kernel(p, &kernel, NULL, 0), KVJIT_OK);
   /* Remembered: the second call does not compile again. */
-  kvjit_stats before, after;
+  kvjit_stats before = KVJIT_STATS_INIT, after = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &before);
   kvjit_program *q = NULL;
   assert_int_equal(kvjit_program_get(ctx, &q, NULL, &d), KVJIT_ERR_COMPILE);

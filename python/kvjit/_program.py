@@ -58,11 +58,9 @@ class Program:
                 raise ValueError(f"arch: must be >= 0 (0: the current device), got {arch}")
             return arch
         if isinstance(arch, str):
-            lib = self._context._lib
-            sm = ctypes.c_int()
-            lib.check(lib.fn["kvjit_parse_arch"](arch.encode(), ctypes.byref(sm)))
-            return sm.value
-        raise TypeError(f"arch: expected an int (90) or a string ('sm_90'), got {type(arch).__name__}")
+            return parse_target(arch)
+        raise TypeError(f"arch: expected an int (90) or a target string ('sm_90', 'sm_90a', 'compute_90'), "
+                        f"got {type(arch).__name__}")
 
     def _desc(self, arch):
         return _lib.ProgramDesc(
@@ -273,3 +271,21 @@ def current_sm():
 def parse_arch(text):
     """"sm_90", "sm_90a", "90" or "9.0" -> 90; InvalidArgumentError otherwise."""
     return _int_result("kvjit_parse_arch", _text(text, "text"))
+
+
+def parse_target(text):
+    """"sm_90" -> 90, "sm_90a" / "sm_100f" / "compute_90" -> a target code (kvjit_parse_target):
+    the compute capability or'ed with TARGET_ARCH_SPECIFIC, TARGET_FAMILY or TARGET_PTX."""
+    return _int_result("kvjit_parse_target", _text(text, "text"))
+
+
+def target_name(target):
+    """The spelling of a target code: 90 | TARGET_ARCH_SPECIFIC -> "sm_90a"."""
+    if not isinstance(target, int) or isinstance(target, bool):
+        raise TypeError(f"target: expected an int, got {type(target).__name__}")
+    if not -2**31 <= target < 2**31:
+        raise ValueError(f"target: {target} is not a target code")
+    lib = _lib.load()
+    buf = ctypes.create_string_buffer(32)
+    lib.check(lib.fn["kvjit_target_name"](target, buf, len(buf)))
+    return buf.value.decode()
