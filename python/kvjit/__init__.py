@@ -17,6 +17,7 @@ from ._lib import (
     STATUS_NAMES,
 )
 from ._program import (
+    Binary,
     Kernel,
     Program,
     current_sm,
@@ -26,16 +27,20 @@ from ._program import (
     nvrtc_archs,
     nvrtc_version,
     parse_arch,
+    parse_target,
+    target_name,
 )
+from ._lib import TARGET_ARCH_SPECIFIC, TARGET_FAMILY, TARGET_PTX
 from ._store import prepare, prewarm, store_kv_cache
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError", "Program",
+    "Binary", "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError", "Program",
     "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
-    "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
-    "prewarm", "stats", "store_kv_cache", "version", "version_number",
+    "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "parse_target", "prepare",
+    "prewarm", "stats", "store_kv_cache", "target_name", "version", "version_number",
+    "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX",
 ]
 
 
