@@ -435,6 +435,24 @@ static void test_every_target_kind_for_sm80_sm90_sm100(void **state) {
   kvjit_context_destroy(ctx);
 }
 
+static void test_an_sm_90a_instruction_needs_the_sm_90a_target(void **state) {
+  (void)state;
+  kvjit_context *ctx = make_ctx("hopper", 1);
+  const char *k[] = {"hopper"};
+  kvjit_program_desc d = desc_for(90);
+  d.source = "extern \"C\" __global__ void hopper(unsigned *out) {\n"
+             "  asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n"
+             "  out[threadIdx.x] = threadIdx.x; }\n";
+  d.kernels = k;
+  d.num_kernels = 1;
+  kvjit_program *p = NULL;
+  assert_int_equal(kvjit_program_build(ctx, &p, NULL, &d), KVJIT_ERR_COMPILE);
+  assert_non_null(strstr(kvjit_program_log(p), "not supported on .target 'sm_90'"));
+  d.arch = 90 | KVJIT_TARGET_ARCH_SPECIFIC;
+  assert_int_equal(kvjit_program_build(ctx, &p, NULL, &d), KVJIT_OK);
+  kvjit_context_destroy(ctx);
+}
+
 static void test_arch_0_without_a_gpu_says_so_once(void **state) {
   (void)state;
   int sm = 0;
@@ -533,6 +551,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_name_expression_errors_point_at_the_callers_text),
       cmocka_unit_test(test_name_expressions_are_canonical),
       cmocka_unit_test(test_every_target_kind_for_sm80_sm90_sm100),
+      cmocka_unit_test(test_an_sm_90a_instruction_needs_the_sm_90a_target),
       cmocka_unit_test(test_arch_0_without_a_gpu_says_so_once),
       cmocka_unit_test(test_a_process_without_nvrtc_serves_a_warm_cache),
   };
