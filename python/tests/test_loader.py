@@ -120,3 +120,28 @@ def test_gpu_four_kernels_launch():
     block_sum.launch(8, 256, [out, inp], shared_bytes=256 * 4)
     torch.cuda.synchronize()
     assert torch.allclose(out, inp.view(8, 256).sum(1), rtol=1e-5)
+
+
+def _example():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "loader.py")
+    spec = importlib.util.spec_from_file_location("kvjit_example_loader", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_python_example_builds():
+    example = _example()
+    with tempdir() as d, kvjit.Context(d, log=False) as ctx:
+        example.build_for_the_fleet(context=ctx)
+        assert ctx.stats()["compiles"] == 4
+
+
+def test_gpu_readme_python_example_launches():
+    torch = need_gpu()
+    x = torch.arange(512, dtype=torch.float32, device="cuda")
+    _example().scale_on_the_gpu(x, 0.5)
+    torch.cuda.synchronize()
+    assert torch.equal(x, torch.arange(512, dtype=torch.float32, device="cuda") * 0.5)
