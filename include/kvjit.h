@@ -251,7 +251,7 @@ KVJIT_API kvjit_status kvjit_target_name(int target, char *out, size_t capacity)
 
 /** A header the program includes, given in memory. */
 typedef struct kvjit_header {
-  const char *name;   /**< as written in #include "..." */
+  const char *name;   /**< as written in #include "..." or <...> (relative names work between them) */
   const char *source; /**< NUL-terminated contents */
 } kvjit_header;
 
@@ -262,7 +262,9 @@ typedef struct kvjit_program_desc {
   unsigned version;          /**< KVJIT_PROGRAM_DESC_VERSION */
   const char *name;          /**< program name for NVRTC and logs, e.g. "my_kernels.cu" */
   const char *source;        /**< NUL-terminated CUDA source */
-  const char *const *options; /**< NVRTC options, order kept; no --gpu-architecture (see arch) */
+  /** NVRTC options, order kept; no --gpu-architecture (see arch). -I / --include-path dirs are
+   *  searched by kvjit (headers are keyed by content; NVRTC never sees the dirs). */
+  const char *const *options;
   size_t num_options;
   const kvjit_header *headers;
   size_t num_headers;
