@@ -120,8 +120,10 @@ static void skip_raw_string(scanner *sc) {
 kvjit_status kvjit_scan(const char *text, size_t len, kvjit_scan_directive **out, size_t *count) {
   *out = NULL;
   *count = 0;
-  /* Every directive spells "include": most kernel sources that have none are done in one memmem. */
-  if (memmem(text, len, "include", 7) == NULL) return KVJIT_OK;
+  /* Every directive spells "include": most kernel sources that have none are done in one search
+   * (strstr: glibc's vectorised one is several times faster than memmem here; text ends in NUL). */
+  const char *first = strstr(text, "include");
+  if (first == NULL || (size_t)(first - text) >= len) return KVJIT_OK;
   scanner sc = {text, len, 0, NULL, 0, 0};
   int line_start = 1, ok = 1;
   while (ok && sc.i < sc.n) {

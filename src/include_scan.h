@@ -18,7 +18,7 @@ typedef struct kvjit_scan_directive {
 } kvjit_scan_directive;
 
 /**
- * Scan @p text (@p len bytes). @p out receives a malloc'd array (NULL when there are none).
+ * Scan @p text (@p len bytes, NUL-terminated). @p out receives a malloc'd array (NULL when there are none).
  * #include_next is reported as computed: which file it reads depends on the dir the including
  * file was found in, which kvjit does not reproduce.
  */
