@@ -708,9 +708,11 @@ static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kv
     if (origin) *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  /* Evicted or never written (memory-only): publish what is in memory. */
-  publish(ctx, req, label, &p->target, &p->key, p->payload, p->payload_len, (const char *const *)p->lowered,
-          p->publishable);
+  /* Evicted or never written (memory-only): publish what is in memory, unless it was compiled
+   * after a state-leaking compile (then it stays here; it was counted when it was compiled). */
+  if (p->publishable) {
+    publish(ctx, req, label, &p->target, &p->key, p->payload, p->payload_len, (const char *const *)p->lowered, 1);
+  }
   atomic_fetch_add(&ctx->memory_hits, 1);
   if (origin) *origin = KVJIT_FROM_MEMORY;
   return KVJIT_OK;

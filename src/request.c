@@ -224,11 +224,11 @@ kvjit_status kvjit_request_input_make(const kvjit_request *r, kvjit_request_inpu
   out->names = calloc(nfiles + 1, sizeof *out->names);
   out->options = calloc(r->num_options + 3, sizeof *out->options);
   if (!out->texts || !out->names || !out->options) goto oom;
+  out->num_texts = nfiles;
   for (size_t i = 0; i < nfiles; i++) {
     if ((out->texts[i] = kvjit_includes_rewrite(inc, i)) == NULL) goto oom;
     out->names[i] = inc->files[i].name;
   }
-  out->num_texts = nfiles;
   size_t n = 0;
   for (size_t i = 0; i < r->num_options; i++) out->options[n++] = r->options[i];
   out->first_owned = n;

@@ -171,7 +171,8 @@ static int guard_child(const char *dir) {
   if (kvjit_program_compile(ctx, &origin, &later) != KVJIT_OK || origin != KVJIT_FROM_MEMORY) return 7;
   entries = 0;
   kvjit_cache_list(ctx, 0, 1, count_entries, &entries, NULL);
-  if (entries != 2) return 8;
+  kvjit_context_stats(ctx, &s);
+  if (entries != 2 || s.unpublished_compiles != 1) return 8;
   kvjit_context_destroy(ctx);
   return 0;
 }
