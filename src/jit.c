@@ -139,7 +139,7 @@ static void program_free(kvjit_program *p, const kvjit_driver *drv) {
   }
   free(p->names);
   free(p->lowered);
-  free(p->kernels);
+  free(atomic_load(&p->kernels));
   free(p->payload);
   free(p->retired);
   free(p->name);
@@ -580,7 +580,7 @@ kvjit_status kvjit_program_load(kvjit_context *ctx, kvjit_program *p, const kvji
   kvjit_status st = load_library(ctx, p, req, label, drv, &library, &kernels);
   pthread_mutex_lock(&ctx->lock);
   if (st == KVJIT_OK) {
-    p->kernels = kernels;
+    atomic_store_explicit(&p->kernels, kernels, memory_order_release);
     p->library = library;
   }
   p->loading = 0;
@@ -804,7 +804,8 @@ kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **o
   if (program->state != PROGRAM_READY) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program %s failed to build; it has no kernels", program->name);
   }
-  if (program->kernels == NULL) {
+  kvjit_kernel *kernels = atomic_load_explicit(&program->kernels, memory_order_acquire);
+  if (kernels == NULL) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
                       "program %s is not loaded (kvjit_program_build does not load; kvjit_program_get does)",
                       program->name);
@@ -814,7 +815,7 @@ kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **o
       return kvjit_fail(KVJIT_ERR_NOT_FOUND, "index %zu: program %s has %zu kernels", index, program->name,
                         program->num_kernels);
     }
-    *out = &program->kernels[index];
+    *out = &kernels[index];
     return KVJIT_OK;
   }
   char small[256];
@@ -823,7 +824,7 @@ kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **o
   if (canonical == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "kernel lookup: out of memory");
   kvjit_name_canonical(name, canonical);
   for (size_t i = 0; i < program->num_kernels && *out == NULL; i++) {
-    if (strcmp(program->names[i], canonical) == 0 || strcmp(program->lowered[i], name) == 0) *out = &program->kernels[i];
+    if (strcmp(program->names[i], canonical) == 0 || strcmp(program->lowered[i], name) == 0) *out = &kernels[i];
   }
   if (canonical != small) free(canonical);
   if (*out != NULL) return KVJIT_OK;

@@ -41,7 +41,9 @@ struct kvjit_program {
   /* Loading: under the context's lock. */
   int loading;
   CUlibrary library;
-  struct kvjit_kernel *kernels;
+  /* Set (release) once loaded; read without the lock by kvjit_program_kernel() (acquire), which a
+   * thread may call on a program another thread is loading. */
+  _Atomic(struct kvjit_kernel *) kernels;
   struct kvjit_program *next;
 };
 
