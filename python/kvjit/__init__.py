@@ -19,6 +19,7 @@ from ._lib import (
     STATUS_NAMES,
 )
 from ._program import (
+    Binary,
     Kernel,
     Program,
     current_sm,
@@ -28,7 +29,10 @@ from ._program import (
     nvrtc_archs,
     nvrtc_version,
     parse_arch,
+    parse_target,
+    target_name,
 )
+from ._lib import TARGET_ARCH_SPECIFIC, TARGET_FAMILY, TARGET_PTX
 from ._store import prepare, prewarm
 from ._torch_op import store_kv_cache
 
@@ -37,11 +41,11 @@ from ._torch_op import store_kv_cache
 __version__ = _lib_module.PACKAGE_VERSION or "0+unknown"
 
 __all__ = [
-    "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError",
-    "LibraryVersionError", "Program",
-    "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
-    "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
-    "prewarm", "register_torch_ops", "stats", "store_kv_cache", "version", "version_number",
+    "Binary", "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError",
+    "LibraryVersionError", "Program", "STATUS_NAMES", "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX",
+    "cache_info", "current_sm", "default_context", "device_count", "device_info", "driver_version",
+    "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "parse_target", "prepare",
+    "prewarm", "register_torch_ops", "stats", "store_kv_cache", "target_name", "version", "version_number",
 ]
 
 

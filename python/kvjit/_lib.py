@@ -28,6 +28,7 @@ ERR_IO = -10
 ERR_CORRUPT = -11
 ERR_BUSY = -12
 ERR_INTERNAL = -13
+ERR_NO_NVRTC = -14
 
 STATUS_NAMES = {
     OK: "OK",
@@ -44,6 +45,7 @@ STATUS_NAMES = {
     ERR_CORRUPT: "ERR_CORRUPT",
     ERR_BUSY: "ERR_BUSY",
     ERR_INTERNAL: "ERR_INTERNAL",
+    ERR_NO_NVRTC: "ERR_NO_NVRTC",
 }
 
 # ---- enums -------------------------------------------------------------------------------------
@@ -94,8 +96,8 @@ class InvalidArgumentError(Error, ValueError):
 
 
 class CompileError(Error):
-    """KVJIT_ERR_COMPILE: NVRTC rejected the source. ``log`` holds the compiler log where the
-    library has one (kvjit_program_get), else "" (the message carries the first error line)."""
+    """KVJIT_ERR_COMPILE: NVRTC rejected the source. ``log`` holds NVRTC's full log (the message
+    carries its first error line)."""
 
     def __init__(self, status, message="", name=None, log=""):
         super().__init__(status, message, name)
@@ -166,11 +168,19 @@ class ContextOptions(ctypes.Structure):
 STATS_FIELDS = (
     "memory_hits", "disk_hits", "compiles", "compile_failures", "compile_ns", "bad_entries",
     "disk_writes", "write_failures", "lock_waits", "lock_timeouts", "loads", "evictions",
+    "unpublished_compiles",
 )
+STATS_VERSION = 1
 
 
 class Stats(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+    """kvjit_stats: the library writes the fields of the version set here (KVJIT_STATS_INIT)."""
+
+    _fields_ = [("version", ctypes.c_uint)] + [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+
+    def __init__(self):
+        super().__init__()
+        self.version = STATS_VERSION
 
 
 class CacheInfo(ctypes.Structure):
@@ -201,14 +211,45 @@ class ProgramDesc(ctypes.Structure):
     ]
 
 
+# ---- the loader's structs and constants (python/kvjit/_program.py uses them) --------------------
+
+LAUNCH_CONFIG_VERSION = 1
+ARGS_UNCHECKED = -1
+TARGET_CC_MASK = 0xFFFF
+TARGET_ARCH_SPECIFIC = 0x10000
+TARGET_FAMILY = 0x20000
+TARGET_PTX = 0x40000
+CURRENT_DEVICE = -1
+KERNEL_ATTRIBUTES = {
+    "max_threads_per_block": 0, "shared_size_bytes": 1, "const_size_bytes": 2, "local_size_bytes": 3,
+    "num_regs": 4, "ptx_version": 5, "binary_version": 6, "cache_mode_ca": 7,
+    "max_dynamic_shared_size_bytes": 8, "preferred_shared_memory_carveout": 9,
+    "cluster_size_must_be_set": 10, "required_cluster_width": 11, "required_cluster_height": 12,
+    "required_cluster_depth": 13, "non_portable_cluster_size_allowed": 14,
+    "cluster_scheduling_policy_preference": 15,
+}
+
+
 class LaunchConfig(ctypes.Structure):
     _fields_ = [
+        ("version", ctypes.c_uint),
         ("grid", ctypes.c_uint * 3),
         ("block", ctypes.c_uint * 3),
         ("shared_bytes", ctypes.c_uint),
         ("stream", ctypes.c_void_p),
         ("programmatic_serialization", ctypes.c_int),
+        ("cluster", ctypes.c_uint * 3),
+        ("cooperative", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("num_args", ctypes.c_int),
     ]
+
+    def __init__(self):
+        super().__init__()
+        self.version = LAUNCH_CONFIG_VERSION
+        self.grid[:] = (1, 1, 1)
+        self.block[:] = (1, 1, 1)
+        self.num_args = ARGS_UNCHECKED
 
 
 class StoreKvArgs(ctypes.Structure):
@@ -302,6 +343,21 @@ _PROTOTYPES = {
     "kvjit_program_arch": (_I, [_P]),
     "kvjit_program_kernel": (_I, [_P, ctypes.POINTER(_P), _S, ctypes.c_size_t]),
     "kvjit_launch": (_I, [_P, ctypes.POINTER(LaunchConfig), _P]),
+    # the loader (python/kvjit/_program.py)
+    "kvjit_parse_target": (_I, [_S, ctypes.POINTER(_I)]),
+    "kvjit_target_name": (_I, [_I, ctypes.c_char_p, ctypes.c_size_t]),
+    "kvjit_program_build": (_I, [_P, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(ProgramDesc)]),
+    "kvjit_program_status": (_I, [_P]),
+    "kvjit_program_binary": (_I, [_P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
+    "kvjit_program_num_kernels": (ctypes.c_size_t, [_P]),
+    "kvjit_program_kernel_name": (_S, [_P, ctypes.c_size_t]),
+    "kvjit_program_lowered_name": (_S, [_P, ctypes.c_size_t]),
+    "kvjit_program_get_global": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), _S]),
+    "kvjit_kernel_get_attribute": (_I, [_P, _I, _I, ctypes.POINTER(_I)]),
+    "kvjit_kernel_set_attribute": (_I, [_P, _I, _I, _I]),
+    "kvjit_kernel_num_params": (_I, [_P, ctypes.POINTER(ctypes.c_size_t)]),
+    "kvjit_kernel_param_info": (_I, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                     ctypes.POINTER(ctypes.c_size_t)]),
     # args is passed as a packed bytes object (STORE_KV_PACKER), hence c_char_p.
     "kvjit_store_kv_cache": (_I, [_P, _S]),
     "kvjit_store_kv_cache_prepare": (_I, [_P, _S]),

@@ -63,7 +63,7 @@ def test_library_loads_and_reports_its_version():
     major, minor = kvjit.nvrtc_version()
     assert major >= 11
     assert 90 in kvjit.nvrtc_archs()
-    assert kvjit.parse_arch("sm_90a") == 90 and kvjit.parse_arch("8.9") == 89
+    assert kvjit.parse_arch("sm_90") == 90 and kvjit.parse_arch("8.9") == 89
 
 
 def test_library_lookup_order():
@@ -113,8 +113,9 @@ def test_struct_layouts():
     assert ctypes.sizeof(_lib.StoreKvVariant) == 64 and _lib.StoreKvVariant.num_heads.offset == 56
     assert ctypes.sizeof(_lib.ContextOptions) == 64 and _lib.ContextOptions.allow_shared_dirs.offset == 56
     assert ctypes.sizeof(_lib.ProgramDesc) == 80 and _lib.ProgramDesc.arch.offset == 72
-    assert ctypes.sizeof(_lib.LaunchConfig) == 48 and _lib.LaunchConfig.stream.offset == 32
-    assert ctypes.sizeof(_lib.Stats) == 96 and ctypes.sizeof(_lib.CacheInfo) == 32
+    assert ctypes.sizeof(_lib.LaunchConfig) == 72 and _lib.LaunchConfig.stream.offset == 32
+    assert _lib.LaunchConfig.num_args.offset == 64
+    assert ctypes.sizeof(_lib.Stats) == 112 and ctypes.sizeof(_lib.CacheInfo) == 32
     # The packer writes the same bytes as the ctypes struct.
     values = list(range(1, 27))
     s = _lib.StoreKvArgs.from_buffer_copy(_lib.STORE_KV_PACKER.pack(*values))
