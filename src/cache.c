@@ -19,6 +19,7 @@
 #include "parse.h"
 #include "safe_fs.h"
 #include "status.h"
+#include "target.h"
 
 void cache_warn(const kvjit_cache *c, const char *what, const char *detail) {
   if (c->log == 0) return;

@@ -14,6 +14,7 @@
 #include "cache_internal.h"
 #include "safe_fs.h"
 #include "status.h"
+#include "target.h"
 
 int cache_is_entry_name(const char *name) {
   kvjit_key k;
@@ -23,7 +24,7 @@ int cache_is_entry_name(const char *name) {
 /* The header's program and kernel names into the info's buffers. */
 static void describe(const kvjit_entry_view *view, kvjit_cache_entry_info *info, char *program, size_t program_cap,
                      char *kernels, size_t kernels_cap) {
-  info->arch = view->target.kind == KVJIT_PAYLOAD_PTX ? -view->target.arch : view->target.arch;
+  info->arch = kvjit_target_code(&view->target);
   snprintf(program, program_cap, "%.*s", (int)(view->program_len < 255 ? view->program_len : 255), view->program);
   size_t used = 0;
   for (uint32_t i = 0; i < view->num_kernels && used + 2 < kernels_cap; i++) {

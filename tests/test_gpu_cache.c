@@ -218,7 +218,7 @@ static void case_writable_dir(void) {
   kvjit_origin origin = 0;
   kvjit_status st = kvjit_program_get(ctx, &prog, &origin, &p.desc);
   CHECK(st == KVJIT_OK, "get: %s: %s", kvjit_status_name(st), kvjit_last_error());
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   CHECK(s.bad_entries == 1 && s.compiles == 1, "%llu bad entries, %llu compiles", (unsigned long long)s.bad_entries,
         (unsigned long long)s.compiles);
@@ -254,7 +254,7 @@ static void case_read_only_layer(void) {
     kvjit_origin origin = 0;
     kvjit_status st = kvjit_program_get(ctx, &prog, &origin, &p.desc);
     CHECK(st == KVJIT_OK, "process %d: %s: %s", process, kvjit_status_name(st), kvjit_last_error());
-    kvjit_stats s;
+    kvjit_stats s = KVJIT_STATS_INIT;
     kvjit_context_stats(ctx, &s);
     /* Each process finds the layer's entry bad once; only the first compiles, the second takes
      * the rebuilt entry from the writable dir. */

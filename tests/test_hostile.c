@@ -94,7 +94,7 @@ static kvjit_origin compile_ok(kvjit_context *ctx, int n) {
 }
 
 static kvjit_stats stats_of(kvjit_context *ctx) {
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   assert_int_equal(kvjit_context_stats(ctx, &s), KVJIT_OK);
   return s;
 }
@@ -657,7 +657,7 @@ typedef struct archs_seen {
 static int count_archs(const kvjit_cache_entry_info *e, void *user) {
   archs_seen *a = user;
   a->entries++;
-  a->ptx += e->arch < 0;
+  a->ptx += (e->arch & KVJIT_TARGET_PTX) != 0;
   return 0;
 }
 
@@ -666,23 +666,31 @@ static void test_real_payloads_pass_the_check(void **state) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/real", tmpdir);
   kvjit_context *ctx = ctx_on(dir, NULL, 0);
-  /* Every arch this NVRTC builds, and PTX for one newer than it knows. */
-  int archs[64];
+  /* Every arch this NVRTC builds, and the other target kinds: PTX, arch- and family-specific. */
+  int targets[72];
   size_t n = 0;
-  assert_int_equal(kvjit_nvrtc_archs(archs, 64, &n), KVJIT_OK);
-  for (size_t i = 0; i <= n && i < 64; i++) {
-    program p;
-    program_init(&p, 60, i < n ? archs[i] : 990);
-    if (kvjit_program_compile(ctx, NULL, &p.desc) != KVJIT_OK) {
-      fail_msg("sm_%d: %s", i < n ? archs[i] : 990, kvjit_last_error());
+  assert_int_equal(kvjit_nvrtc_archs(targets, 64, &n), KVJIT_OK);
+  if (n > 64) n = 64;
+  static const char *const others[] = {"compute_90", "sm_90a", "sm_100a", "sm_100f"};
+  size_t ptx = 0;
+  for (size_t i = 0; i < sizeof others / sizeof *others; i++) {
+    int code = 0;
+    if (kvjit_parse_target(others[i], &code) == KVJIT_OK) {
+      targets[n++] = code;
+      ptx += (code & KVJIT_TARGET_PTX) != 0;
     }
+  }
+  for (size_t i = 0; i < n; i++) {
+    program p;
+    program_init(&p, 60, targets[i]);
+    if (kvjit_program_compile(ctx, NULL, &p.desc) != KVJIT_OK) fail_msg("target %#x: %s", targets[i], kvjit_last_error());
   }
   archs_seen a = {0, 0};
   uint64_t bad = 9;
   assert_int_equal(kvjit_cache_list(ctx, 0, 1, count_archs, &a, &bad), KVJIT_OK);
   assert_int_equal(bad, 0);
-  assert_int_equal(a.ptx, 1);
-  assert_int_equal(a.entries, (int)(n < 64 ? n : 64) + 1);
+  assert_int_equal(a.ptx, (int)ptx);
+  assert_int_equal(a.entries, (int)n);
   assert_int_equal(stats_of(ctx).write_failures, 0);
   kvjit_context_destroy(ctx);
 }
