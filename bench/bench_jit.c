@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "driver.h"
 #include "jit.h"
 #include "kvjit.h"

@@ -16,6 +16,7 @@
 #include "driver.h"
 #include "jit.h"
 #include "kvjit.h"
+#include "op.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 48
@@ -912,7 +913,8 @@ typedef struct kernel_match {
 } kernel_match;
 
 /* The captured node names the kernel as a CUkernel or as its CUfunction in this context. */
-static void match_kernel(const kvjit_kernel *k, void *user) {
+static void match_kernel(void *value, void *user) {
+  const kvjit_kernel *k = ((const kvjit_op_entry *)value)->kernel;
   kernel_match *m = user;
   CUfunction f = NULL;
   if (m->get_function) m->get_function(&f, k->handle);
@@ -968,7 +970,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   }
   kernel_match m = {found.kern, found.func,
                     (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000), NULL};
-  kvjit_fast_foreach(b->ctx, match_kernel, &m);
+  kvjit_fast_map_foreach(kvjit_context_fast_table(b->ctx)->variants, match_kernel, &m);
   b->host_same_kernel[pdl] = m.found != NULL;
 
   CUlaunchAttribute attr;

@@ -31,7 +31,7 @@
 
 #define BENCH_PROGRAM "tune_store"
 #include "bench_util.h"
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "driver.h"
 #include "jit.h"
 #include "kvjit.h"

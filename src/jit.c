@@ -207,6 +207,8 @@ kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info
 
 int kvjit_context_logging(const kvjit_context *ctx) { return ctx->log == 1; }
 
+int kvjit_context_warnings(const kvjit_context *ctx) { return ctx->log != 0; }
+
 void kvjit_context_record(kvjit_context *ctx, const char *line) {
   if (ctx->manifest_path == NULL) return;
   char buf[1024];
@@ -652,19 +654,9 @@ kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config 
   return KVJIT_OK;
 }
 
-/* ---- fast table ------------------------------------------------------------------------------ */
+/* ---- op tables ----------------------------------------------------------------------------- */
 
-const kvjit_kernel *kvjit_fast_lookup(const kvjit_context *ctx, kvjit_fast_key key) {
-  return kvjit_fast_table_lookup(ctx->fast, key);
-}
-
-kvjit_status kvjit_fast_insert(kvjit_context *ctx, kvjit_fast_key key, const kvjit_kernel *kernel) {
-  return kvjit_fast_table_insert(ctx->fast, key, kernel);
-}
-
-void kvjit_fast_foreach(const kvjit_context *ctx, void (*visit)(const kvjit_kernel *kernel, void *user), void *user) {
-  kvjit_fast_table_foreach(ctx->fast, visit, user);
-}
+struct kvjit_fast_table *kvjit_context_fast_table(const kvjit_context *ctx) { return ctx->fast; }
 
 /* ---- cache maintenance ------------------------------------------------------------------------ */
 

@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "fp8_ref.h"
 #include "gpu_util.h"
 #include "kvjit.h"

@@ -17,7 +17,7 @@
 
 #include "key.h"
 #include "kvjit.h"
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "test_util.h"
 #include "xxh.h"
 
