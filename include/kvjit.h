@@ -564,6 +564,90 @@ KVJIT_API kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_varian
 KVJIT_API kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line);
 
 /* ------------------------------------------------------------------------------------------ */
+/* transfer_kv                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Where a cache lives. Pinned host memory (cuMemHostAlloc, cudaHostAlloc, cuMemHostRegister,
+ *  torch's pin_memory()) is reached through unified addressing: one kernel moves rows between
+ *  any two. The location picks the plan (more bytes in flight over the host link); it is never
+ *  dereferenced on the host. */
+typedef enum kvjit_location {
+  KVJIT_LOCATION_DEVICE = 0, /**< device memory */
+  KVJIT_LOCATION_HOST = 1    /**< pinned, device-accessible host memory */
+} kvjit_location;
+
+#define KVJIT_TRANSFER_KV_ARGS_VERSION 1
+
+/** Most layers one kvjit_transfer_kv() call moves (the launch's grid.y). */
+#define KVJIT_TRANSFER_KV_MAX_LAYERS 65535
+
+/**
+ * Arguments of kvjit_transfer_kv(): for each i < batch with s = src_indices[i * src_index_stride]
+ * and d = dst_indices[i * dst_index_stride], copy K row s of the source to K row d of the
+ * destination, and V row s to V row d. Rows are bytes; any dtype. A negative s or d (padding) is
+ * skipped; s >= src_num_slots or d >= dst_num_slots is skipped and counted
+ * (kvjit_transfer_kv_oob_count()). The copies of two items must not overlap (distinct d).
+ *
+ * One layer (num_layers 0): the four cache pointers are the caches. All layers at once
+ * (num_layers N >= 1): each is a device pointer to an array of N uint64 cache pointers, one per
+ * layer (as SGLang's hierarchical cache keeps them), all moved in one launch; a NULL entry or one
+ * not aligned to the access width is skipped and counted like a bad slot, per item and layer.
+ */
+typedef struct kvjit_transfer_kv_args {
+  unsigned version;          /**< KVJIT_TRANSFER_KV_ARGS_VERSION */
+  const void *src_k;         /**< source K cache (or its layer table) */
+  const void *src_v;         /**< source V cache, or NULL with dst_v NULL to move K only (MLA) */
+  void *dst_k;               /**< destination K cache (or its layer table) */
+  void *dst_v;               /**< destination V cache, or NULL with src_v NULL */
+  const void *src_indices;   /**< batch slot ids into the source (device-accessible) */
+  const void *dst_indices;   /**< batch slot ids into the destination */
+  kvjit_index_type index_type; /**< of both index arrays */
+  int64_t src_index_stride;  /**< in elements; 0 means 1 */
+  int64_t dst_index_stride;  /**< in elements; 0 means 1 */
+  int64_t batch;             /**< rows to move per layer; 0 is a no-op */
+  int64_t k_row_bytes;       /**< bytes of one K row */
+  int64_t v_row_bytes;       /**< bytes of one V row; 0 means k_row_bytes (ignored when K only) */
+  int64_t src_k_stride;      /**< bytes between source K slots; 0 means k_row_bytes */
+  int64_t src_v_stride;      /**< bytes between source V slots; 0 means v_row_bytes */
+  int64_t dst_k_stride;      /**< bytes between destination K slots; 0 means k_row_bytes */
+  int64_t dst_v_stride;      /**< bytes between destination V slots; 0 means v_row_bytes */
+  int64_t src_num_slots;     /**< rows in each source cache (of each layer) */
+  int64_t dst_num_slots;     /**< rows in each destination cache */
+  int64_t num_layers;        /**< 0: one layer; N: the pointers are device tables of N layers */
+  kvjit_location src;        /**< where the source caches are */
+  kvjit_location dst;        /**< where the destination caches are */
+  int split;                 /**< parts each row is split into across lane groups; 0: automatic */
+  kvjit_pdl_mode pdl;
+  struct CUstream_st *stream; /**< NULL: the legacy default stream */
+} kvjit_transfer_kv_args;
+
+#define KVJIT_TRANSFER_KV_ARGS_INIT                                                              \
+  { KVJIT_TRANSFER_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 1, 0, 0, 0, \
+    0, 0, 0, 0, 0, 0, 0, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE, 0, KVJIT_PDL_AUTO, NULL }
+
+/**
+ * Move K and V rows between caches (asynchronous on args->stream; capturable in CUDA graphs, host
+ * caches included: the kernel reads and writes pinned memory directly, no copy engine). Once the
+ * variant is loaded (kvjit_transfer_kv_prepare()), the call validates, looks the variant up without
+ * a lock and launches: no allocation, no compile.
+ * @return KVJIT_ERR_INVALID_ARGUMENT / KVJIT_ERR_UNSUPPORTED (nothing launched) naming the argument.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
+
+/**
+ * Validate @p args and load the kernels a kvjit_transfer_kv() call with the same arguments (any
+ * batch in the same size class; batch 0: every class) uses, without launching: call it before
+ * CUDA graph capture. Nothing is dereferenced.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
+
+/**
+ * Bad slot ids (and unusable layer pointers) seen by this context's transfer_kv kernels in the
+ * current CUDA context since the last reset. Synchronises with the device.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Cache maintenance (used by the CLI)                                                         */
 /* ------------------------------------------------------------------------------------------ */
 

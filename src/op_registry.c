@@ -10,6 +10,7 @@
 
 const kvjit_op *const kvjit_ops[] = {
     &kvjit_op_store_kv,
+    &kvjit_op_transfer_kv,
 };
 const size_t kvjit_num_ops = sizeof kvjit_ops / sizeof kvjit_ops[0];
 

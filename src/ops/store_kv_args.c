@@ -116,8 +116,12 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   quant_fields(a, &dtype, &cache_dtype, &scale_kind, &p->k_scale, &p->v_scale, &num_heads);
   kvjit_store_kv_quant quant;
   int quantize = 0;
-  kvjit_status st = kvjit_store_kv_quant_resolve(&quant, &quantize, dtype, cache_dtype, scale_kind, num_heads);
-  if (st != KVJIT_OK) return st;
+  kvjit_status st = KVJIT_OK;
+  /* The common plain copy (every version-1 call) needs none of the dtype checks. */
+  if (dtype != KVJIT_DTYPE_BYTES || cache_dtype != KVJIT_DTYPE_BYTES || scale_kind != KVJIT_SCALE_NONE) {
+    st = kvjit_store_kv_quant_resolve(&quant, &quantize, dtype, cache_dtype, scale_kind, num_heads);
+    if (st != KVJIT_OK) return st;
+  }
   if (a->batch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: must be >= 0, got %lld", (long long)a->batch);
   if (a->k_row_bytes <= 0 || a->k_row_bytes > KVJIT_STORE_KV_MAX_ROW_BYTES) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_row_bytes: must be 1..%lld, got %lld",
