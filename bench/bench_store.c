@@ -14,6 +14,7 @@
 #define BENCH_PROGRAM "bench_store"
 #include "bench_util.h"
 #include "driver.h"
+#include "gpu_driver.h"
 #include "jit.h"
 #include "kvjit.h"
 #include "op.h"
@@ -37,7 +38,7 @@
 static const int fixed_splits[] = {1, 2, 4, 8, 16};
 #define NUM_FIXED_SPLITS ((int)(sizeof fixed_splits / sizeof fixed_splits[0]))
 
-static const kvjit_driver *drv;
+static const gpu_driver *drv;
 
 
 static void die_kvjit(kvjit_status st, const char *what) {
@@ -496,7 +497,7 @@ static void setup_row(bench *b, row_data *rd, int64_t row) {
 
 static void setup_device(bench *b) {
   kvjit_status st;
-  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) die_kvjit(st, "kvjit_driver_get");
+  if ((st = gpu_driver_get(&drv)) != KVJIT_OK) die_kvjit(st, "gpu_driver_get");
   CUdevice dev;
   CU(drv->cuDeviceGet(&dev, 0));
   CU(drv->cuDevicePrimaryCtxRetain(&b->cuctx, dev));
