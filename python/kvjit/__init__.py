@@ -28,6 +28,8 @@ from ._program import (
     parse_arch,
 )
 from ._store import prepare, prewarm, store_kv_cache
+from ._transfer import (prewarm_line, transfer_kv, transfer_kv_all_layers, transfer_kv_oob_count,
+                        transfer_kv_prepare)
 
 __version__ = "0.1.0"
 
@@ -36,6 +38,7 @@ __all__ = [
     "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
     "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
     "prewarm", "stats", "store_kv_cache", "version", "version_number",
+    "prewarm_line", "transfer_kv", "transfer_kv_all_layers", "transfer_kv_oob_count", "transfer_kv_prepare",
 ]
 
 
