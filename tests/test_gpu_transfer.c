@@ -117,6 +117,7 @@ static transfer_case base_case(int64_t batch, int64_t row, kvjit_location src, k
 
 static const char *where(kvjit_location l) { return l == KVJIT_LOCATION_HOST ? "host" : "device"; }
 
+__attribute__((format(printf, 2, 3))) static int fail_case(const transfer_case *c, const char *fmt, ...);
 static int fail_case(const transfer_case *c, const char *fmt, ...) {
   fprintf(stderr,
           "FAIL [%s->%s batch=%lld k=%lld v=%lld pads=%lld/%lld slots=%lld/%lld istride=%lld/%lld layers=%d %s "
