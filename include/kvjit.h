@@ -38,9 +38,8 @@ extern "C" {
 /* Version                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-#define KVJIT_VERSION_MAJOR 0
-#define KVJIT_VERSION_MINOR 1
-#define KVJIT_VERSION_PATCH 0
+/* KVJIT_VERSION_MAJOR, _MINOR, _PATCH and _STRING: generated from meson.build's version. */
+#include "kvjit_version.h"
 /** MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
 #define KVJIT_VERSION_NUMBER (KVJIT_VERSION_MAJOR * 10000 + KVJIT_VERSION_MINOR * 100 + KVJIT_VERSION_PATCH)
 

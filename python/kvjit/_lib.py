@@ -8,6 +8,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 import struct
 import threading
 
@@ -103,6 +104,38 @@ class CompileError(Error):
 
 class LibraryNotFoundError(ImportError):
     """No libkvjit could be found or loaded; the message lists every place tried."""
+
+
+class LibraryVersionError(LibraryNotFoundError):
+    """The libkvjit found is not the version this package was built with (its ctypes layouts
+    mirror exactly one kvjit.h); ``library_version`` and ``package_version`` say which."""
+
+    def __init__(self, message, library_version=None, package_version=None):
+        super().__init__(message)
+        self.library_version = library_version
+        self.package_version = package_version
+
+
+def _package_version():
+    """The version this package was built with: _version.py, written by meson into an installed
+    package, or in a source tree meson.build's project version (the one version source)."""
+    try:
+        from ._version import version
+
+        return version
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, "..", "..", "meson.build"), encoding="utf-8") as f:
+            text = f.read(4096)
+    except OSError:
+        return None
+    m = re.search(r"project\(\s*'kvjit'.*?\bversion:\s*'([^']+)'", text, re.S)
+    return m.group(1) if m else None
+
+
+PACKAGE_VERSION = _package_version()
 
 
 def _error_class(status):
@@ -305,6 +338,18 @@ class Library:
     def __init__(self, path):
         self.path = path
         self.cdll = ctypes.CDLL(path)
+        # The version first: a library of another version may lack or change any other symbol.
+        version_fn = self.cdll.kvjit_version_string
+        version_fn.restype = _S
+        version_fn.argtypes = []
+        found = (version_fn() or b"").decode(errors="replace")
+        if PACKAGE_VERSION is None:
+            raise LibraryVersionError(f"kvjit: the package has no version (no kvjit/_version.py and no "
+                                      f"meson.build beside it), so {path} cannot be checked", found, None)
+        if found != PACKAGE_VERSION:
+            raise LibraryVersionError(f"kvjit: {path} is libkvjit {found}, this package is {PACKAGE_VERSION} "
+                                      f"(rebuild or reinstall so that both come from one build)",
+                                      found, PACKAGE_VERSION)
         self.fn = {}
         for name, (restype, argtypes) in _PROTOTYPES.items():
             f = getattr(self.cdll, name)
@@ -386,6 +431,7 @@ def load():
         if _library is not None:
             return _library
         tried = []
+        mismatch = None
         for where, path in _candidates():
             if not path:
                 tried.append(f"{where}: nothing")
@@ -396,10 +442,18 @@ def load():
             try:
                 _library = Library(path)
                 return _library
+            except LibraryVersionError as e:
+                if where == "$KVJIT_LIB":
+                    raise LibraryVersionError(f"{e} [KVJIT_LIB]", e.library_version, e.package_version) from None
+                mismatch = mismatch or e
+                tried.append(f"{where}: {path}: version {e.library_version}")
             except (OSError, AttributeError) as e:
                 if where == "$KVJIT_LIB":
                     raise LibraryNotFoundError(f"kvjit: KVJIT_LIB={path} could not be loaded: {e}") from e
                 tried.append(f"{where}: {path}: {e}")
-        raise LibraryNotFoundError(
-            "kvjit: libkvjit.so not found (build it with `meson setup build && ninja -C build`, then set "
-            "KVJIT_LIB=/path/to/libkvjit.so or copy it next to the package). Tried: " + "; ".join(tried))
+        message = ("kvjit: no libkvjit %s found (pip install . from the kvjit source tree builds the package with "
+                   "its library; or build it with `meson setup build && ninja -C build` and set "
+                   "KVJIT_LIB=/path/to/libkvjit.so). Tried: " % (PACKAGE_VERSION or "(package version unknown)")) + "; ".join(tried)
+        if mismatch is not None:
+            raise LibraryVersionError(message, mismatch.library_version, PACKAGE_VERSION)
+        raise LibraryNotFoundError(message)

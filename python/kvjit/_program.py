@@ -6,11 +6,13 @@ from . import _context, _lib, _store, _tensor
 
 
 def _text(value, name):
-    if isinstance(value, bytes):
-        return value
     if isinstance(value, str):
-        return value.encode()
-    raise TypeError(f"{name}: expected str or bytes, got {type(value).__name__}")
+        value = value.encode()
+    elif not isinstance(value, bytes):
+        raise TypeError(f"{name}: expected str or bytes, got {type(value).__name__}")
+    if b"\0" in value:  # C would read the text only up to it
+        raise ValueError(f"{name}: contains a NUL character")
+    return value
 
 
 def _strings(values, name):
@@ -252,12 +254,20 @@ def driver_version():
 
 
 def device_count():
-    """Number of CUDA devices; kvjit.Error ERR_NO_DRIVER without a driver."""
-    return _int_result("kvjit_device_count")
+    """Number of CUDA devices; 0 without a driver (no driver, no device)."""
+    try:
+        return _int_result("kvjit_device_count")
+    except _lib.Error as e:
+        if e.status == _lib.ERR_NO_DRIVER:
+            return 0
+        raise
 
 
 def device_info(ordinal):
     """(name, compute capability) of a device."""
+    if type(ordinal) is not int or not 0 <= ordinal < 2**31:
+        raise (TypeError if type(ordinal) is not int else ValueError)(
+            f"ordinal: expected a device number 0..2**31-1, got {ordinal!r}")
     lib = _lib.load()
     name = ctypes.create_string_buffer(256)
     sm = ctypes.c_int()

@@ -40,8 +40,10 @@ def _row_bytes(name, d, row_elements):
         elems = 1
         for size in shape[1:]:
             elems *= size
-    elif type(row_elements) is not int or row_elements <= 0:
-        raise ValueError(f"row_elements: must be None or an int > 0, got {row_elements!r}")
+    elif type(row_elements) is not int:
+        raise TypeError(f"row_elements: expected None or an int, got {type(row_elements).__name__}")
+    elif not 0 < row_elements <= 2**31:
+        raise ValueError(f"row_elements: must be None or 1..2**31, got {row_elements}")
     else:
         elems = row_elements
     return elems * d[3]
@@ -91,9 +93,22 @@ def _run(fn, ctx, args, dev, is_torch):
         raise ctx._lib.error(status)
 
 
-def _check_int(name, value, low):
-    if type(value) is not int or value < low:
-        raise ValueError(f"{name}: must be an int >= {low}, got {value!r}")
+_I64_MAX = 2**63 - 1
+
+
+def _check_int(name, value, low, high=_I64_MAX):
+    """An int in [low, high] (the C fields are int64: 2**64 + 5 must not wrap to 5)."""
+    if type(value) is not int:
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise ValueError(f"{name}: must be {low}..{high}, got {value}")
+
+
+def _stream_arg(stream, dev, is_torch):
+    handle = _stream(stream, dev, is_torch)
+    if not 0 <= handle < 2**64:
+        raise ValueError(f"stream: a CUstream handle is 0..2**64-1, got {handle}")
+    return handle
 
 
 def build_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, batch, src_num_slots, dst_num_slots, split,
@@ -138,19 +153,19 @@ def build_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, batch, src_
             raise ValueError(f"{name}: on cuda:{d[5]}, the transfer runs on cuda:{dev}")
     if src_num_slots is None:
         src_num_slots = src_slots
-    elif type(src_num_slots) is not int or not 0 < src_num_slots <= src_slots:
-        raise ValueError(f"src_num_slots: must be 1..{src_slots} (the source's slots), got {src_num_slots!r}")
+    else:
+        _check_int("src_num_slots", src_num_slots, 1, src_slots)
     if dst_num_slots is None:
         dst_num_slots = dst_slots
-    elif type(dst_num_slots) is not int or not 0 < dst_num_slots <= dst_slots:
-        raise ValueError(f"dst_num_slots: must be 1..{dst_slots} (the destination's slots), got {dst_num_slots!r}")
-    _check_int("split", split, 0)
+    else:
+        _check_int("dst_num_slots", dst_num_slots, 1, dst_slots)
+    _check_int("split", split, 0, 2**31 - 1)
     is_torch = skd[7]
     args = _lib.TRANSFER_KV_PACKER.pack(
         _lib.TRANSFER_KV_ARGS_VERSION, skd[0], src_v_ptr, dkd[0], dst_v_ptr, sid[0], did[0], index_type,
         src_index_stride, dst_index_stride, b if batch is None else batch, k_row, v_row, src_k_stride, src_v_stride,
         dst_k_stride, dst_v_stride, src_num_slots, dst_num_slots, 0, src_where, dst_where, split, _pdl_mode(pdl),
-        _stream(stream, dev, is_torch))
+        _stream_arg(stream, dev, is_torch))
     return args, dev, is_torch
 
 
@@ -164,7 +179,7 @@ def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num
     rows must have the same bytes; their slot strides are free.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
     """
-    ctx = context or _context._default or _context.default_context()
+    ctx = _context.context_arg(context)
     args, dev, is_torch = build_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, None, src_num_slots,
                                      dst_num_slots, split, pdl, row_elements, stream)
     _run(ctx._lib.fn["kvjit_transfer_kv"], ctx, args, dev, is_torch)
@@ -174,7 +189,7 @@ def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *,
                         dst_num_slots=None, split=0, pdl="auto", row_elements=None, stream=None, context=None):
     """Load the kernel transfer_kv() uses for these arguments without launching (before CUDA graph
     capture). batch: None for the indices' batch, 0 for every size class."""
-    ctx = context or _context._default or _context.default_context()
+    ctx = _context.context_arg(context)
     if batch is not None:
         _check_int("batch", batch, 0)
     args, dev, is_torch = build_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, batch, src_num_slots,
@@ -204,7 +219,7 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
     pointer (a layer's caches are not visible here, so rows, strides in bytes, slot counts and the
     sides, "device" or "host", are given). A NULL or misaligned layer pointer is skipped and counted.
     src_v_ptrs and dst_v_ptrs may both be None (K only). prepare=True loads without launching."""
-    ctx = context or _context._default or _context.default_context()
+    ctx = _context.context_arg(context)
     skd = _table("src_k_ptrs", src_k_ptrs, None)
     layers = skd[1][0]
     if not 1 <= layers <= _lib.TRANSFER_KV_MAX_LAYERS:
@@ -224,9 +239,11 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
     dst_stride = 0 if dst_stride is None else dst_stride
     _check_int("src_stride", src_stride, 0)
     _check_int("dst_stride", dst_stride, 0)
-    _check_int("split", split, 0)
+    _check_int("split", split, 0, 2**31 - 1)
+    if type(prepare) is not bool:
+        raise TypeError(f"prepare: expected a bool, got {type(prepare).__name__}")
     for name, side in (("src", src), ("dst", dst)):
-        if side not in _LOCATIONS:
+        if not isinstance(side, str) or side not in _LOCATIONS:
             raise ValueError(f"{name}: must be 'device' or 'host', got {side!r}")
     sid = describe(src_indices, "src_indices")
     did = describe(dst_indices, "dst_indices")
@@ -242,7 +259,7 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
         _lib.TRANSFER_KV_ARGS_VERSION, skd[0], svd[0] if svd else 0, dkd[0], dvd[0] if dvd else 0, sid[0], did[0],
         index_type, src_index_stride, dst_index_stride, b, k_row_bytes, v_row_bytes, src_stride, v_stride_src,
         dst_stride, v_stride_dst, src_num_slots, dst_num_slots, layers, _LOCATIONS[src], _LOCATIONS[dst], split,
-        _pdl_mode(pdl), _stream(stream, dev, is_torch))
+        _pdl_mode(pdl), _stream_arg(stream, dev, is_torch))
     fn = ctx._lib.fn["kvjit_transfer_kv_prepare" if prepare else "kvjit_transfer_kv"]
     _run(fn, ctx, args, dev, is_torch)
 
@@ -250,9 +267,11 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
 def prewarm_line(line, *, context=None):
     """Compile every kernel of one manifest line of any op (cache/MANIFEST.md), e.g.
     "transfer_kv arch=90 k_row_bytes=2048 ...". Returns {"compiled": n, "cached": m}."""
-    if not isinstance(line, str) or "\0" in line:
-        raise ValueError(f"line: expected a str without NUL, got {line!r}")
-    ctx = context or _context.default_context()
+    if not isinstance(line, str):
+        raise TypeError(f"line: expected a str, got {type(line).__name__}")
+    if "\0" in line:
+        raise ValueError("line: contains a NUL character")
+    ctx = _context.context_arg(context)
     compiled = ctypes.c_uint()
     cached = ctypes.c_uint()
     ctx._require_open()
@@ -264,7 +283,9 @@ def prewarm_line(line, *, context=None):
 def transfer_kv_oob_count(reset=False, context=None):
     """Slot ids past either cache (and unusable layer pointers) seen by this context's
     transfer_kv kernels in the current CUDA context since the last reset. Synchronises."""
-    ctx = context or _context.default_context()
+    if type(reset) is not bool and reset not in (0, 1):
+        raise TypeError(f"reset: expected a bool, got {type(reset).__name__}")
+    ctx = _context.context_arg(context)
     ctx._require_open()
     count = ctypes.c_uint64()
     ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_oob_count"](ctx._handle, ctypes.byref(count), 1 if reset else 0))
