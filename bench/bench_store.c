@@ -1031,7 +1031,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   csv_row(b, "host", "raw_cuLaunchKernelEx", "auto", rd->row, 1, "int64", pdl ? "on" : "off", "cpu", HOST_CALLS, &sru,
           0, m.found ? "same_kernel" : "kernel_unmatched");
   printf("host: row %lld B batch 1 int64 PDL %s: kvjit_store_kv_cache %.0f ns, raw cuLaunchKernelEx %.0f ns, "
-         "ratio %.3f (target <= 1.05)%s\n",
+         "ratio %.3f (target <= 1.03, issue 17)%s\n",
          (long long)rd->row, pdl ? "on " : "off", sk.median, sr.median, sk.median / sr.median,
          m.found ? "" : " [kernel not matched in the fast table]");
   CU(drv->cuGraphDestroy(graph));
@@ -1272,9 +1272,9 @@ static void write_md(const bench *b) {
              "| --- | --- | --- | --- | --- |\n");
   for (int pdl = 1; pdl >= 0; pdl--)
     if (b->host_done[pdl])
-      fprintf(f, "| %s | %.0f ns | %.0f ns | %.3f | ≤ 1.05 %s |\n", pdl ? "on" : "off", b->host_kvjit_ns[pdl],
+      fprintf(f, "| %s | %.0f ns | %.0f ns | %.3f | ≤ 1.03 %s |\n", pdl ? "on" : "off", b->host_kvjit_ns[pdl],
               b->host_raw_ns[pdl], b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl],
-              b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl] <= 1.05 ? "pass" : "**miss**");
+              b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl] <= 1.03 ? "pass" : "**miss**");
 
   /* Targets of issue 3, on the graph timings. */
   target_tally small[2] = {{0}}, small8k[2] = {{0}}, big[2] = {{0}}, big128[2] = {{0}};
