@@ -528,6 +528,131 @@ typedef struct kvjit_launch_config {
 KVJIT_API kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config *config, void **args);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Ops: the specialized kernels, described as data                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Each op (store_kv_cache, transfer_kv, ...) is a kernel template plus a table of variant fields:
+ * what its manifest lines hold and what `kvjit prewarm --op NAME` expands. A variant is the op and
+ * one value per field; kvjit_variant_check() applies the op's rules, kvjit_variant_format() and
+ * kvjit_variant_parse() write and read its manifest line (cache/MANIFEST.md), and
+ * kvjit_variant_prewarm() compiles every kernel it may use. The op-specific calls below
+ * (kvjit_store_kv_cache_prewarm(), ...) are the same operations on the op's own structs.
+ */
+
+/** How a field's value is written in a manifest line. */
+typedef enum kvjit_field_kind {
+  KVJIT_FIELD_INT = 1, /**< a plain decimal integer in [min, max] */
+  KVJIT_FIELD_WORD = 2 /**< one of words[]: the value is the word's index (NULL entries are no word) */
+} kvjit_field_kind;
+
+/** INT: the value is a power of two. */
+#define KVJIT_FIELD_POW2 1u
+/** The line may leave the field out; its value is then default_value. */
+#define KVJIT_FIELD_OPTIONAL 2u
+/** WORD: a kvjit_dtype name; the aliases fp16, float16, half, bfloat16, fp32, float32 are read too. */
+#define KVJIT_FIELD_DTYPE 4u
+
+/** One field of an op's variants. Static: owned by the library. */
+typedef struct kvjit_op_field {
+  const char *name;         /**< manifest key ("k_row_bytes"); the CLI flag is --k-row-bytes */
+  const char *help;         /**< one line */
+  kvjit_field_kind kind;
+  unsigned flags;           /**< KVJIT_FIELD_* */
+  int64_t min, max;         /**< INT: the range */
+  const char *const *words; /**< WORD: words[value] */
+  size_t num_words;
+  int64_t default_value;    /**< the value of an absent OPTIONAL field */
+  /** What `kvjit prewarm` builds when its flag is not given, e.g. "int32,int64"; NULL when the
+   *  field has no flag of its own (arch, the rows and the quantizing fields come from --arch and
+   *  the model options). */
+  const char *prewarm;
+} kvjit_op_field;
+
+/** Most fields an op has. */
+#define KVJIT_VARIANT_MAX_FIELDS 24
+
+/** An op. Static: owned by the library. */
+typedef struct kvjit_op_info {
+  const char *name;              /**< first word of its manifest lines, e.g. "transfer_kv" */
+  const char *summary;           /**< one line */
+  const kvjit_op_field *fields;  /**< in manifest order; fields[0] is always "arch" */
+  size_t num_fields;
+  int num_classes;               /**< batch-size classes: one variant may use one kernel per class */
+} kvjit_op_info;
+
+/** Number of ops in this library. */
+KVJIT_API size_t kvjit_op_count(void);
+/** Op @p index (0 .. kvjit_op_count() - 1), or NULL. */
+KVJIT_API const kvjit_op_info *kvjit_op_get(size_t index);
+/** The op named @p name, or NULL. */
+KVJIT_API const kvjit_op_info *kvjit_op_find(const char *name);
+
+#define KVJIT_VARIANT_VERSION 1
+
+/** A variant of any op: one value per field of op->fields (WORD fields: the word's index). */
+typedef struct kvjit_variant {
+  unsigned version;          /**< KVJIT_VARIANT_VERSION */
+  const kvjit_op_info *op;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+} kvjit_variant;
+
+/** The variant of @p op with every field at its default (required fields 0: set them). */
+KVJIT_API kvjit_status kvjit_variant_init(kvjit_variant *out, const kvjit_op_info *op);
+
+/**
+ * Check a variant against its op's rules (ranges, words, and the rules between fields, such as a
+ * split that must divide the rows) and put it in canonical form (fields that do not shape the
+ * kernel are reset, so that equal variants compare equal with memcmp). arch 0 means "any arch".
+ * @return KVJIT_ERR_INVALID_ARGUMENT / KVJIT_ERR_UNSUPPORTED naming the field and the value.
+ */
+KVJIT_API kvjit_status kvjit_variant_check(kvjit_variant *variant);
+
+/** Parse one manifest line of any op (trailing newline and # comments allowed); checked. A blank
+ *  or comment-only line gives KVJIT_ERR_NOT_FOUND. */
+KVJIT_API kvjit_status kvjit_variant_parse(kvjit_variant *out, const char *line);
+
+/** Its manifest line (no newline). @return KVJIT_ERR_INVALID_ARGUMENT if @p capacity is too small. */
+KVJIT_API kvjit_status kvjit_variant_format(const kvjit_variant *variant, char *out, size_t capacity);
+
+/**
+ * Compile (no driver needed; arch 0 = the current device) into the disk cache every kernel the
+ * variant may use, one per distinct plan of its batch classes.
+ * @param compiled, cached optional: how many kernels were compiled now / were already cached.
+ */
+KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *variant, unsigned *compiled,
+                                             unsigned *cached);
+
+/** kvjit_variant_parse() then kvjit_variant_prewarm(): one manifest line of any op. */
+KVJIT_API kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled,
+                                          unsigned *cached);
+
+#define KVJIT_OP_STATS_VERSION 1
+
+/** What a context's op layer has done (all outside the hot path). */
+typedef struct kvjit_op_stats {
+  unsigned version;          /**< KVJIT_OP_STATS_VERSION */
+  uint64_t variants;         /**< (variant, arch, batch class) entries loaded for hot-path lookups */
+  uint64_t table_capacity;   /**< slots of the lookup table now (it grows) */
+  uint64_t table_grows;      /**< times the lookup table was replaced by a bigger one */
+  uint64_t table_overflows;  /**< entries that found no room (looked up under a lock; logged once) */
+  uint64_t manifest_lines;   /**< distinct variants recorded in this context (written when a manifest is set) */
+} kvjit_op_stats;
+
+#define KVJIT_OP_STATS_INIT { KVJIT_OP_STATS_VERSION, 0, 0, 0, 0, 0 }
+
+/** Copy the op layer's counters into @p out (whose version must be KVJIT_OP_STATS_VERSION). */
+KVJIT_API kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_stats *out);
+
+/**
+ * Slot ids at or past the number of slots (and, for transfer_kv, layer pointers it could not use)
+ * seen by the kernels of op @p op of this context in the current CUDA context since the last
+ * reset. Synchronises with the device.
+ * @param reset non-zero to zero the counters after reading them.
+ */
+KVJIT_API kvjit_status kvjit_op_oob_count(kvjit_context *ctx, const char *op, uint64_t *count, int reset);
+
+/* ------------------------------------------------------------------------------------------ */
 /* store_kv_cache                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -675,6 +800,90 @@ KVJIT_API kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_varian
                                                      size_t capacity);
 /** Parse one manifest line (trailing newline and comments allowed). */
 KVJIT_API kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line);
+
+/* ------------------------------------------------------------------------------------------ */
+/* transfer_kv                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Where a cache lives. Pinned host memory (cuMemHostAlloc, cudaHostAlloc, cuMemHostRegister,
+ *  torch's pin_memory()) is reached through unified addressing: one kernel moves rows between
+ *  any two. The location picks the plan (more bytes in flight over the host link); it is never
+ *  dereferenced on the host. */
+typedef enum kvjit_location {
+  KVJIT_LOCATION_DEVICE = 0, /**< device memory */
+  KVJIT_LOCATION_HOST = 1    /**< pinned, device-accessible host memory */
+} kvjit_location;
+
+#define KVJIT_TRANSFER_KV_ARGS_VERSION 1
+
+/** Most layers one kvjit_transfer_kv() call moves (the launch's grid.y). */
+#define KVJIT_TRANSFER_KV_MAX_LAYERS 65535
+
+/**
+ * Arguments of kvjit_transfer_kv(): for each i < batch with s = src_indices[i * src_index_stride]
+ * and d = dst_indices[i * dst_index_stride], copy K row s of the source to K row d of the
+ * destination, and V row s to V row d. Rows are bytes; any dtype. A negative s or d (padding) is
+ * skipped; s >= src_num_slots or d >= dst_num_slots is skipped and counted
+ * (kvjit_transfer_kv_oob_count()). The copies of two items must not overlap (distinct d).
+ *
+ * One layer (num_layers 0): the four cache pointers are the caches. All layers at once
+ * (num_layers N >= 1): each is a device pointer to an array of N uint64 cache pointers, one per
+ * layer (as SGLang's hierarchical cache keeps them), all moved in one launch; a NULL entry or one
+ * not aligned to the access width is skipped and counted like a bad slot, per item and layer.
+ */
+typedef struct kvjit_transfer_kv_args {
+  unsigned version;          /**< KVJIT_TRANSFER_KV_ARGS_VERSION */
+  const void *src_k;         /**< source K cache (or its layer table) */
+  const void *src_v;         /**< source V cache, or NULL with dst_v NULL to move K only (MLA) */
+  void *dst_k;               /**< destination K cache (or its layer table) */
+  void *dst_v;               /**< destination V cache, or NULL with src_v NULL */
+  const void *src_indices;   /**< batch slot ids into the source (device-accessible) */
+  const void *dst_indices;   /**< batch slot ids into the destination */
+  kvjit_index_type index_type; /**< of both index arrays */
+  int64_t src_index_stride;  /**< in elements; 0 means 1 */
+  int64_t dst_index_stride;  /**< in elements; 0 means 1 */
+  int64_t batch;             /**< rows to move per layer; 0 is a no-op */
+  int64_t k_row_bytes;       /**< bytes of one K row */
+  int64_t v_row_bytes;       /**< bytes of one V row; 0 means k_row_bytes (ignored when K only) */
+  int64_t src_k_stride;      /**< bytes between source K slots; 0 means k_row_bytes */
+  int64_t src_v_stride;      /**< bytes between source V slots; 0 means v_row_bytes */
+  int64_t dst_k_stride;      /**< bytes between destination K slots; 0 means k_row_bytes */
+  int64_t dst_v_stride;      /**< bytes between destination V slots; 0 means v_row_bytes */
+  int64_t src_num_slots;     /**< rows in each source cache (of each layer) */
+  int64_t dst_num_slots;     /**< rows in each destination cache */
+  int64_t num_layers;        /**< 0: one layer; N: the pointers are device tables of N layers */
+  kvjit_location src;        /**< where the source caches are */
+  kvjit_location dst;        /**< where the destination caches are */
+  int split;                 /**< parts each row is split into across lane groups; 0: automatic */
+  kvjit_pdl_mode pdl;
+  struct CUstream_st *stream; /**< NULL: the legacy default stream */
+} kvjit_transfer_kv_args;
+
+#define KVJIT_TRANSFER_KV_ARGS_INIT                                                              \
+  { KVJIT_TRANSFER_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 1, 0, 0, 0, \
+    0, 0, 0, 0, 0, 0, 0, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE, 0, KVJIT_PDL_AUTO, NULL }
+
+/**
+ * Move K and V rows between caches (asynchronous on args->stream; capturable in CUDA graphs, host
+ * caches included: the kernel reads and writes pinned memory directly, no copy engine). Once the
+ * variant is loaded (kvjit_transfer_kv_prepare()), the call validates, looks the variant up without
+ * a lock and launches: no allocation, no compile.
+ * @return KVJIT_ERR_INVALID_ARGUMENT / KVJIT_ERR_UNSUPPORTED (nothing launched) naming the argument.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
+
+/**
+ * Validate @p args and load the kernels a kvjit_transfer_kv() call with the same arguments (any
+ * batch in the same size class; batch 0: every class) uses, without launching: call it before
+ * CUDA graph capture. Nothing is dereferenced.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
+
+/**
+ * Bad slot ids (and unusable layer pointers) seen by this context's transfer_kv kernels in the
+ * current CUDA context since the last reset. Synchronises with the device.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Cache maintenance (used by the CLI)                                                         */

@@ -248,6 +248,8 @@ void kvjit_context_count_memory_hit(kvjit_context *ctx) { atomic_fetch_add_expli
 
 int kvjit_context_logging(const kvjit_context *ctx) { return ctx->log == 1; }
 
+int kvjit_context_warnings(const kvjit_context *ctx) { return ctx->log != 0; }
+
 void kvjit_context_record(kvjit_context *ctx, const char *line) {
   if (ctx->manifest_path == NULL) return;
   char buf[1024];
@@ -942,19 +944,9 @@ kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **o
   return kvjit_fail(KVJIT_ERR_NOT_FOUND, "kernel \"%s\": not among the kernels of program %s", name, program->name);
 }
 
-/* ---- fast table ------------------------------------------------------------------------------ */
+/* ---- op tables ----------------------------------------------------------------------------- */
 
-const kvjit_kernel *kvjit_fast_lookup(const kvjit_context *ctx, kvjit_fast_key key) {
-  return kvjit_fast_table_lookup(ctx->fast, key);
-}
-
-kvjit_status kvjit_fast_insert(kvjit_context *ctx, kvjit_fast_key key, const kvjit_kernel *kernel) {
-  return kvjit_fast_table_insert(ctx->fast, key, kernel);
-}
-
-void kvjit_fast_foreach(const kvjit_context *ctx, void (*visit)(const kvjit_kernel *kernel, void *user), void *user) {
-  kvjit_fast_table_foreach(ctx->fast, visit, user);
-}
+struct kvjit_fast_table *kvjit_context_fast_table(const kvjit_context *ctx) { return ctx->fast; }
 
 /* ---- cache maintenance ------------------------------------------------------------------------ */
 

@@ -374,6 +374,78 @@ test_bad_flags() {
   bad --x '' info --x
 }
 
+# --- --op: every op's variants from its field table ------------------------------------------
+
+test_op_transfer_kv_dry_run() {
+  # Choices of the op's own fields; the model options give the rows (plain rows only: no quantizing).
+  kvjit prewarm --op transfer_kv --arch sm_90 -n --k-row-bytes 2048 --src device --dst host --layers one,table
+  expect_rc 0
+  [[ $(dry_run_count) -eq 2 ]] || fail "transfer rows: $(dry_run_count) variants, expected 2"
+  expect_out '^transfer_kv arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16$'
+  expect_out ' layers=table '
+  # Defaults of the op: int64, both sides x both sides, both layer modes; bf16 and fp8 rows at tp 8.
+  kvjit prewarm --op transfer_kv --arch sm_90 -n --model llama-3.1-8b --tp 8
+  expect_rc 0
+  [[ $(dry_run_count) -eq 16 ]] || fail "transfer defaults: $(dry_run_count) variants, expected 16"
+  expect_out ' k_row_bytes=128 v_row_bytes=128 index=int64 src=host dst=host layers=table '
+  # pdl=on before sm_90 is skipped and said so.
+  kvjit prewarm --op transfer_kv --arch sm_80 -n --k-row-bytes 512 --src host --dst device --layers one --pdl on,off
+  expect_rc 0
+  [[ $(dry_run_count) -eq 1 ]] || fail "pdl on sm_80: $(dry_run_count) variants, expected 1"
+  expect_err 'skipped 1 combinations the op refuses \(the first: pdl'
+  # The store is still the default op, and by name the same.
+  kvjit prewarm --op store_kv_cache --arch sm_90 -n --k-row-bytes 256 --index int64
+  expect_rc 0
+  [[ $(dry_run_count) -eq 1 ]] || fail "store by name: $(dry_run_count) variants, expected 1"
+}
+
+test_op_bad_flags() {
+  bad --op transfer prewarm --arch sm_90 --op transfer
+  bad --src store_kv_cache prewarm --arch sm_90 --k-row-bytes 256 --src host
+  bad --src gpu prewarm --op transfer_kv --arch sm_90 --k-row-bytes 256 --src gpu
+  bad --layers all prewarm --op transfer_kv --arch sm_90 --k-row-bytes 256 --layers all
+  bad --vec 3 prewarm --op transfer_kv --arch sm_90 --k-row-bytes 256 --vec 3
+  bad --quantize-from '' prewarm --op transfer_kv --arch sm_90 --quantize-from bf16
+  bad --manifest '' prewarm --op transfer_kv --arch sm_90 --manifest /dev/null
+}
+
+test_op_prewarm_and_mixed_manifest() {
+  local dir="$TMP/ops" manifest="$TMP/ops-manifest.txt"
+  kvjit prewarm --op transfer_kv --arch sm_90 --cache-dir "$dir" --k-row-bytes 1024 --src device --dst host \
+    --layers one -j 2
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 1 && $COMPILED -eq 1 && $FAILED -eq 0 ]] || fail "transfer prewarm: $VARIANTS/$COMPILED/$FAILED"
+  kvjit cache ls --cache-dir "$dir"
+  expect_rc 0
+  expect_out 'kvjit_transfer_kv.cu'
+  # A manifest holds lines of every op; each replays once per --arch.
+  {
+    echo '# recorded by a serving run with a host cache'
+    echo 'store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16'
+    echo 'transfer_kv arch=90 k_row_bytes=1024 v_row_bytes=1024 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16'
+    echo 'transfer_kv arch=0 k_row_bytes=576 v_row_bytes=0 index=int32 src=host dst=device layers=table pdl=off split=0 vec=16  # MLA'
+  } >"$manifest"
+  kvjit prewarm --manifest "$manifest" --arch sm_90,sm_100 --cache-dir "$dir" -j 2
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 6 && $FAILED -eq 0 && $CACHED -eq 1 && $COMPILED -eq 5 ]] ||
+    fail "mixed replay: $VARIANTS/$COMPILED/$CACHED/$FAILED"
+  # --dry-run of an op replays to the same variants, all cached.
+  kvjit prewarm --op transfer_kv --arch sm_90 -n --k-row-bytes 1024 --src device --dst host --layers one
+  cp "$TMP/out" "$TMP/ops-dry.txt"
+  kvjit prewarm --manifest "$TMP/ops-dry.txt" --arch sm_90 --cache-dir "$dir"
+  expect_rc 0
+  summary
+  [[ $VARIANTS -eq 1 && $CACHED -eq 1 && $FAILED -eq 0 ]] || fail "dry-run replay: $VARIANTS/$CACHED/$FAILED"
+  # A bad line of the second op is named by file:line too.
+  echo 'transfer_kv arch=90 k_row_bytes=1024 v_row_bytes=1024 index=int64 src=gpu dst=host layers=one pdl=auto split=0 vec=16' \
+    >"$TMP/ops-bad.txt"
+  kvjit prewarm --manifest "$TMP/ops-bad.txt" --arch sm_90 --cache-dir "$dir"
+  expect_rc 2
+  expect_err "ops-bad.txt:1: src: bad value"
+}
+
 # --- issue 15: hostile environments ---------------------------------------------------------------
 
 # Any entry file of a dir (the first, sorted).
@@ -563,8 +635,8 @@ test_manifest_rules() {
     "store_kv_cache arch=90 k_row_bytes=255 v_row_bytes=255 index=int64 pdl=auto split=0 vec=16 $quant|whole number"
     "$base vec=16 $quant scale=head num_heads=3|does not divide"
     "$base vec=16 $quant scale=tensor num_heads=2|without scale=head"
-    "$base vec=16 dtype=bf16|only for a store that quantizes"
-    "$base vec=16 scale=none|only for a store that quantizes"
+    "$base vec=16 dtype=bf16|dtype: not part of this"
+    "$base vec=16 scale=none|scale: not part of this"
     "$long|longer than 511"
     "STORE_KV_CACHE arch=90|must start with"
   )
