@@ -53,11 +53,17 @@ def _describe_torch(t, name):
     dev = t.get_device()
     if dev < 0:
         raise ValueError(f"{name}: must be a CUDA tensor, got one on {t.device}")
-    dt = t.dtype
-    known = _TORCH_DTYPES.get(dt)
-    if known is None:
-        known = (str(dt), t.element_size())
+    known = _TORCH_DTYPES.get(t.dtype) or torch_dtype(t)
     return (t.data_ptr(), t.shape, t.stride(), known[1], known[0], dev, None, True)
+
+
+def torch_dtype(t):
+    """(short name, element size) of @p t's dtype; a dtype with no short name is called as torch
+    calls it, without "torch." ("complex64"), as the C paths call it (src/torch/store_args.c)."""
+    known = _TORCH_DTYPES.get(t.dtype)
+    if known is None:
+        known = (str(t.dtype).replace("torch.", "", 1), t.element_size())
+    return known
 
 
 # ---- __cuda_array_interface__ ------------------------------------------------------------------
@@ -161,6 +167,9 @@ _DL_DTYPES = {
     (1, 8): "u8", (1, 16): "u16", (1, 32): "u32", (1, 64): "u64",
     (2, 16): "f16", (2, 32): "f32", (2, 64): "f64", (4, 16): "bf16", (6, 8): "bool",
     (10, 8): "fp8_e4m3", (12, 8): "fp8_e5m2",
+    # No rule, named as torch names them (and as the C paths do, src/torch/dlpack_view.h).
+    (5, 32): "complex32", (5, 64): "complex64", (5, 128): "complex128", (11, 8): "float8_e4m3fnuz",
+    (13, 8): "float8_e5m2fnuz", (14, 8): "float8_e8m0fnu",
 }
 _capsule_pointer = None
 

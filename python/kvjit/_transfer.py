@@ -27,7 +27,7 @@ def _side(obj, name):
             _tensor._init_torch(module)
         if not obj.is_pinned():
             raise ValueError(f"{name}: a CPU tensor must be pinned (tensor.pin_memory()) for the GPU to reach it")
-        known = _tensor._TORCH_DTYPES.get(obj.dtype, (str(obj.dtype), obj.element_size()))
+        known = _tensor.torch_dtype(obj)
         return (obj.data_ptr(), obj.shape, obj.stride(), known[1], known[0], None, None, True), _lib.LOCATION_HOST
     return describe(obj, name), _lib.LOCATION_DEVICE
 

@@ -64,7 +64,8 @@ struct Torch {
   AOTITorchError (*create_cuda_guard)(int32_t, CUDAGuardHandle *);
   AOTITorchError (*delete_cuda_guard)(CUDAGuardHandle);
   int32_t device_cuda;
-  int32_t dtype_codes[KVJIT_TENSOR_I64 + 1]; /* by kvjit_tensor_kind; OTHER's slot unused */
+  int32_t dtype_codes[KVJIT_TENSOR_KIND_COUNT]; /* by kvjit_tensor_kind; INT32_MIN: none */
+  uint8_t kind_by_code[64];                     /* torch's small ScalarType codes -> kind */
 };
 
 struct Kvjit {
@@ -129,7 +130,8 @@ class CallArgs {
 };
 
 kvjit_tensor_kind kind_of(int32_t code) {
-  for (int kind = KVJIT_TENSOR_F16; kind <= KVJIT_TENSOR_I64; kind++)
+  if (code >= 0 && code < 64) return static_cast<kvjit_tensor_kind>(g_torch.kind_by_code[code]);
+  for (int kind = KVJIT_TENSOR_F16; kind < KVJIT_TENSOR_KIND_COUNT; kind++)
     if (g_torch.dtype_codes[kind] == code) return static_cast<kvjit_tensor_kind>(kind);
   return KVJIT_TENSOR_OTHER;
 }
@@ -309,10 +311,16 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
   Kvjit k = {};
   int32_t (*device_cuda)(void) = nullptr;
   typedef int32_t (*dtype_fn)(void);
-  const char *dtype_names[KVJIT_TENSOR_I64 + 1] = {
+  /* The shim's dtype constructors, by kind: those kvjit has rules for are required, the named-only
+   * ones are looked up when this torch has them (a refusal then names the type). */
+  const char *dtype_names[KVJIT_TENSOR_KIND_COUNT] = {
       nullptr, "aoti_torch_dtype_float16", "aoti_torch_dtype_bfloat16", "aoti_torch_dtype_float32",
       "aoti_torch_dtype_float8_e4m3fn", "aoti_torch_dtype_float8_e5m2", "aoti_torch_dtype_uint8",
-      "aoti_torch_dtype_int8", "aoti_torch_dtype_int32", "aoti_torch_dtype_int64"};
+      "aoti_torch_dtype_int8", "aoti_torch_dtype_int32", "aoti_torch_dtype_int64", "aoti_torch_dtype_float64",
+      "aoti_torch_dtype_int16", "aoti_torch_dtype_uint16", "aoti_torch_dtype_uint32", "aoti_torch_dtype_uint64",
+      "aoti_torch_dtype_bool", "aoti_torch_dtype_complex32", "aoti_torch_dtype_complex64",
+      "aoti_torch_dtype_complex128", "aoti_torch_dtype_float8_e4m3fnuz", "aoti_torch_dtype_float8_e5m2fnuz",
+      "torch_dtype_float8_e8m0fnu", "torch_dtype_float4_e2m1fn_x2"};
   bool ok = setup.sym(kv, "kvjit_store_kv_cache", &k.store) && setup.sym(kv, "kvjit_last_error", &k.last_error) &&
             setup.sym(kv, "kvjit_status_name", &k.status_name) &&
             setup.sym(cpu, "aoti_torch_get_data_ptr", &t.get_data_ptr) &&
@@ -328,10 +336,13 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
             setup.sym(cpu, "torch_library_impl", &t.library_impl_versioned, false) &&
             setup.sym(cpu, "aoti_torch_get_current_device_index", &t.current_device_index) &&
             setup.sym(cpu, "aoti_torch_device_type_cuda", &device_cuda);
-  for (int kind = KVJIT_TENSOR_F16; ok && kind <= KVJIT_TENSOR_I64; kind++) {
+  t.dtype_codes[KVJIT_TENSOR_OTHER] = INT32_MIN; /* no real dtype has it */
+  for (int kind = KVJIT_TENSOR_F16; ok && kind < KVJIT_TENSOR_KIND_COUNT; kind++) {
     dtype_fn f = nullptr;
-    ok = setup.sym(cpu, dtype_names[kind], &f);
-    if (ok) t.dtype_codes[kind] = f();
+    ok = setup.sym(cpu, dtype_names[kind], &f, kind <= KVJIT_TENSOR_I64);
+    t.dtype_codes[kind] = f ? f() : INT32_MIN;
+    if (f && t.dtype_codes[kind] >= 0 && t.dtype_codes[kind] < 64)
+      t.kind_by_code[t.dtype_codes[kind]] = static_cast<uint8_t>(kind);
   }
   if (ok && cuda)
     ok = setup.sym(cuda, "aoti_torch_get_current_cuda_stream", &t.current_cuda_stream) &&
@@ -339,7 +350,6 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
          setup.sym(cuda, "aoti_torch_delete_cuda_guard", &t.delete_cuda_guard);
   if (!ok) return false;
   t.device_cuda = device_cuda();
-  t.dtype_codes[KVJIT_TENSOR_OTHER] = INT32_MIN; /* no real dtype has it */
   k.ctx = static_cast<kvjit_context *>(s->context);
   g_torch = t;
   g_kvjit = k;

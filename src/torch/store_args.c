@@ -33,7 +33,21 @@ const char *kvjit_tensor_kind_name(kvjit_tensor_kind kind) {
   case KVJIT_TENSOR_I8: return "i8";
   case KVJIT_TENSOR_I32: return "i32";
   case KVJIT_TENSOR_I64: return "i64";
-  case KVJIT_TENSOR_OTHER: break;
+  case KVJIT_TENSOR_F64: return "f64";
+  case KVJIT_TENSOR_I16: return "i16";
+  case KVJIT_TENSOR_U16: return "u16";
+  case KVJIT_TENSOR_U32: return "u32";
+  case KVJIT_TENSOR_U64: return "u64";
+  case KVJIT_TENSOR_BOOL: return "bool";
+  case KVJIT_TENSOR_C32: return "complex32";
+  case KVJIT_TENSOR_C64: return "complex64";
+  case KVJIT_TENSOR_C128: return "complex128";
+  case KVJIT_TENSOR_FP8_E4M3FNUZ: return "float8_e4m3fnuz";
+  case KVJIT_TENSOR_FP8_E5M2FNUZ: return "float8_e5m2fnuz";
+  case KVJIT_TENSOR_FP8_E8M0FNU: return "float8_e8m0fnu";
+  case KVJIT_TENSOR_FP4_E2M1FN_X2: return "float4_e2m1fn_x2";
+  case KVJIT_TENSOR_OTHER:
+  case KVJIT_TENSOR_KIND_COUNT: break;
   }
   return "other";
 }
@@ -166,9 +180,14 @@ static kvjit_request_error cache_slots_of(request_error *e, const char *name, co
 
 static kvjit_request_error same_device(request_error *e, const char *name, const kvjit_tensor_view *t,
                                        const kvjit_tensor_view *k) {
-  if (t->device_type != k->device_type || t->device_index != k->device_index)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on device %d:%d, k is on device %d:%d", name,
-                  (int)t->device_type, (int)t->device_index, (int)k->device_type, (int)k->device_index);
+  if (t->device_type != k->device_type)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on device type %d, k on device type %d", name,
+                  (int)t->device_type, (int)k->device_type);
+  /* Of one type, only CUDA devices differ (the callers check that first): named as the Python
+   * binding names them. */
+  if (t->device_index != k->device_index)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on cuda:%d, k is on cuda:%d", name, (int)t->device_index,
+                  (int)k->device_index);
   return KVJIT_REQUEST_OK;
 }
 
