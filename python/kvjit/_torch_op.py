@@ -24,8 +24,9 @@ SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v
           "int cache_dtype=0) -> ()")
 
 store_op = None  # torch.ops.kvjit.store_kv_cache.default once registered
-fast_store = None  # _kvjit_ext.store once loaded: the eager path for torch tensors
-_is_compiling = None  # torch.compiler.is_compiling
+fast_store = None  # _kvjit_ext.store once loaded: the op's arguments, in C (the benchmark's raw path)
+fast_store_kv = None  # _kvjit_ext.store_kv_cache once loaded: the friendly arguments, in C
+_dynamo_compiling = None  # torch.compiler.is_dynamo_compiling: True while Dynamo traces
 Tensor = None    # torch.Tensor once registered (the friendly entry point's isinstance test)
 _error = None    # why registration failed, once it has
 _lock = threading.Lock()
@@ -148,6 +149,8 @@ def register():
             raise
         _error = None
         _load_fast_path(torch)
+        if fast_store_kv is not None:
+            _bind_fast_entry(torch)
         Tensor = torch.Tensor
         store_op = torch.ops.kvjit.store_kv_cache.default
         return store_op
@@ -164,7 +167,7 @@ def ext_path(lib):
 def _load_fast_path(torch):
     """Load and set up _kvjit_ext when it is there and this torch has the DLPack exchange API
     (2.10+); without it every eager call takes the op's path, which is only slower."""
-    global fast_store, _is_compiling
+    global fast_store, fast_store_kv, _dynamo_compiling
     import importlib.machinery
     import importlib.util
 
@@ -183,9 +186,85 @@ def _load_fast_path(torch):
         get_device = None  # no driver: CUDA tensors cannot exist, the op's path says so
     address = lambda name: ctypes.cast(lib.fn[name], ctypes.c_void_p).value  # noqa: E731
     ext.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
-             address("kvjit_status_name"), get_device, torch.Tensor)
-    _is_compiling = torch.compiler.is_compiling
+             address("kvjit_status_name"), get_device, torch.Tensor, store_slow,
+             lambda status, message: _lib._error_class(status)(status, message, _lib.STATUS_NAMES.get(status)))
+    # One Python call in eager (False); Dynamo folds it to True while tracing, so that it traces
+    # the op's call instead of the extension it cannot trace into.
+    _dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
     fast_store = ext.store
+    fast_store_kv = ext.store_kv_cache
+
+
+def _bind_fast_entry(torch):
+    """kvjit.store_kv_cache becomes the extension's store_kv_cache (eager calls then run no Python
+    at all), which Dynamo traces as store_slow() (the op's path) through a polyfill registered
+    with torch.compiler.substitute_in_graph: now if torch._dynamo is loaded, else as soon as it
+    is (importing it here would add seconds to `import kvjit`)."""
+    package = sys.modules.get(__package__)
+    if package is None or not hasattr(torch.compiler, "substitute_in_graph"):
+        return  # a torch without it: the Python entry point, which checks is_dynamo_compiling()
+    if "torch._dynamo" in sys.modules:
+        if not _register_polyfill(torch):
+            return
+    else:
+        sys.meta_path.insert(0, _AfterDynamoImport(torch))
+    package.store_kv_cache = fast_store_kv
+
+
+def _traced_store_kv_cache(k, v, k_cache, v_cache, indices, num_slots=None, skip_slot=None, split=0, pdl="auto",
+                           k_scale=None, v_scale=None, cache_dtype=None, stream=None, context=None):
+    """What Dynamo traces for _kvjit_ext.store_kv_cache: the op (or the ctypes path, which breaks
+    the graph, for stream= / context=)."""
+    return store_slow(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale,
+                      cache_dtype, stream, context)
+
+
+_polyfill_registered = False
+
+
+def _register_polyfill(torch):
+    global _polyfill_registered
+    if _polyfill_registered:
+        return True
+    try:
+        torch.compiler.substitute_in_graph(fast_store_kv)(_traced_store_kv_cache)
+    except Exception as e:  # noqa: BLE001 - any failure means Dynamo cannot trace the extension
+        import warnings
+
+        warnings.warn(f"kvjit: torch.compile cannot trace kvjit.store_kv_cache ({type(e).__name__}: {e}); "
+                      f"call torch.ops.kvjit.store_kv_cache in compiled code", RuntimeWarning, stacklevel=2)
+        return False
+    _polyfill_registered = True
+    return True
+
+
+class _AfterDynamoImport:
+    """A one-shot sys.meta_path finder: lets the normal finders find torch._dynamo and registers
+    the polyfill right after the module has run."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        import importlib.util
+
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        run = getattr(loader, "exec_module", None)
+        if run is None:
+            return spec
+        torch = self.torch
+
+        def exec_module(module):
+            run(module)
+            _register_polyfill(torch)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def try_register():
@@ -241,9 +320,12 @@ def _fake(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, 
     return None
 
 
+# torch dtype name -> kvjit_tensor_kind (src/torch/store_args.h); past int64 named only.
 _KINDS = {
     "float16": 1, "bfloat16": 2, "float32": 3, "float8_e4m3fn": 4, "float8_e5m2": 5, "uint8": 6, "int8": 7,
-    "int32": 8, "int64": 9,
+    "int32": 8, "int64": 9, "float64": 10, "int16": 11, "uint16": 12, "uint32": 13, "uint64": 14, "bool": 15,
+    "complex32": 16, "complex64": 17, "complex128": 18, "float8_e4m3fnuz": 19, "float8_e5m2fnuz": 20,
+    "float8_e8m0fnu": 21, "float4_e2m1fn_x2": 22,
 }
 _codes = {}
 
@@ -324,6 +406,12 @@ def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, spli
     a = request_args(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale,
                      cache_dtype)
     if a.batch == 0:
+        # Nothing to copy, but the library's own rules hold (the C kernel and the extension run
+        # them too): the pointers are only checked, never read.
+        ctx = _context.default_context()
+        status = ctx._lib.store(ctx.handle, bytes(a))
+        if status:
+            raise ctx._lib.error(status)
         return
     ids = torch.as_strided(indices, (a.batch,), (a.index_stride,), indices.storage_offset()).to(torch.int64)
     keep = (ids >= 0) & (ids < a.num_slots)
@@ -394,23 +482,31 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
     stream: default torch.cuda.current_stream() for torch tensors, else the
     __cuda_array_interface__ stream of k, else the legacy default stream.
 
-    torch tensors go through kvjit's C extension in eager (no Python argument handling) and
+    torch tensors go through kvjit's C extension in eager (it reads the arguments itself) and
     through torch.ops.kvjit.store_kv_cache inside torch.compile (no graph break), unless
     stream= or context= is given.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
     """
+    # Eager with the extension loaded: everything in C, which hands back to store_slow() (same
+    # arguments) whatever it does not handle.
+    fast = fast_store_kv
+    if fast is not None and not _dynamo_compiling():
+        return fast(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, cache_dtype,
+                    stream, context)
+    return store_slow(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale,
+                      cache_dtype, stream, context)
+
+
+def store_slow(k, v, k_cache, v_cache, indices, num_slots=None, skip_slot=None, split=0, pdl="auto", k_scale=None,
+               v_scale=None, cache_dtype=None, stream=None, context=None):
+    """store_kv_cache() without the extension: torch tensors through the op (which Dynamo traces),
+    anything else, or stream= / context=, through the ctypes binding."""
     if context is not None:
         context = _context.context_arg(context)
     op = store_op or try_register()
     if op is not None and stream is None and context is None and isinstance(k, Tensor):
         ns, skip, sp, mode, cd = op_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
         try:
-            fast = fast_store
-            # _kvjit_ext in eager (answers NotImplemented for what it leaves to the op); the op
-            # itself where Dynamo traces (it cannot trace into an extension).
-            if fast is not None and not _is_compiling() and \
-                    fast(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd) is None:
-                return
             op(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd)
             return
         except RuntimeError as e:
