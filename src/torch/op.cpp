@@ -65,6 +65,7 @@ struct Torch {
   AOTITorchError (*delete_cuda_guard)(CUDAGuardHandle);
   int32_t device_cuda;
   int32_t dtype_codes[KVJIT_TENSOR_KIND_COUNT]; /* by kvjit_tensor_kind; INT32_MIN: none */
+  int64_t itemsizes[KVJIT_TENSOR_KIND_COUNT];   /* by kind; 0 for OTHER (asked per call) */
   uint8_t kind_by_code[64];                     /* torch's small ScalarType codes -> kind */
 };
 
@@ -136,6 +137,8 @@ kvjit_tensor_kind kind_of(int32_t code) {
   return KVJIT_TENSOR_OTHER;
 }
 
+/* Six shim calls per tensor (the element size comes from a table filled at registration; the
+ * device index is asked of CUDA tensors only: nothing compares a CPU tensor's). */
 void view_of(AtenTensorHandle t, kvjit_tensor_view *out) {
   memset(out, 0, sizeof *out);
   if (t == nullptr) return;
@@ -147,13 +150,16 @@ void view_of(AtenTensorHandle t, kvjit_tensor_view *out) {
   check(g_torch.get_strides(t, &strides), "aoti_torch_get_strides");
   check(g_torch.get_dtype(t, &out->code), "aoti_torch_get_dtype");
   check(g_torch.get_device_type(t, &out->device_type), "aoti_torch_get_device_type");
-  check(g_torch.get_device_index(t, &out->device_index), "aoti_torch_get_device_index");
+  out->device_index = -1;
+  if (out->device_type == g_torch.device_cuda)
+    check(g_torch.get_device_index(t, &out->device_index), "aoti_torch_get_device_index");
   out->present = 1;
   out->data = reinterpret_cast<uintptr_t>(data);
   out->sizes = sizes;
   out->strides = strides;
   out->kind = kind_of(out->code);
-  out->itemsize = static_cast<int64_t>(g_torch.dtype_element_size(out->code));
+  out->itemsize = g_torch.itemsizes[out->kind];
+  if (out->itemsize == 0) out->itemsize = static_cast<int64_t>(g_torch.dtype_element_size(out->code));
 }
 
 [[noreturn]] void fail_request(kvjit_request_error kind, const char *msg) {
@@ -204,6 +210,14 @@ class DeviceGuard {
   CUDAGuardHandle guard_ = nullptr;
 };
 
+bool any_on(const kvjit_store_request &req, int32_t device_type) {
+  const kvjit_tensor_view *views[] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
+                                      &req.v_scale};
+  for (const kvjit_tensor_view *v : views)
+    if (v->present && v->device_type == device_type) return true;
+  return false;
+}
+
 /* Schema: (Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v_cache, Tensor indices, int num_slots,
  *          int skip_slot, int split, int pdl, Tensor? k_scale, Tensor? v_scale, int cache_dtype) -> () */
 enum {
@@ -236,13 +250,11 @@ void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_
 
   kvjit_store_kv_args args;
   char msg[512];
-  /* The dispatcher picks the CUDA kernel when any tensor is a CUDA one: then all must be. */
-  const kvjit_tensor_view *views[] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
-                                      &req.v_scale};
-  bool any_cuda = false;
-  for (const kvjit_tensor_view *v : views) any_cuda = any_cuda || (v->present && v->device_type == g_torch.device_cuda);
-  kvjit_request_error refused =
-      any_cuda ? kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", msg, sizeof msg) : KVJIT_REQUEST_OK;
+  /* The dispatcher picks the CUDA kernel when any tensor is a CUDA one: then all must be. None
+   * is when this kernel is registered for another key (the tests' CPU). */
+  kvjit_request_error refused = kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", nullptr, 0);
+  if (refused && !any_on(req, g_torch.device_cuda)) refused = KVJIT_REQUEST_OK;
+  if (refused) kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", msg, sizeof msg); /* its words */
   if (!refused) refused = kvjit_store_request_args(&req, &args, msg, sizeof msg);
   if (refused) fail_request(refused, msg);
   if (req.k.device_type != g_torch.device_cuda) {
@@ -341,6 +353,7 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
     dtype_fn f = nullptr;
     ok = setup.sym(cpu, dtype_names[kind], &f, kind <= KVJIT_TENSOR_I64);
     t.dtype_codes[kind] = f ? f() : INT32_MIN;
+    t.itemsizes[kind] = f ? static_cast<int64_t>(t.dtype_element_size(t.dtype_codes[kind])) : 0;
     if (f && t.dtype_codes[kind] >= 0 && t.dtype_codes[kind] < 64)
       t.kind_by_code[t.dtype_codes[kind]] = static_cast<uint8_t>(kind);
   }
