@@ -26,6 +26,7 @@ SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v
 store_op = None  # torch.ops.kvjit.store_kv_cache.default once registered
 fast_store = None  # _kvjit_ext.store once loaded: the op's arguments, in C (the benchmark's raw path)
 fast_store_kv = None  # _kvjit_ext.store_kv_cache once loaded: the friendly arguments, in C
+ext = None  # the _kvjit_ext module once loaded
 _dynamo_compiling = None  # torch.compiler.is_dynamo_compiling: True while Dynamo traces
 Tensor = None    # torch.Tensor once registered (the friendly entry point's isinstance test)
 _error = None    # why registration failed, once it has
@@ -167,7 +168,7 @@ def ext_path(lib):
 def _load_fast_path(torch):
     """Load and set up _kvjit_ext when it is there and this torch has the DLPack exchange API
     (2.10+); without it every eager call takes the op's path, which is only slower."""
-    global fast_store, fast_store_kv, _dynamo_compiling
+    global fast_store, fast_store_kv, _dynamo_compiling, ext
     import importlib.machinery
     import importlib.util
 
@@ -177,22 +178,23 @@ def _load_fast_path(torch):
         return
     loader = importlib.machinery.ExtensionFileLoader("kvjit._kvjit_ext", path)
     spec = importlib.util.spec_from_file_location("kvjit._kvjit_ext", path, loader=loader)
-    ext = importlib.util.module_from_spec(spec)
-    loader.exec_module(ext)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
     try:
         cuda = ctypes.CDLL(os.environ.get("KVJIT_LIBCUDA") or "libcuda.so.1")
         get_device = ctypes.cast(cuda.cuCtxGetDevice, ctypes.c_void_p).value
     except (OSError, AttributeError):
         get_device = None  # no driver: CUDA tensors cannot exist, the op's path says so
     address = lambda name: ctypes.cast(lib.fn[name], ctypes.c_void_p).value  # noqa: E731
-    ext.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
-             address("kvjit_status_name"), get_device, torch.Tensor, store_slow,
-             lambda status, message: _lib._error_class(status)(status, message, _lib.STATUS_NAMES.get(status)))
+    module.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
+                address("kvjit_status_name"), get_device, torch.Tensor, store_slow,
+                lambda status, message: _lib._error_class(status)(status, message, _lib.STATUS_NAMES.get(status)))
     # One Python call in eager (False); Dynamo folds it to True while tracing, so that it traces
     # the op's call instead of the extension it cannot trace into.
     _dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
-    fast_store = ext.store
-    fast_store_kv = ext.store_kv_cache
+    fast_store = module.store
+    fast_store_kv = module.store_kv_cache
+    ext = module
 
 
 def _bind_fast_entry(torch):
@@ -460,8 +462,9 @@ def op_arguments(num_slots, skip_slot, split, pdl, cache_dtype):
         code = _CACHE_DTYPE_CODES.get(dtype_name(cache_dtype, "cache_dtype"))
         if code is None:
             raise ValueError(f"cache_dtype: must be 'fp8_e4m3' or 'fp8_e5m2', got {cache_dtype!r}")
-    return (_op_int(num_slots, "num_slots", -1, 1), _op_int(skip_slot, "skip_slot", -1, 0),
-            _op_int(split, "split", 0, 0), mode, code)
+    if type(split) is not int or not 0 <= split < 2**63:  # None too, as the ctypes path says
+        raise ValueError(f"split: must be an int >= 0 (0: automatic), got {split!r}")
+    return (_op_int(num_slots, "num_slots", -1, 1), _op_int(skip_slot, "skip_slot", -1, 0), split, mode, code)
 
 
 def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",

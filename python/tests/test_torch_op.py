@@ -293,6 +293,65 @@ def test_an_empty_store_is_validated_alike():
     kvjit.store_kv_cache(args["k"], args["v"], args["k_cache"], args["v_cache"], args["indices"])
 
 
+def test_the_extension_reads_the_friendly_keywords_itself():
+    """kvjit.store_kv_cache is the extension's function once torch is there; it reads the usual
+    keywords without Python and hands anything else to the Python implementation, unchanged."""
+    need_torch()
+    from kvjit import _torch_op
+
+    if _torch_op.ext is None:
+        skip("no _kvjit_ext beside libkvjit (or a torch without the DLPack exchange API)")
+    a = kernel_args()
+    k, v, kc, vc, loc = a["k"], a["v"], a["k_cache"], a["v_cache"], a["indices"]
+    fast = _torch_op.fast_store_kv
+    handled = [dict(), dict(num_slots=16, skip_slot=3), dict(split=0, pdl="on"), dict(pdl=False), dict(pdl=None),
+               dict(num_slots=None, skip_slot=None, k_scale=None, v_scale=None, cache_dtype=None)]
+    for kw in handled:
+        before = _torch_op.ext.fallbacks()
+        fast(k, v, kc, vc, loc, **kw)
+        assert _torch_op.ext.fallbacks() == before, f"{kw} went to Python"
+    before = _torch_op.ext.fallbacks()
+    fast(k, v, kc, vc, loc, 16, None, 0, "off", None, None, None, None, None)  # as the Python wrapper passes them
+    _torch_op.store_kv_cache(k, v, kc, vc, loc, pdl="auto")
+    assert _torch_op.ext.fallbacks() == before
+    # What it leaves to Python, which says what is wrong (or does it: the dtype object)
+    for kw, exc, arg in [(dict(pdl=1), ValueError, "pdl"), (dict(num_slots=True), ValueError, "num_slots"),
+                         (dict(split=None), ValueError, "split"), (dict(skip_slot=2**64), ValueError, "skip_slot"),
+                         (dict(cache_dtype="fp8"), ValueError, "cache_dtype"),
+                         (dict(context="ctx"), TypeError, "context")]:
+        before = _torch_op.ext.fallbacks()
+        with raises(exc, match=f"^{arg}: "):
+            fast(k, v, kc, vc, loc, **kw)
+        assert _torch_op.ext.fallbacks() == before + 1
+    with raises(TypeError, match="unexpected keyword argument 'slots'"):
+        fast(k, v, kc, vc, loc, slots=3)
+    with raises(TypeError, match="multiple values for argument 'num_slots'"):
+        fast(k, v, kc, vc, loc, 16, num_slots=16)
+    # Rows on CPU: the Python path (the op's CPU implementation) stores them
+    rows_k, cache = rows((3, 2, 8), torch.float32, 11), poisoned((16, 2, 8), torch.float32)
+    want = expect_store(cache, torch.tensor([4, 9, 1]), rows_k)
+    before = _torch_op.ext.fallbacks()
+    fast(rows_k, None, cache, None, torch.tensor([4, 9, 1]))
+    assert _torch_op.ext.fallbacks() == before + 1
+    same_bytes(cache, want, "k_cache through the fallback")
+
+
+def test_kvjit_store_kv_cache_is_the_extension_once_torch_is_there():
+    import subprocess
+
+    code = ("import torch, kvjit, sys\n"
+            "from kvjit import _torch_op\n"
+            "print(kvjit.store_kv_cache is _torch_op.fast_store_kv or _torch_op.ext is None)\n"
+            "import torch._dynamo\n"
+            "print(_torch_op._polyfill_registered or _torch_op.ext is None)\n")
+    env = dict(__import__("os").environ)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                       cwd=__import__("os").path.dirname(__import__("os").path.dirname(kvjit.__file__)))
+    if r.returncode != 0 and "No module named 'torch'" in r.stderr:
+        skip("no torch")
+    assert r.returncode == 0 and r.stdout.split() == ["True", "True"], (r.stdout, r.stderr)
+
+
 def test_opcheck():
     torch = need_torch()
     if not hasattr(torch.library, "opcheck"):

@@ -55,6 +55,7 @@ static struct {
   PyObject *error;              /* error(status, message) -> the kvjit.Error to raise */
   PyObject *names[9];           /* interned keyword names, in kFriendlyNames order */
   PyObject *pdl_auto, *pdl_on, *pdl_off, *fp8_e4m3, *fp8_e5m2;
+  unsigned long long fallbacks; /* store_kv_cache calls handed to Python (tests and the bench read it) */
 } g;
 
 static const char *const kFriendlyNames[9] = {"num_slots", "skip_slot", "split", "pdl", "k_scale", "v_scale",
@@ -293,6 +294,7 @@ static PyObject *ext_store_kv_cache(PyObject *self, PyObject *const *args, size_
   if (r == STORE_FAILED) return NULL;
   if (r == STORE_DONE) Py_RETURN_NONE;
 fallback:
+  g.fallbacks++;
   if (g.fallback == NULL) {
     PyErr_SetString(PyExc_RuntimeError, "kvjit._kvjit_ext: store_kv_cache before init()");
     return NULL;
@@ -300,7 +302,14 @@ fallback:
   return PyObject_Vectorcall(g.fallback, args, nargsf, kwnames);
 }
 
+static PyObject *ext_fallbacks(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(g.fallbacks);
+}
+
 static PyMethodDef methods[] = {
+    {"fallbacks", ext_fallbacks, METH_NOARGS, "fallbacks(): how many store_kv_cache calls went to Python"},
     {"init", (PyCFunction)(void (*)(void))ext_init, METH_FASTCALL,
      "init(context, store, last_error, status_name, cuCtxGetDevice, tensor_type, fallback, error)"},
     {"store", (PyCFunction)(void (*)(void))ext_store, METH_FASTCALL,
