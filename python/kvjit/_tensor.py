@@ -115,6 +115,11 @@ def _describe_cai(obj, name):
         raise TypeError(f"{name}: malformed __cuda_array_interface__ ({e!r})") from None
     if type(shape) is not tuple:
         shape = tuple(shape)
+    if type(ptr) is not int or not 0 <= ptr < 2**64:
+        raise ValueError(f"{name}: data pointer must be an int 0..2**64-1, got {ptr!r}")
+    for size in shape:
+        if type(size) is not int or not 0 <= size < 2**63:
+            raise ValueError(f"{name}: shape {list(shape)}: each size must be an int 0..2**63-1")
     itemsize, dtype = _cai_types.get(typestr) or _cai_type(typestr, name)
     get = cai.get
     if get("mask") is not None:
@@ -125,6 +130,9 @@ def _describe_cai(obj, name):
     else:
         if len(byte_strides) != len(shape):
             raise TypeError(f"{name}: {len(byte_strides)} strides for {len(shape)} dims")
+        for s in byte_strides:
+            if type(s) is not int or not -2**63 <= s < 2**63:
+                raise ValueError(f"{name}: strides {list(byte_strides)}: each must be an int of 64 bits")
         strides = tuple([s // itemsize for s in byte_strides])
         for s in byte_strides:
             if s % itemsize:
@@ -252,6 +260,8 @@ def stream_handle(stream):
     if stream is None:
         return 0
     if type(stream) is int:
+        if not 0 <= stream < 2**64:
+            raise ValueError(f"stream: a CUstream handle is 0..2**64-1, got {stream}")
         return stream
     for attr in ("cuda_stream", "ptr", "handle"):
         h = getattr(stream, attr, None)
@@ -266,7 +276,7 @@ def stream_handle(stream):
     if isinstance(stream, ctypes.c_void_p):
         return stream.value or 0
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return int(stream)
+        return stream_handle(int(stream))
     raise TypeError(f"stream: expected an int CUstream handle or a stream object (torch.cuda.Stream, "
                     f"__cuda_stream__), got {type(stream).__name__}")
 

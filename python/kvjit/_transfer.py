@@ -69,7 +69,11 @@ def _device_of(descs):
         if d is not None and d[5] is not None:
             return d[5]
     torch = _tensor.torch
-    return torch.cuda.current_device() if torch is not None else None
+    # No device named (__cuda_array_interface__ says none): torch's current one, when torch
+    # has a driver to ask (a CUDA build of torch on a machine without one raises).
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return torch.cuda.current_device()
 
 
 def _stream(stream, dev, is_torch):
