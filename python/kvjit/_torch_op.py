@@ -23,7 +23,12 @@ SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v
           "int num_slots=-1, int skip_slot=-1, int split=0, int pdl=0, Tensor? k_scale=None, Tensor? v_scale=None, "
           "int cache_dtype=0) -> ()")
 
+TRANSFER_SCHEMA = ("transfer_kv(Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, Tensor src_indices, "
+                   "Tensor dst_indices, int src_num_slots=-1, int dst_num_slots=-1, int split=0, int pdl=0, "
+                   "int row_elements=-1) -> ()")
+
 store_op = None  # torch.ops.kvjit.store_kv_cache.default once registered
+transfer_op = None  # torch.ops.kvjit.transfer_kv.default once registered
 fast_store = None  # _kvjit_ext.store once loaded: the op's arguments, in C (the benchmark's raw path)
 fast_store_kv = None  # _kvjit_ext.store_kv_cache once loaded: the friendly arguments, in C
 ext = None  # the _kvjit_ext module once loaded
@@ -73,6 +78,14 @@ class _StoreRequest(ctypes.Structure):
         (name, ctypes.c_int64) for name in ("num_slots", "skip_slot", "split", "pdl", "cache_dtype")]
 
 
+_TRANSFER_TENSORS = ("src_k", "src_v", "dst_k", "dst_v", "src_indices", "dst_indices")
+
+
+class _TransferRequest(ctypes.Structure):
+    _fields_ = [(name, _TensorView) for name in _TRANSFER_TENSORS] + [
+        (name, ctypes.c_int64) for name in ("src_num_slots", "dst_num_slots", "split", "pdl", "row_elements")]
+
+
 _TORCH_SETUP_VERSION = 1
 _REQUEST_VALUE_ERROR = 1
 _REQUEST_TYPE_ERROR = 2
@@ -97,6 +110,10 @@ def _load_glue(lib):
         glue.kvjit_torch_store_request_args.argtypes = [ctypes.POINTER(_StoreRequest),
                                                         ctypes.POINTER(_lib.StoreKvArgs), ctypes.c_char_p,
                                                         ctypes.c_size_t]
+        glue.kvjit_torch_transfer_request_args.restype = ctypes.c_int
+        glue.kvjit_torch_transfer_request_args.argtypes = [ctypes.POINTER(_TransferRequest), ctypes.c_int32,
+                                                           ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32),
+                                                           ctypes.c_char_p, ctypes.c_size_t]
         _glue = glue
     return _glue
 
@@ -116,10 +133,13 @@ def register_kernel(torch, ns, dispatch_key):
 
 
 def define(torch, ns):
-    """A FRAGMENT library of @p ns with store_kv_cache's schema and fake implementation."""
+    """A FRAGMENT library of @p ns with store_kv_cache's and transfer_kv's schemas and fake
+    implementations (the C kernels registered for @p ns need both)."""
     library = torch.library.Library(ns, "FRAGMENT")
     library.define(SCHEMA, tags=(torch.Tag.needs_fixed_stride_order,))
     library._register_fake("store_kv_cache", _fake)
+    library.define(TRANSFER_SCHEMA, tags=(torch.Tag.needs_fixed_stride_order,))
+    library._register_fake("transfer_kv", _transfer_fake)
     _keep.append(library)
     return library
 
@@ -130,7 +150,7 @@ def define(torch, ns):
 def register():
     """Register torch.ops.kvjit.store_kv_cache (needs torch imported); returns the op overload.
     Idempotent; raises RuntimeError (or LibraryNotFoundError) saying why it cannot."""
-    global store_op, Tensor, _error
+    global store_op, transfer_op, Tensor, _error, _dynamo_compiling
     if store_op is not None:
         return store_op
     with _lock:
@@ -143,16 +163,21 @@ def register():
             if not _keep:
                 library = define(torch, NAMESPACE)
                 library.impl("store_kv_cache", _store_cpu, "CPU")
+                library.impl("transfer_kv", _transfer_cpu, "CPU")
             if torch.version.cuda is not None:
                 register_kernel(torch, NAMESPACE, "CUDA")
         except Exception as e:
             _error = f"{type(e).__name__}: {e}"
             raise
         _error = None
+        # One Python call in eager (False); Dynamo folds it to True while tracing, so that the
+        # friendly entry points trace the ops' calls instead of what Dynamo cannot trace into.
+        _dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
         _load_fast_path(torch)
         if fast_store_kv is not None:
             _bind_fast_entry(torch)
         Tensor = torch.Tensor
+        transfer_op = torch.ops.kvjit.transfer_kv.default
         store_op = torch.ops.kvjit.store_kv_cache.default
         return store_op
 
@@ -168,7 +193,7 @@ def ext_path(lib):
 def _load_fast_path(torch):
     """Load and set up _kvjit_ext when it is there and this torch has the DLPack exchange API
     (2.10+); without it every eager call takes the op's path, which is only slower."""
-    global fast_store, fast_store_kv, _dynamo_compiling, ext
+    global fast_store, fast_store_kv, ext
     import importlib.machinery
     import importlib.util
 
@@ -189,9 +214,6 @@ def _load_fast_path(torch):
     module.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
                 address("kvjit_status_name"), get_device, torch.Tensor, store_slow,
                 lambda status, message: _lib._error_class(status)(status, message, _lib.STATUS_NAMES.get(status)))
-    # One Python call in eager (False); Dynamo folds it to True while tracing, so that it traces
-    # the op's call instead of the extension it cannot trace into.
-    _dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
     fast_store = module.store
     fast_store_kv = module.store_kv_cache
     ext = module
@@ -429,6 +451,62 @@ def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, spli
         v_cache_row = a.v_row_bytes // v.element_size() if quant else a.v_row_bytes
         vc = _bytes(torch, v_cache, a.v_cache, a.num_slots, v_cache_row, a.v_cache_stride)
         _store_rows(torch, v, vc, sel, slots, a, a.v_row_bytes, v_scale, a.v_stride)
+
+
+def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
+                   split=0, pdl=0, row_elements=-1):
+    """Shapes only: the op mutates its destination caches in place and returns nothing."""
+    return None
+
+
+_CUDA_VIEW = 1  # _view()'s device type of a CUDA tensor
+
+
+def transfer_request_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split,
+                          pdl, row_elements):
+    """The kvjit_transfer_kv_args fields (TRANSFER_KV_PACKER's order) transfer_kv's kernel derives
+    from these tensors, and the device it runs on (-1: none); ValueError/TypeError otherwise."""
+    keep = []
+    req = _TransferRequest()
+    for name, t in zip(_TRANSFER_TENSORS, (src_k, src_v, dst_k, dst_v, src_indices, dst_indices)):
+        setattr(req, name, _view(t, keep))
+    req.src_num_slots, req.dst_num_slots, req.split, req.pdl, req.row_elements = (
+        src_num_slots, dst_num_slots, split, pdl, row_elements)
+    raw = ctypes.create_string_buffer(_lib.TRANSFER_KV_PACKER.size)
+    device = ctypes.c_int32()
+    msg = ctypes.create_string_buffer(512)
+    kind = _load_glue(_lib.load()).kvjit_torch_transfer_request_args(ctypes.byref(req), _CUDA_VIEW, raw,
+                                                                     ctypes.byref(device), msg, len(msg))
+    if kind:
+        raise (TypeError if kind == _REQUEST_TYPE_ERROR else ValueError)(msg.value.decode(errors="replace"))
+    return _lib.TRANSFER_KV_PACKER.unpack(raw.raw), device.value
+
+
+def _transfer_cpu(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
+                  split=0, pdl=0, row_elements=-1):
+    """The op on CPU tensors, with PyTorch indexing: the same layouts and skips (ids < 0 or past
+    either cache are skipped)."""
+    torch = sys.modules["torch"]
+    a, _ = transfer_request_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
+                                 dst_num_slots, split, pdl, row_elements)
+    (_, sk, sv, dk, dv, _, _, _, si_stride, di_stride, batch, k_row, v_row, sk_stride, sv_stride, dk_stride,
+     dv_stride, src_slots, dst_slots) = a[:19]
+    if batch == 0:
+        # Nothing to move, but the library's own rules hold (as in the C kernel): the pointers are
+        # only checked, never read.
+        ctx = _context.default_context()
+        ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv"](ctx.handle, _lib.TRANSFER_KV_PACKER.pack(*a)))
+        return
+    s = torch.as_strided(src_indices, (batch,), (si_stride,), src_indices.storage_offset()).to(torch.int64)
+    d = torch.as_strided(dst_indices, (batch,), (di_stride,), dst_indices.storage_offset()).to(torch.int64)
+    keep = ((s >= 0) & (s < src_slots) & (d >= 0) & (d < dst_slots)).nonzero().flatten()
+    s, d = s[keep], d[keep]
+    sides = [(src_k, sk, sk_stride, dst_k, dk, dk_stride, k_row)]
+    if src_v is not None:
+        sides.append((src_v, sv, sv_stride, dst_v, dv, dv_stride, v_row))
+    for src, src_ptr, src_stride, dst, dst_ptr, dst_stride, row in sides:
+        rows = _bytes(torch, src, src_ptr, src_slots, row, src_stride)[s].clone()  # src and dst may alias
+        _bytes(torch, dst, dst_ptr, dst_slots, row, dst_stride)[d] = rows
 
 
 # ---- the friendly entry point ------------------------------------------------------------------
