@@ -14,6 +14,7 @@
 
 #include "kvjit.h"
 #include "torch/store_args.h"
+#include "torch/transfer_args.h"
 
 enum { DEV_CUDA = 1 };
 
@@ -23,8 +24,11 @@ typedef struct tensor {
   kvjit_tensor_view view;
 } tensor;
 
-static const int32_t codes[] = {99, 5, 15, 6, 23, 24, 0, 1, 3, 4}; /* by kind; any distinct values do */
-static const int64_t itemsizes[] = {8, 2, 2, 4, 1, 1, 1, 1, 4, 8};
+/* By kind; any distinct codes do. */
+static const int32_t codes[KVJIT_TENSOR_KIND_COUNT] = {99, 5, 15, 6, 23, 24, 0, 1, 3, 4, 7, 2, 27,
+                                                       28, 29, 11, 8, 9, 10, 25, 26, 44, 45};
+static const int64_t itemsizes[KVJIT_TENSOR_KIND_COUNT] = {8, 2, 2, 4, 1, 1, 1, 1, 4, 8, 8, 2, 2, 4, 8, 1, 4, 8, 16,
+                                                           1, 1, 1, 1};
 
 /* A contiguous tensor of @p ndim dims (sizes from the varargs) at @p data. */
 static void make(tensor *t, kvjit_tensor_kind kind, uintptr_t data, int ndim, ...) {
@@ -322,13 +326,148 @@ static void test_every_tensor_on_the_device(void **state) {
   assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", NULL, 0), KVJIT_REQUEST_OK);
 }
 
+
+/* ---- transfer_kv's rules (transfer_args.c) ------------------------------------------------- */
+
+typedef struct transfer {
+  tensor src_k, src_v, dst_k, dst_v, src_indices, dst_indices;
+  kvjit_transfer_request req;
+  kvjit_transfer_kv_args args;
+  int32_t device;
+  char msg[512];
+} transfer;
+
+/* Device caches [4096, 8, 128] bf16 -> a pinned host cache paged [64, 64, 8, 128]; 16 int64 ids. */
+static void offload(transfer *t) {
+  memset(t, 0, sizeof *t);
+  make(&t->src_k, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&t->src_v, KVJIT_TENSOR_BF16, 0x2000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&t->dst_k, KVJIT_TENSOR_BF16, 0x3000000, 4, (int64_t)64, (int64_t)64, (int64_t)8, (int64_t)128);
+  make(&t->dst_v, KVJIT_TENSOR_BF16, 0x4000000, 4, (int64_t)64, (int64_t)64, (int64_t)8, (int64_t)128);
+  t->dst_k.view.device_type = t->dst_v.view.device_type = 0; /* host */
+  make(&t->src_indices, KVJIT_TENSOR_I64, 0x50000, 1, (int64_t)16);
+  make(&t->dst_indices, KVJIT_TENSOR_I64, 0x60000, 1, (int64_t)16);
+  t->req.src_num_slots = t->req.dst_num_slots = t->req.row_elements = -1;
+}
+
+static kvjit_request_error run_transfer(transfer *t) {
+  t->req.src_k = t->src_k.view;
+  t->req.src_v = t->src_v.view;
+  t->req.dst_k = t->dst_k.view;
+  t->req.dst_v = t->dst_v.view;
+  t->req.src_indices = t->src_indices.view;
+  t->req.dst_indices = t->dst_indices.view;
+  return kvjit_transfer_request_args(&t->req, DEV_CUDA, &t->args, &t->device, t->msg, sizeof t->msg);
+}
+
+static void expect_transfer_refused(transfer *t, kvjit_request_error kind, const char *start) {
+  kvjit_request_error got = run_transfer(t);
+  if (got != kind || strncmp(t->msg, start, strlen(start)) != 0)
+    fail_msg("expected error %d starting '%s', got %d: %s", kind, start, got, t->msg);
+}
+
+static void test_transfer_device_to_host(void **state) {
+  (void)state;
+  transfer t;
+  offload(&t);
+  assert_int_equal(run_transfer(&t), KVJIT_REQUEST_OK);
+  kvjit_transfer_kv_args *a = &t.args;
+  assert_int_equal(a->version, KVJIT_TRANSFER_KV_ARGS_VERSION);
+  assert_ptr_equal(a->src_k, (void *)0x1000000);
+  assert_ptr_equal(a->dst_v, (void *)0x4000000);
+  assert_int_equal(a->src, KVJIT_LOCATION_DEVICE);
+  assert_int_equal(a->dst, KVJIT_LOCATION_HOST);
+  assert_int_equal(a->batch, 16);
+  assert_int_equal(a->k_row_bytes, 2048);
+  assert_int_equal(a->v_row_bytes, 2048);
+  assert_int_equal(a->src_k_stride, 2048);
+  assert_int_equal(a->dst_v_stride, 2048);
+  assert_int_equal(a->src_num_slots, 4096);
+  assert_int_equal(a->dst_num_slots, 4096);
+  assert_int_equal(a->num_layers, 0);
+  assert_int_equal(a->index_type, KVJIT_INDEX_INT64);
+  assert_int_equal(t.device, 0);
+  assert_null(a->stream);
+  /* K only, rows given as 1024 elements, fewer destination slots used */
+  offload(&t);
+  t.src_v.view.present = t.dst_v.view.present = 0;
+  t.req.row_elements = 1024;
+  t.req.dst_num_slots = 100;
+  assert_int_equal(run_transfer(&t), KVJIT_REQUEST_OK);
+  assert_null(t.args.src_v);
+  assert_int_equal(t.args.v_row_bytes, 0);
+  assert_int_equal(t.args.dst_num_slots, 100);
+}
+
+static void test_transfer_refusals(void **state) {
+  (void)state;
+  transfer t;
+  offload(&t);
+  t.dst_k.view.kind = KVJIT_TENSOR_F16;
+  t.dst_k.view.code = codes[KVJIT_TENSOR_F16];
+  expect_transfer_refused(&t, KVJIT_REQUEST_TYPE_ERROR, "dst_k: dtype f16 differs from src_k's bf16");
+  offload(&t);
+  t.dst_v.view.kind = KVJIT_TENSOR_I16;
+  t.dst_v.view.code = codes[KVJIT_TENSOR_I16];
+  expect_transfer_refused(&t, KVJIT_REQUEST_TYPE_ERROR, "dst_v: dtype i16 differs from src_v's bf16");
+  offload(&t);
+  t.dst_v.view.present = 0;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "dst_v: None while the other is given");
+  offload(&t);
+  t.src_v.view.device_type = 0;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "src_v: on the other side of the link from src_k");
+  offload(&t);
+  t.dst_indices.sizes[0] = 15;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "dst_indices: 15 slot ids, src_indices has 16");
+  offload(&t);
+  t.dst_indices.view.kind = KVJIT_TENSOR_I32;
+  t.dst_indices.view.itemsize = 4;
+  expect_transfer_refused(&t, KVJIT_REQUEST_TYPE_ERROR, "dst_indices: dtype i32 differs from src_indices' i64");
+  offload(&t);
+  t.src_indices.view.device_index = 1;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "src_indices: on cuda:1, the transfer runs on cuda:0");
+  offload(&t);
+  t.req.row_elements = 0;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "row_elements: must be None or 1..2**31");
+  offload(&t);
+  t.req.row_elements = 100; /* 200 bytes: no trailing dims of the caches make that */
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "src_k: no trailing dims");
+  offload(&t);
+  t.req.src_num_slots = 4097;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "src_num_slots: must be 1..4096, got 4097");
+  offload(&t);
+  t.req.split = -1;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "split: ");
+  offload(&t);
+  t.req.pdl = 7;
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "pdl: ");
+  offload(&t);
+  make(&t.src_k, KVJIT_TENSOR_BF16, 0x1000000, 1, (int64_t)4096);
+  expect_transfer_refused(&t, KVJIT_REQUEST_VALUE_ERROR, "src_k: expected [slots, ...] with at least two dims");
+  offload(&t);
+  t.src_k.view.present = 0;
+  expect_transfer_refused(&t, KVJIT_REQUEST_TYPE_ERROR, "src_k: expected a tensor, got None");
+}
+
+static void test_tensor_extent(void **state) {
+  (void)state;
+  tensor t;
+  make(&t, KVJIT_TENSOR_BF16, 0x1000, 3, (int64_t)10, (int64_t)8, (int64_t)128);
+  assert_int_equal(kvjit_tensor_view_extent(&t.view), 10 * 8 * 128 * 2);
+  t.strides[0] = 2048; /* slots padded apart: the last slot's row ends the extent */
+  assert_int_equal(kvjit_tensor_view_extent(&t.view), (9 * 2048 + 1024) * 2);
+  t.sizes[0] = 0;
+  assert_int_equal(kvjit_tensor_view_extent(&t.view), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_contiguous_store),  cmocka_unit_test(test_paged_cache_and_strides),
       cmocka_unit_test(test_k_only_and_raw_bytes), cmocka_unit_test(test_quantize_scales),
       cmocka_unit_test(test_bad_shapes),        cmocka_unit_test(test_bad_dtypes),
       cmocka_unit_test(test_bad_scalars),       cmocka_unit_test(test_short_message_buffer),
-      cmocka_unit_test(test_every_tensor_on_the_device),
+      cmocka_unit_test(test_every_tensor_on_the_device), cmocka_unit_test(test_transfer_device_to_host),
+      cmocka_unit_test(test_transfer_refusals),       cmocka_unit_test(test_tensor_extent),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,9 +53,10 @@ __all__ = [
 
 
 def register_torch_ops():
-    """Register torch.ops.kvjit.store_kv_cache (the CUDA kernel, a CPU implementation and the fake
-    one for torch.compile). Done at `import kvjit` when torch is already imported; call this
-    before torch.compile otherwise. Returns the op; RuntimeError says why it cannot."""
+    """Register torch.ops.kvjit.store_kv_cache and torch.ops.kvjit.transfer_kv (the CUDA kernels,
+    CPU implementations and the fake ones for torch.compile). Done at `import kvjit` when torch
+    is already imported; call this before torch.compile otherwise. Returns the store op;
+    RuntimeError says why it cannot."""
     from . import _torch_op
 
     return _torch_op.register()

@@ -18,6 +18,8 @@ def _text(value, name):
 def _strings(values, name):
     if isinstance(values, (str, bytes)):
         values = [values]
+    elif not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name}: expected a str or a list of str, got {type(values).__name__}")
     items = [_text(v, f"{name}[{i}]") for i, v in enumerate(values)]
     return items, (ctypes.c_char_p * max(len(items), 1))(*items)
 
@@ -38,14 +40,18 @@ class Program:
     """
 
     def __init__(self, source, kernels, options=(), *, name="kvjit_program.cu", headers=None, arch=0, context=None):
-        self._context = context or _context.default_context()
+        self._context = _context.context_arg(context)
         self._source = _text(source, "source")
         self._name = _text(name, "name")
         self._kernel_names, self._kernel_array = _strings(kernels, "kernels")
         if not self._kernel_names:
             raise ValueError("kernels: at least one kernel name is needed")
         self._options, self._option_array = _strings(options, "options")
-        headers = dict(headers or {})
+        if headers is None:
+            headers = {}
+        elif not hasattr(headers, "items"):
+            raise TypeError(f"headers: expected a dict of include name -> source, got {type(headers).__name__}")
+        headers = dict(headers)
         self._header_strings = []
         self._header_array = (_lib.Header * max(len(headers), 1))()
         for i, (hname, hsource) in enumerate(headers.items()):
@@ -216,10 +222,14 @@ class Binary:
 def _dims(value, name):
     if isinstance(value, int) and not isinstance(value, bool):
         dims = (value, 1, 1)
-    else:
+    elif isinstance(value, (list, tuple)):
         dims = tuple(value) + (1,) * (3 - len(value))
         if len(dims) != 3:
             raise ValueError(f"{name}: at most 3 dimensions, got {value!r}")
+    elif value is None:
+        raise TypeError(f"{name}: expected an int or up to three ints, got None")
+    else:  # a float, a str, ...: a value that is no dimension
+        raise ValueError(f"{name}: expected an int or up to three ints, got {value!r}")
     for d in dims:
         if not isinstance(d, int) or isinstance(d, bool) or not 0 < d < 2**32:
             raise ValueError(f"{name}: each dimension must be an int >= 1, got {value!r}")
@@ -305,6 +315,8 @@ class Kernel:
         if not isinstance(priority, int) or isinstance(priority, bool) or not -2**31 <= priority < 2**31:
             raise ValueError(f"priority: expected an int, got {priority!r}")
         cfg.priority = priority
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(f"args: expected a list of kernel arguments, got {type(args).__name__}")
         values = []
         torch_dev = None
         for i, arg in enumerate(args):

@@ -178,6 +178,9 @@ def build_args(k, v, k_cache, v_cache, indices, batch, num_slots, skip_slot, spl
     """Check everything and pack kvjit_store_kv_args. Returns (args bytes, device, is_torch)."""
     # describe(), inlined: the type's describer is one dict lookup.
     describers = _describers
+    for name, scale in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if scale is not None and not _tensor.is_tensor(scale):
+            raise TypeError(f"{name}: expected a float32 CUDA tensor or None, got {type(scale).__name__}")
     kd = (describers.get(type(k)) or _describer_for(k, "k"))(k, "k")
     kcd = (describers.get(type(k_cache)) or _describer_for(k_cache, "k_cache"))(k_cache, "k_cache")
     idd = (describers.get(type(indices)) or _describer_for(indices, "indices"))(indices, "indices")
@@ -270,7 +273,7 @@ def build_args(k, v, k_cache, v_cache, indices, batch, num_slots, skip_slot, spl
         skip_slot = _lib.NO_SKIP_SLOT
     elif type(skip_slot) is not int or not 0 <= skip_slot < num_slots:
         raise ValueError(f"skip_slot: must be None or a slot 0..{num_slots - 1}, got {skip_slot!r}")
-    if type(split) is not int or split < 0:
+    if type(split) is not int or not 0 <= split < 2**31:
         raise ValueError(f"split: must be an int >= 0 (0: automatic), got {split!r}")
     pdl_mode = _pdl_mode(pdl)
 
@@ -368,7 +371,7 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
     __cuda_array_interface__ stream of k, else the legacy default stream.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
     """
-    ctx = context or _context._default or _context.default_context()
+    ctx = _context.context_arg(context)
     lib = ctx._lib
     args, dev, is_torch = build_args(k, v, k_cache, v_cache, indices, None, num_slots, skip_slot, split, pdl, k_scale,
                                      v_scale, cache_dtype, stream, lib.store_args_version)
@@ -380,10 +383,10 @@ def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip
     """Load the kernel store_kv_cache() will use for these arguments, without launching: call it
     before CUDA graph capture. batch: None for k's batch, another size for its size class, 0 for
     every size class. Pointers are not dereferenced, but their alignment counts."""
-    ctx = context or _context._default or _context.default_context()
+    ctx = _context.context_arg(context)
     lib = ctx._lib
-    if batch is not None and (type(batch) is not int or batch < 0):
-        raise ValueError(f"batch: must be None or an int >= 0, got {batch!r}")
+    if batch is not None and (type(batch) is not int or not 0 <= batch < 2**63):
+        raise ValueError(f"batch: must be None or an int 0..2**63-1, got {batch!r}")
     args, dev, is_torch = build_args(k, v, k_cache, v_cache, indices, batch, num_slots, skip_slot, split, pdl, k_scale,
                                      v_scale, cache_dtype, stream, lib.store_args_version)
     run(lib.prepare, ctx, args, dev, is_torch)
@@ -391,8 +394,12 @@ def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip
 
 def _arch(arch, lib):
     if isinstance(arch, int) and not isinstance(arch, bool):
+        if not -2**31 <= arch < 2**31:
+            raise ValueError(f"arch: a compute capability or target code of 32 bits, got {arch}")
         return arch
     if isinstance(arch, str):
+        if "\0" in arch:
+            raise ValueError("arch: contains a NUL character")
         sm = ctypes.c_int()
         lib.check(lib.fn["kvjit_parse_arch"](arch.encode(), ctypes.byref(sm)))
         return sm.value
@@ -420,10 +427,12 @@ def variant(k_row_bytes, v_row_bytes=0, *, arch=0, index="int64", pdl="auto", sp
         scale_kind = _lib.SCALE_PER_HEAD if num_heads else _lib.SCALE_PER_TENSOR if scaled else _lib.SCALE_NONE
     elif num_heads or scaled:
         raise ValueError("num_heads: scales need dtype and cache_dtype (quantize on store)")
-    for name, value in (("k_row_bytes", k_row_bytes), ("v_row_bytes", v_row_bytes), ("split", split),
-                        ("vector_bytes", vector_bytes), ("num_heads", num_heads)):
-        if type(value) is not int or value < 0:
-            raise ValueError(f"{name}: must be an int >= 0, got {value!r}")
+    # The variant's fields: int64 rows and heads, 32-bit split and vector width.
+    for name, value, bound in (("k_row_bytes", k_row_bytes, 2**63), ("v_row_bytes", v_row_bytes, 2**63),
+                               ("split", split, 2**31), ("vector_bytes", vector_bytes, 2**31),
+                               ("num_heads", num_heads, 2**63)):
+        if type(value) is not int or not 0 <= value < bound:
+            raise ValueError(f"{name}: must be an int 0..{bound - 1}, got {value!r}")
     return _lib.StoreKvVariant(_lib.STORE_KV_VARIANT_VERSION, _arch(arch, lib), k_row_bytes, v_row_bytes,
                                _INDEX[index_key], _pdl_mode(pdl), split, vector_bytes, src, cache, scale_kind,
                                num_heads)
@@ -435,7 +444,7 @@ def prewarm(k_row_bytes, v_row_bytes=0, *, arch=0, index="int64", pdl="auto", sp
     when arch is given: 90 or "sm_90"). Row bytes count source bytes. Quantizing: dtype and
     cache_dtype, with scaled=True (per tensor) or num_heads=H (per head).
     Returns {"compiled": n, "cached": m}."""
-    ctx = context or _context.default_context()
+    ctx = _context.context_arg(context)
     lib = ctx._lib
     var = variant(k_row_bytes, v_row_bytes, arch=arch, index=index, pdl=pdl, split=split, vector_bytes=vector_bytes,
                   dtype=dtype, cache_dtype=cache_dtype, num_heads=num_heads, scaled=scaled, _lib_override=lib)

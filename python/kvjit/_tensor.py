@@ -53,11 +53,17 @@ def _describe_torch(t, name):
     dev = t.get_device()
     if dev < 0:
         raise ValueError(f"{name}: must be a CUDA tensor, got one on {t.device}")
-    dt = t.dtype
-    known = _TORCH_DTYPES.get(dt)
-    if known is None:
-        known = (str(dt), t.element_size())
+    known = _TORCH_DTYPES.get(t.dtype) or torch_dtype(t)
     return (t.data_ptr(), t.shape, t.stride(), known[1], known[0], dev, None, True)
+
+
+def torch_dtype(t):
+    """(short name, element size) of @p t's dtype; a dtype with no short name is called as torch
+    calls it, without "torch." ("complex64"), as the C paths call it (src/torch/store_args.c)."""
+    known = _TORCH_DTYPES.get(t.dtype)
+    if known is None:
+        known = (str(t.dtype).replace("torch.", "", 1), t.element_size())
+    return known
 
 
 # ---- __cuda_array_interface__ ------------------------------------------------------------------
@@ -109,6 +115,11 @@ def _describe_cai(obj, name):
         raise TypeError(f"{name}: malformed __cuda_array_interface__ ({e!r})") from None
     if type(shape) is not tuple:
         shape = tuple(shape)
+    if type(ptr) is not int or not 0 <= ptr < 2**64:
+        raise ValueError(f"{name}: data pointer must be an int 0..2**64-1, got {ptr!r}")
+    for size in shape:
+        if type(size) is not int or not 0 <= size < 2**63:
+            raise ValueError(f"{name}: shape {list(shape)}: each size must be an int 0..2**63-1")
     itemsize, dtype = _cai_types.get(typestr) or _cai_type(typestr, name)
     get = cai.get
     if get("mask") is not None:
@@ -119,6 +130,9 @@ def _describe_cai(obj, name):
     else:
         if len(byte_strides) != len(shape):
             raise TypeError(f"{name}: {len(byte_strides)} strides for {len(shape)} dims")
+        for s in byte_strides:
+            if type(s) is not int or not -2**63 <= s < 2**63:
+                raise ValueError(f"{name}: strides {list(byte_strides)}: each must be an int of 64 bits")
         strides = tuple([s // itemsize for s in byte_strides])
         for s in byte_strides:
             if s % itemsize:
@@ -161,6 +175,9 @@ _DL_DTYPES = {
     (1, 8): "u8", (1, 16): "u16", (1, 32): "u32", (1, 64): "u64",
     (2, 16): "f16", (2, 32): "f32", (2, 64): "f64", (4, 16): "bf16", (6, 8): "bool",
     (10, 8): "fp8_e4m3", (12, 8): "fp8_e5m2",
+    # No rule, named as torch names them (and as the C paths do, src/torch/dlpack_view.h).
+    (5, 32): "complex32", (5, 64): "complex64", (5, 128): "complex128", (11, 8): "float8_e4m3fnuz",
+    (13, 8): "float8_e5m2fnuz", (14, 8): "float8_e8m0fnu",
 }
 _capsule_pointer = None
 
@@ -243,6 +260,8 @@ def stream_handle(stream):
     if stream is None:
         return 0
     if type(stream) is int:
+        if not 0 <= stream < 2**64:
+            raise ValueError(f"stream: a CUstream handle is 0..2**64-1, got {stream}")
         return stream
     for attr in ("cuda_stream", "ptr", "handle"):
         h = getattr(stream, attr, None)
@@ -257,7 +276,7 @@ def stream_handle(stream):
     if isinstance(stream, ctypes.c_void_p):
         return stream.value or 0
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return int(stream)
+        return stream_handle(int(stream))
     raise TypeError(f"stream: expected an int CUstream handle or a stream object (torch.cuda.Stream, "
                     f"__cuda_stream__), got {type(stream).__name__}")
 

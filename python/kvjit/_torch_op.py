@@ -23,9 +23,16 @@ SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v
           "int num_slots=-1, int skip_slot=-1, int split=0, int pdl=0, Tensor? k_scale=None, Tensor? v_scale=None, "
           "int cache_dtype=0) -> ()")
 
+TRANSFER_SCHEMA = ("transfer_kv(Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, Tensor src_indices, "
+                   "Tensor dst_indices, int src_num_slots=-1, int dst_num_slots=-1, int split=0, int pdl=0, "
+                   "int row_elements=-1) -> ()")
+
 store_op = None  # torch.ops.kvjit.store_kv_cache.default once registered
-fast_store = None  # _kvjit_ext.store once loaded: the eager path for torch tensors
-_is_compiling = None  # torch.compiler.is_compiling
+transfer_op = None  # torch.ops.kvjit.transfer_kv.default once registered
+fast_store = None  # _kvjit_ext.store once loaded: the op's arguments, in C (the benchmark's raw path)
+fast_store_kv = None  # _kvjit_ext.store_kv_cache once loaded: the friendly arguments, in C
+ext = None  # the _kvjit_ext module once loaded
+_dynamo_compiling = None  # torch.compiler.is_dynamo_compiling: True while Dynamo traces
 Tensor = None    # torch.Tensor once registered (the friendly entry point's isinstance test)
 _error = None    # why registration failed, once it has
 _lock = threading.Lock()
@@ -71,6 +78,14 @@ class _StoreRequest(ctypes.Structure):
         (name, ctypes.c_int64) for name in ("num_slots", "skip_slot", "split", "pdl", "cache_dtype")]
 
 
+_TRANSFER_TENSORS = ("src_k", "src_v", "dst_k", "dst_v", "src_indices", "dst_indices")
+
+
+class _TransferRequest(ctypes.Structure):
+    _fields_ = [(name, _TensorView) for name in _TRANSFER_TENSORS] + [
+        (name, ctypes.c_int64) for name in ("src_num_slots", "dst_num_slots", "split", "pdl", "row_elements")]
+
+
 _TORCH_SETUP_VERSION = 1
 _REQUEST_VALUE_ERROR = 1
 _REQUEST_TYPE_ERROR = 2
@@ -95,6 +110,10 @@ def _load_glue(lib):
         glue.kvjit_torch_store_request_args.argtypes = [ctypes.POINTER(_StoreRequest),
                                                         ctypes.POINTER(_lib.StoreKvArgs), ctypes.c_char_p,
                                                         ctypes.c_size_t]
+        glue.kvjit_torch_transfer_request_args.restype = ctypes.c_int
+        glue.kvjit_torch_transfer_request_args.argtypes = [ctypes.POINTER(_TransferRequest), ctypes.c_int32,
+                                                           ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32),
+                                                           ctypes.c_char_p, ctypes.c_size_t]
         _glue = glue
     return _glue
 
@@ -114,10 +133,13 @@ def register_kernel(torch, ns, dispatch_key):
 
 
 def define(torch, ns):
-    """A FRAGMENT library of @p ns with store_kv_cache's schema and fake implementation."""
+    """A FRAGMENT library of @p ns with store_kv_cache's and transfer_kv's schemas and fake
+    implementations (the C kernels registered for @p ns need both)."""
     library = torch.library.Library(ns, "FRAGMENT")
     library.define(SCHEMA, tags=(torch.Tag.needs_fixed_stride_order,))
     library._register_fake("store_kv_cache", _fake)
+    library.define(TRANSFER_SCHEMA, tags=(torch.Tag.needs_fixed_stride_order,))
+    library._register_fake("transfer_kv", _transfer_fake)
     _keep.append(library)
     return library
 
@@ -128,7 +150,7 @@ def define(torch, ns):
 def register():
     """Register torch.ops.kvjit.store_kv_cache (needs torch imported); returns the op overload.
     Idempotent; raises RuntimeError (or LibraryNotFoundError) saying why it cannot."""
-    global store_op, Tensor, _error
+    global store_op, transfer_op, Tensor, _error, _dynamo_compiling
     if store_op is not None:
         return store_op
     with _lock:
@@ -141,14 +163,21 @@ def register():
             if not _keep:
                 library = define(torch, NAMESPACE)
                 library.impl("store_kv_cache", _store_cpu, "CPU")
+                library.impl("transfer_kv", _transfer_cpu, "CPU")
             if torch.version.cuda is not None:
                 register_kernel(torch, NAMESPACE, "CUDA")
         except Exception as e:
             _error = f"{type(e).__name__}: {e}"
             raise
         _error = None
+        # One Python call in eager (False); Dynamo folds it to True while tracing, so that the
+        # friendly entry points trace the ops' calls instead of what Dynamo cannot trace into.
+        _dynamo_compiling = getattr(torch.compiler, "is_dynamo_compiling", torch.compiler.is_compiling)
         _load_fast_path(torch)
+        if fast_store_kv is not None:
+            _bind_fast_entry(torch)
         Tensor = torch.Tensor
+        transfer_op = torch.ops.kvjit.transfer_kv.default
         store_op = torch.ops.kvjit.store_kv_cache.default
         return store_op
 
@@ -164,7 +193,7 @@ def ext_path(lib):
 def _load_fast_path(torch):
     """Load and set up _kvjit_ext when it is there and this torch has the DLPack exchange API
     (2.10+); without it every eager call takes the op's path, which is only slower."""
-    global fast_store, _is_compiling
+    global fast_store, fast_store_kv, ext
     import importlib.machinery
     import importlib.util
 
@@ -174,18 +203,92 @@ def _load_fast_path(torch):
         return
     loader = importlib.machinery.ExtensionFileLoader("kvjit._kvjit_ext", path)
     spec = importlib.util.spec_from_file_location("kvjit._kvjit_ext", path, loader=loader)
-    ext = importlib.util.module_from_spec(spec)
-    loader.exec_module(ext)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
     try:
         cuda = ctypes.CDLL(os.environ.get("KVJIT_LIBCUDA") or "libcuda.so.1")
         get_device = ctypes.cast(cuda.cuCtxGetDevice, ctypes.c_void_p).value
     except (OSError, AttributeError):
         get_device = None  # no driver: CUDA tensors cannot exist, the op's path says so
     address = lambda name: ctypes.cast(lib.fn[name], ctypes.c_void_p).value  # noqa: E731
-    ext.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
-             address("kvjit_status_name"), get_device, torch.Tensor)
-    _is_compiling = torch.compiler.is_compiling
-    fast_store = ext.store
+    module.init(_context.default_context().handle, address("kvjit_store_kv_cache"), address("kvjit_last_error"),
+                address("kvjit_status_name"), get_device, torch.Tensor, store_slow,
+                lambda status, message: _lib._error_class(status)(status, message, _lib.STATUS_NAMES.get(status)))
+    fast_store = module.store
+    fast_store_kv = module.store_kv_cache
+    ext = module
+
+
+def _bind_fast_entry(torch):
+    """kvjit.store_kv_cache becomes the extension's store_kv_cache (eager calls then run no Python
+    at all), which Dynamo traces as store_slow() (the op's path) through a polyfill registered
+    with torch.compiler.substitute_in_graph: now if torch._dynamo is loaded, else as soon as it
+    is (importing it here would add seconds to `import kvjit`)."""
+    package = sys.modules.get(__package__)
+    if package is None or not hasattr(torch.compiler, "substitute_in_graph"):
+        return  # a torch without it: the Python entry point, which checks is_dynamo_compiling()
+    if "torch._dynamo" in sys.modules:
+        if not _register_polyfill(torch):
+            return
+    else:
+        sys.meta_path.insert(0, _AfterDynamoImport(torch))
+    package.store_kv_cache = fast_store_kv
+
+
+def _traced_store_kv_cache(k, v, k_cache, v_cache, indices, num_slots=None, skip_slot=None, split=0, pdl="auto",
+                           k_scale=None, v_scale=None, cache_dtype=None, stream=None, context=None):
+    """What Dynamo traces for _kvjit_ext.store_kv_cache: the op (or the ctypes path, which breaks
+    the graph, for stream= / context=)."""
+    return store_slow(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale,
+                      cache_dtype, stream, context)
+
+
+_polyfill_registered = False
+
+
+def _register_polyfill(torch):
+    global _polyfill_registered
+    if _polyfill_registered:
+        return True
+    try:
+        torch.compiler.substitute_in_graph(fast_store_kv)(_traced_store_kv_cache)
+    except Exception as e:  # noqa: BLE001 - any failure means Dynamo cannot trace the extension
+        import warnings
+
+        warnings.warn(f"kvjit: torch.compile cannot trace kvjit.store_kv_cache ({type(e).__name__}: {e}); "
+                      f"call torch.ops.kvjit.store_kv_cache in compiled code", RuntimeWarning, stacklevel=2)
+        return False
+    _polyfill_registered = True
+    return True
+
+
+class _AfterDynamoImport:
+    """A one-shot sys.meta_path finder: lets the normal finders find torch._dynamo and registers
+    the polyfill right after the module has run."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch._dynamo":
+            return None
+        import importlib.util
+
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        loader = getattr(spec, "loader", None)
+        run = getattr(loader, "exec_module", None)
+        if run is None:
+            return spec
+        torch = self.torch
+
+        def exec_module(module):
+            run(module)
+            _register_polyfill(torch)
+
+        loader.exec_module = exec_module
+        return spec
 
 
 def try_register():
@@ -241,9 +344,12 @@ def _fake(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, 
     return None
 
 
+# torch dtype name -> kvjit_tensor_kind (src/torch/store_args.h); past int64 named only.
 _KINDS = {
     "float16": 1, "bfloat16": 2, "float32": 3, "float8_e4m3fn": 4, "float8_e5m2": 5, "uint8": 6, "int8": 7,
-    "int32": 8, "int64": 9,
+    "int32": 8, "int64": 9, "float64": 10, "int16": 11, "uint16": 12, "uint32": 13, "uint64": 14, "bool": 15,
+    "complex32": 16, "complex64": 17, "complex128": 18, "float8_e4m3fnuz": 19, "float8_e5m2fnuz": 20,
+    "float8_e8m0fnu": 21, "float4_e2m1fn_x2": 22,
 }
 _codes = {}
 
@@ -324,6 +430,12 @@ def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, spli
     a = request_args(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale,
                      cache_dtype)
     if a.batch == 0:
+        # Nothing to copy, but the library's own rules hold (the C kernel and the extension run
+        # them too): the pointers are only checked, never read.
+        ctx = _context.default_context()
+        status = ctx._lib.store(ctx.handle, bytes(a))
+        if status:
+            raise ctx._lib.error(status)
         return
     ids = torch.as_strided(indices, (a.batch,), (a.index_stride,), indices.storage_offset()).to(torch.int64)
     keep = (ids >= 0) & (ids < a.num_slots)
@@ -339,6 +451,62 @@ def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, spli
         v_cache_row = a.v_row_bytes // v.element_size() if quant else a.v_row_bytes
         vc = _bytes(torch, v_cache, a.v_cache, a.num_slots, v_cache_row, a.v_cache_stride)
         _store_rows(torch, v, vc, sel, slots, a, a.v_row_bytes, v_scale, a.v_stride)
+
+
+def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
+                   split=0, pdl=0, row_elements=-1):
+    """Shapes only: the op mutates its destination caches in place and returns nothing."""
+    return None
+
+
+_CUDA_VIEW = 1  # _view()'s device type of a CUDA tensor
+
+
+def transfer_request_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split,
+                          pdl, row_elements):
+    """The kvjit_transfer_kv_args fields (TRANSFER_KV_PACKER's order) transfer_kv's kernel derives
+    from these tensors, and the device it runs on (-1: none); ValueError/TypeError otherwise."""
+    keep = []
+    req = _TransferRequest()
+    for name, t in zip(_TRANSFER_TENSORS, (src_k, src_v, dst_k, dst_v, src_indices, dst_indices)):
+        setattr(req, name, _view(t, keep))
+    req.src_num_slots, req.dst_num_slots, req.split, req.pdl, req.row_elements = (
+        src_num_slots, dst_num_slots, split, pdl, row_elements)
+    raw = ctypes.create_string_buffer(_lib.TRANSFER_KV_PACKER.size)
+    device = ctypes.c_int32()
+    msg = ctypes.create_string_buffer(512)
+    kind = _load_glue(_lib.load()).kvjit_torch_transfer_request_args(ctypes.byref(req), _CUDA_VIEW, raw,
+                                                                     ctypes.byref(device), msg, len(msg))
+    if kind:
+        raise (TypeError if kind == _REQUEST_TYPE_ERROR else ValueError)(msg.value.decode(errors="replace"))
+    return _lib.TRANSFER_KV_PACKER.unpack(raw.raw), device.value
+
+
+def _transfer_cpu(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
+                  split=0, pdl=0, row_elements=-1):
+    """The op on CPU tensors, with PyTorch indexing: the same layouts and skips (ids < 0 or past
+    either cache are skipped)."""
+    torch = sys.modules["torch"]
+    a, _ = transfer_request_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
+                                 dst_num_slots, split, pdl, row_elements)
+    (_, sk, sv, dk, dv, _, _, _, si_stride, di_stride, batch, k_row, v_row, sk_stride, sv_stride, dk_stride,
+     dv_stride, src_slots, dst_slots) = a[:19]
+    if batch == 0:
+        # Nothing to move, but the library's own rules hold (as in the C kernel): the pointers are
+        # only checked, never read.
+        ctx = _context.default_context()
+        ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv"](ctx.handle, _lib.TRANSFER_KV_PACKER.pack(*a)))
+        return
+    s = torch.as_strided(src_indices, (batch,), (si_stride,), src_indices.storage_offset()).to(torch.int64)
+    d = torch.as_strided(dst_indices, (batch,), (di_stride,), dst_indices.storage_offset()).to(torch.int64)
+    keep = ((s >= 0) & (s < src_slots) & (d >= 0) & (d < dst_slots)).nonzero().flatten()
+    s, d = s[keep], d[keep]
+    sides = [(src_k, sk, sk_stride, dst_k, dk, dk_stride, k_row)]
+    if src_v is not None:
+        sides.append((src_v, sv, sv_stride, dst_v, dv, dv_stride, v_row))
+    for src, src_ptr, src_stride, dst, dst_ptr, dst_stride, row in sides:
+        rows = _bytes(torch, src, src_ptr, src_slots, row, src_stride)[s].clone()  # src and dst may alias
+        _bytes(torch, dst, dst_ptr, dst_slots, row, dst_stride)[d] = rows
 
 
 # ---- the friendly entry point ------------------------------------------------------------------
@@ -372,8 +540,9 @@ def op_arguments(num_slots, skip_slot, split, pdl, cache_dtype):
         code = _CACHE_DTYPE_CODES.get(dtype_name(cache_dtype, "cache_dtype"))
         if code is None:
             raise ValueError(f"cache_dtype: must be 'fp8_e4m3' or 'fp8_e5m2', got {cache_dtype!r}")
-    return (_op_int(num_slots, "num_slots", -1, 1), _op_int(skip_slot, "skip_slot", -1, 0),
-            _op_int(split, "split", 0, 0), mode, code)
+    if type(split) is not int or not 0 <= split < 2**63:  # None too, as the ctypes path says
+        raise ValueError(f"split: must be an int >= 0 (0: automatic), got {split!r}")
+    return (_op_int(num_slots, "num_slots", -1, 1), _op_int(skip_slot, "skip_slot", -1, 0), split, mode, code)
 
 
 def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
@@ -394,23 +563,31 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
     stream: default torch.cuda.current_stream() for torch tensors, else the
     __cuda_array_interface__ stream of k, else the legacy default stream.
 
-    torch tensors go through kvjit's C extension in eager (no Python argument handling) and
+    torch tensors go through kvjit's C extension in eager (it reads the arguments itself) and
     through torch.ops.kvjit.store_kv_cache inside torch.compile (no graph break), unless
     stream= or context= is given.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
     """
+    # Eager with the extension loaded: everything in C, which hands back to store_slow() (same
+    # arguments) whatever it does not handle.
+    fast = fast_store_kv
+    if fast is not None and not _dynamo_compiling():
+        return fast(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, cache_dtype,
+                    stream, context)
+    return store_slow(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale,
+                      cache_dtype, stream, context)
+
+
+def store_slow(k, v, k_cache, v_cache, indices, num_slots=None, skip_slot=None, split=0, pdl="auto", k_scale=None,
+               v_scale=None, cache_dtype=None, stream=None, context=None):
+    """store_kv_cache() without the extension: torch tensors through the op (which Dynamo traces),
+    anything else, or stream= / context=, through the ctypes binding."""
     if context is not None:
         context = _context.context_arg(context)
     op = store_op or try_register()
     if op is not None and stream is None and context is None and isinstance(k, Tensor):
         ns, skip, sp, mode, cd = op_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
         try:
-            fast = fast_store
-            # _kvjit_ext in eager (answers NotImplemented for what it leaves to the op); the op
-            # itself where Dynamo traces (it cannot trace into an extension).
-            if fast is not None and not _is_compiling() and \
-                    fast(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd) is None:
-                return
             op(k, v, k_cache, v_cache, indices, ns, skip, sp, mode, k_scale, v_scale, cd)
             return
         except RuntimeError as e:

@@ -13,7 +13,7 @@ per-layer cache pointers (as SGLang's hierarchical cache keeps them).
 import ctypes
 import sys
 
-from . import _context, _lib, _tensor
+from . import _context, _lib, _tensor, _torch_op
 from ._store import _INDEX, _RAW_BYTES, _cache_slots, _pdl_mode, call_in_context
 from ._tensor import describe
 
@@ -27,7 +27,7 @@ def _side(obj, name):
             _tensor._init_torch(module)
         if not obj.is_pinned():
             raise ValueError(f"{name}: a CPU tensor must be pinned (tensor.pin_memory()) for the GPU to reach it")
-        known = _tensor._TORCH_DTYPES.get(obj.dtype, (str(obj.dtype), obj.element_size()))
+        known = _tensor.torch_dtype(obj)
         return (obj.data_ptr(), obj.shape, obj.stride(), known[1], known[0], None, None, True), _lib.LOCATION_HOST
     return describe(obj, name), _lib.LOCATION_DEVICE
 
@@ -69,7 +69,11 @@ def _device_of(descs):
         if d is not None and d[5] is not None:
             return d[5]
     torch = _tensor.torch
-    return torch.cuda.current_device() if torch is not None else None
+    # No device named (__cuda_array_interface__ says none): torch's current one, when torch
+    # has a driver to ask (a CUDA build of torch on a machine without one raises).
+    if torch is None or not torch.cuda.is_available():
+        return None
+    return torch.cuda.current_device()
 
 
 def _stream(stream, dev, is_torch):
@@ -133,6 +137,9 @@ def build_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, batch, src_
         dvd, where = _side(dst_v, "dst_v")
         if where != dst_where:
             raise ValueError("dst_v: on the other side of the link from dst_k")
+        if svd[4] != dvd[4] and svd[4] not in _RAW_BYTES and dvd[4] not in _RAW_BYTES:
+            raise TypeError(f"dst_v: dtype {dvd[4]} differs from src_v's {svd[4]} (view both as uint8 to move raw "
+                            f"bytes)")
         v_row = _row_bytes("src_v", svd, row_elements)
         v_src_slots, src_v_stride = _cache_slots("src_v", svd, v_row, "V")
         v_dst_slots, dst_v_stride = _cache_slots("dst_v", dvd, v_row, "V")
@@ -178,11 +185,33 @@ def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num
     The destination ids must be distinct. src_v and dst_v may both be None (K only). The caches'
     rows must have the same bytes; their slot strides are free.
     Raises ValueError/TypeError naming the argument, kvjit.Error for library failures.
+
+    Inside torch.compile, torch tensors go through torch.ops.kvjit.transfer_kv (no graph break)
+    unless stream= or context= is given.
     """
+    compiling = _torch_op._dynamo_compiling
+    if compiling is not None and stream is None and context is None and compiling():
+        return _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
+                                dst_num_slots, split, pdl, row_elements)
     ctx = _context.context_arg(context)
     args, dev, is_torch = build_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, None, src_num_slots,
                                      dst_num_slots, split, pdl, row_elements, stream)
     _run(ctx._lib.fn["kvjit_transfer_kv"], ctx, args, dev, is_torch)
+
+
+def _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, pdl,
+                     row_elements):
+    """What Dynamo traces for transfer_kv(): the op, its scalars checked as the ctypes path does."""
+    for name, value in (("src_num_slots", src_num_slots), ("dst_num_slots", dst_num_slots)):
+        if value is not None:
+            _check_int(name, value, 1)
+    _check_int("split", split, 0, 2**31 - 1)
+    if row_elements is not None:
+        _check_int("row_elements", row_elements, 1, 2**31)
+    _torch_op.transfer_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices,
+                          -1 if src_num_slots is None else src_num_slots,
+                          -1 if dst_num_slots is None else dst_num_slots, split, _pdl_mode(pdl),
+                          -1 if row_elements is None else row_elements)
 
 
 def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, batch=None, src_num_slots=None,

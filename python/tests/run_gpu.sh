@@ -65,5 +65,9 @@ if python3 -c "import mesonpy" 2>/dev/null; then
 else
   echo "no meson-python here (carry its wheel): install check skipped"
 fi
+if [ -f "$tmp/binding.md" ]; then
+  echo "== binding table (bench/bench_binding.py, above), with both readings of the targets"
+  cat "$tmp/binding.md"
+fi
 echo "run_gpu: tests exit $status (0 pass, 77 all skipped, 1 failure)"
 exit $status

@@ -18,7 +18,7 @@ typedef struct {
 } bench_dl_device;
 
 typedef struct {
-  uint8_t code; /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12 */
+  uint8_t code; /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLComplex 5, kDLBool 6, kDLFloat8_e4m3fn 10, ... */
   uint8_t bits;
   uint16_t lanes;
 } bench_dl_dtype;
@@ -42,6 +42,8 @@ typedef struct {
 } bench_view;
 
 static inline kvjit_tensor_kind bench_dl_kind(bench_dl_dtype t) {
+  /* torch's float4_e2m1fn_x2 goes out as two 4-bit lanes (kDLFloat4_e2m1fn 17). */
+  if (t.code == 17 && t.bits == 4 && t.lanes == 2) return KVJIT_TENSOR_FP4_E2M1FN_X2;
   if (t.lanes != 1) return KVJIT_TENSOR_OTHER;
   switch (t.code * 256 + t.bits) {
   case 2 * 256 + 16: return KVJIT_TENSOR_F16;
@@ -53,6 +55,19 @@ static inline kvjit_tensor_kind bench_dl_kind(bench_dl_dtype t) {
   case 0 * 256 + 8: return KVJIT_TENSOR_I8;
   case 0 * 256 + 32: return KVJIT_TENSOR_I32;
   case 0 * 256 + 64: return KVJIT_TENSOR_I64;
+  /* No rule, but a name (kDLComplex 5, kDLBool 6, the fnuz / e8m0 float8s 11, 13, 14). */
+  case 2 * 256 + 64: return KVJIT_TENSOR_F64;
+  case 0 * 256 + 16: return KVJIT_TENSOR_I16;
+  case 1 * 256 + 16: return KVJIT_TENSOR_U16;
+  case 1 * 256 + 32: return KVJIT_TENSOR_U32;
+  case 1 * 256 + 64: return KVJIT_TENSOR_U64;
+  case 6 * 256 + 8: return KVJIT_TENSOR_BOOL;
+  case 5 * 256 + 32: return KVJIT_TENSOR_C32;
+  case 5 * 256 + 64: return KVJIT_TENSOR_C64;
+  case 5 * 256 + 128: return KVJIT_TENSOR_C128;
+  case 11 * 256 + 8: return KVJIT_TENSOR_FP8_E4M3FNUZ;
+  case 13 * 256 + 8: return KVJIT_TENSOR_FP8_E5M2FNUZ;
+  case 14 * 256 + 8: return KVJIT_TENSOR_FP8_E8M0FNU;
   default: return KVJIT_TENSOR_OTHER;
   }
 }

@@ -28,51 +28,12 @@
 #include <string>
 
 #include "kvjit.h"
+#include "op_glue.h"
 #include "store_args.h"
 #include "torch_op.h"
+#include "transfer_args.h"
 
-namespace {
-
-/* ---- the stable ABI, declared as libtorch defines it (shim.h) -------------------------------- */
-
-typedef uint64_t StableIValue;
-typedef int32_t AOTITorchError; /* 0: success */
-typedef struct AtenTensorOpaque *AtenTensorHandle;
-typedef struct TorchLibraryOpaque *TorchLibraryHandle;
-typedef struct CUDAGuardOpaque *CUDAGuardHandle;
-typedef void (*BoxedKernel)(StableIValue *stack, uint64_t num_args, uint64_t num_outputs);
-
-/* The stable ABI version (TORCH_VERSION_2_10_0) whose StableIValue conventions this file follows. */
-const uint64_t kTorchAbi_2_10 = (2ULL << 56) | (10ULL << 48);
-
-struct Torch {
-  AOTITorchError (*get_data_ptr)(AtenTensorHandle, void **);
-  AOTITorchError (*get_dim)(AtenTensorHandle, int64_t *);
-  AOTITorchError (*get_sizes)(AtenTensorHandle, int64_t **);
-  AOTITorchError (*get_strides)(AtenTensorHandle, int64_t **);
-  AOTITorchError (*get_dtype)(AtenTensorHandle, int32_t *);
-  AOTITorchError (*get_device_type)(AtenTensorHandle, int32_t *);
-  AOTITorchError (*get_device_index)(AtenTensorHandle, int32_t *);
-  AOTITorchError (*delete_tensor_object)(AtenTensorHandle);
-  size_t (*dtype_element_size)(int32_t);
-  AOTITorchError (*library_init_impl)(const char *, const char *, const char *, uint32_t, TorchLibraryHandle *);
-  AOTITorchError (*library_impl_versioned)(TorchLibraryHandle, const char *, BoxedKernel, uint64_t);
-  AOTITorchError (*library_impl)(TorchLibraryHandle, const char *, BoxedKernel);
-  /* CUDA (libtorch_cuda); NULL in a CPU-only torch. */
-  AOTITorchError (*current_cuda_stream)(int32_t, void **);
-  AOTITorchError (*current_device_index)(int32_t *);
-  AOTITorchError (*create_cuda_guard)(int32_t, CUDAGuardHandle *);
-  AOTITorchError (*delete_cuda_guard)(CUDAGuardHandle);
-  int32_t device_cuda;
-  int32_t dtype_codes[KVJIT_TENSOR_I64 + 1]; /* by kvjit_tensor_kind; OTHER's slot unused */
-};
-
-struct Kvjit {
-  kvjit_status (*store)(kvjit_context *, const kvjit_store_kv_args *);
-  const char *(*last_error)(void);
-  const char *(*status_name)(kvjit_status);
-  kvjit_context *ctx;
-};
+namespace kvjit_torch {
 
 /* Set once under g_lock by the first registration, read-only afterwards (kernels run only once a
  * registration has succeeded, which happens-after the writes). */
@@ -87,53 +48,15 @@ void check(AOTITorchError err, const char *what) {
   if (err != 0) throw std::runtime_error(std::string("kvjit: torch shim call failed: ") + what);
 }
 
-/* Owns what one call received: tensor handles and Optional boxes, released on every exit. */
-class CallArgs {
- public:
-  CallArgs(StableIValue *stack, uint64_t num_args) : stack_(stack), num_args_(num_args) {}
-  ~CallArgs() {
-    for (int i = 0; i < num_tensors_; i++) g_torch.delete_tensor_object(tensors_[i]);
-    for (int i = 0; i < num_boxes_; i++) delete boxes_[i];
-  }
-  CallArgs(const CallArgs &) = delete;
-  CallArgs &operator=(const CallArgs &) = delete;
-
-  /* Take ownership of every argument first, so that an early throw leaks nothing. */
-  void adopt(const bool *is_tensor, const bool *is_optional) {
-    for (uint64_t i = 0; i < num_args_; i++) {
-      if (!is_tensor[i]) continue;
-      StableIValue value = stack_[i];
-      if (is_optional[i]) {
-        if (value == 0) continue;
-        StableIValue *box = reinterpret_cast<StableIValue *>(value);
-        boxes_[num_boxes_++] = box;
-        value = *box;
-      }
-      AtenTensorHandle t = reinterpret_cast<AtenTensorHandle>(value);
-      tensors_[num_tensors_++] = t;
-      handles_[i] = t;
-    }
-  }
-
-  AtenTensorHandle tensor(int i) const { return handles_[i]; }
-  int64_t integer(int i) const { return static_cast<int64_t>(stack_[i]); }
-
- private:
-  StableIValue *stack_;
-  uint64_t num_args_;
-  AtenTensorHandle tensors_[16] = {};
-  AtenTensorHandle handles_[16] = {};
-  StableIValue *boxes_[16] = {};
-  int num_tensors_ = 0;
-  int num_boxes_ = 0;
-};
-
 kvjit_tensor_kind kind_of(int32_t code) {
-  for (int kind = KVJIT_TENSOR_F16; kind <= KVJIT_TENSOR_I64; kind++)
+  if (code >= 0 && code < 64) return static_cast<kvjit_tensor_kind>(g_torch.kind_by_code[code]);
+  for (int kind = KVJIT_TENSOR_F16; kind < KVJIT_TENSOR_KIND_COUNT; kind++)
     if (g_torch.dtype_codes[kind] == code) return static_cast<kvjit_tensor_kind>(kind);
   return KVJIT_TENSOR_OTHER;
 }
 
+/* Six shim calls per tensor (the element size comes from a table filled at registration; the
+ * device index is asked of CUDA tensors only: nothing compares a CPU tensor's). */
 void view_of(AtenTensorHandle t, kvjit_tensor_view *out) {
   memset(out, 0, sizeof *out);
   if (t == nullptr) return;
@@ -145,13 +68,16 @@ void view_of(AtenTensorHandle t, kvjit_tensor_view *out) {
   check(g_torch.get_strides(t, &strides), "aoti_torch_get_strides");
   check(g_torch.get_dtype(t, &out->code), "aoti_torch_get_dtype");
   check(g_torch.get_device_type(t, &out->device_type), "aoti_torch_get_device_type");
-  check(g_torch.get_device_index(t, &out->device_index), "aoti_torch_get_device_index");
+  out->device_index = -1;
+  if (out->device_type == g_torch.device_cuda)
+    check(g_torch.get_device_index(t, &out->device_index), "aoti_torch_get_device_index");
   out->present = 1;
   out->data = reinterpret_cast<uintptr_t>(data);
   out->sizes = sizes;
   out->strides = strides;
   out->kind = kind_of(out->code);
-  out->itemsize = static_cast<int64_t>(g_torch.dtype_element_size(out->code));
+  out->itemsize = g_torch.itemsizes[out->kind];
+  if (out->itemsize == 0) out->itemsize = static_cast<int64_t>(g_torch.dtype_element_size(out->code));
 }
 
 [[noreturn]] void fail_request(kvjit_request_error kind, const char *msg) {
@@ -184,23 +110,13 @@ bool make_primary_context_current(int ordinal) {
          retain(&ctx, device) == 0 && set_current(ctx) == 0;
 }
 
-/* RAII CUDA device guard, set only when @p device is not already current. */
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int32_t device) {
-    int32_t current = -1;
-    if (g_torch.current_device_index(&current) == 0 && current == device) return;
-    check(g_torch.create_cuda_guard(device, &guard_), "aoti_torch_create_cuda_guard");
-  }
-  ~DeviceGuard() {
-    if (guard_) g_torch.delete_cuda_guard(guard_);
-  }
-  DeviceGuard(const DeviceGuard &) = delete;
-  DeviceGuard &operator=(const DeviceGuard &) = delete;
-
- private:
-  CUDAGuardHandle guard_ = nullptr;
-};
+bool any_on(const kvjit_store_request &req, int32_t device_type) {
+  const kvjit_tensor_view *views[] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
+                                      &req.v_scale};
+  for (const kvjit_tensor_view *v : views)
+    if (v->present && v->device_type == device_type) return true;
+  return false;
+}
 
 /* Schema: (Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v_cache, Tensor indices, int num_slots,
  *          int skip_slot, int split, int pdl, Tensor? k_scale, Tensor? v_scale, int cache_dtype) -> () */
@@ -234,13 +150,11 @@ void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_
 
   kvjit_store_kv_args args;
   char msg[512];
-  /* The dispatcher picks the CUDA kernel when any tensor is a CUDA one: then all must be. */
-  const kvjit_tensor_view *views[] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
-                                      &req.v_scale};
-  bool any_cuda = false;
-  for (const kvjit_tensor_view *v : views) any_cuda = any_cuda || (v->present && v->device_type == g_torch.device_cuda);
-  kvjit_request_error refused =
-      any_cuda ? kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", msg, sizeof msg) : KVJIT_REQUEST_OK;
+  /* The dispatcher picks the CUDA kernel when any tensor is a CUDA one: then all must be. None
+   * is when this kernel is registered for another key (the tests' CPU). */
+  kvjit_request_error refused = kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", nullptr, 0);
+  if (refused && !any_on(req, g_torch.device_cuda)) refused = KVJIT_REQUEST_OK;
+  if (refused) kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", msg, sizeof msg); /* its words */
   if (!refused) refused = kvjit_store_request_args(&req, &args, msg, sizeof msg);
   if (refused) fail_request(refused, msg);
   if (req.k.device_type != g_torch.device_cuda) {
@@ -309,11 +223,18 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
   Kvjit k = {};
   int32_t (*device_cuda)(void) = nullptr;
   typedef int32_t (*dtype_fn)(void);
-  const char *dtype_names[KVJIT_TENSOR_I64 + 1] = {
+  /* The shim's dtype constructors, by kind: those kvjit has rules for are required, the named-only
+   * ones are looked up when this torch has them (a refusal then names the type). */
+  const char *dtype_names[KVJIT_TENSOR_KIND_COUNT] = {
       nullptr, "aoti_torch_dtype_float16", "aoti_torch_dtype_bfloat16", "aoti_torch_dtype_float32",
       "aoti_torch_dtype_float8_e4m3fn", "aoti_torch_dtype_float8_e5m2", "aoti_torch_dtype_uint8",
-      "aoti_torch_dtype_int8", "aoti_torch_dtype_int32", "aoti_torch_dtype_int64"};
-  bool ok = setup.sym(kv, "kvjit_store_kv_cache", &k.store) && setup.sym(kv, "kvjit_last_error", &k.last_error) &&
+      "aoti_torch_dtype_int8", "aoti_torch_dtype_int32", "aoti_torch_dtype_int64", "aoti_torch_dtype_float64",
+      "aoti_torch_dtype_int16", "aoti_torch_dtype_uint16", "aoti_torch_dtype_uint32", "aoti_torch_dtype_uint64",
+      "aoti_torch_dtype_bool", "aoti_torch_dtype_complex32", "aoti_torch_dtype_complex64",
+      "aoti_torch_dtype_complex128", "aoti_torch_dtype_float8_e4m3fnuz", "aoti_torch_dtype_float8_e5m2fnuz",
+      "torch_dtype_float8_e8m0fnu", "torch_dtype_float4_e2m1fn_x2"};
+  bool ok = setup.sym(kv, "kvjit_store_kv_cache", &k.store) && setup.sym(kv, "kvjit_transfer_kv", &k.transfer) &&
+            setup.sym(kv, "kvjit_last_error", &k.last_error) &&
             setup.sym(kv, "kvjit_status_name", &k.status_name) &&
             setup.sym(cpu, "aoti_torch_get_data_ptr", &t.get_data_ptr) &&
             setup.sym(cpu, "aoti_torch_get_dim", &t.get_dim) && setup.sym(cpu, "aoti_torch_get_sizes", &t.get_sizes) &&
@@ -328,10 +249,14 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
             setup.sym(cpu, "torch_library_impl", &t.library_impl_versioned, false) &&
             setup.sym(cpu, "aoti_torch_get_current_device_index", &t.current_device_index) &&
             setup.sym(cpu, "aoti_torch_device_type_cuda", &device_cuda);
-  for (int kind = KVJIT_TENSOR_F16; ok && kind <= KVJIT_TENSOR_I64; kind++) {
+  t.dtype_codes[KVJIT_TENSOR_OTHER] = INT32_MIN; /* no real dtype has it */
+  for (int kind = KVJIT_TENSOR_F16; ok && kind < KVJIT_TENSOR_KIND_COUNT; kind++) {
     dtype_fn f = nullptr;
-    ok = setup.sym(cpu, dtype_names[kind], &f);
-    if (ok) t.dtype_codes[kind] = f();
+    ok = setup.sym(cpu, dtype_names[kind], &f, kind <= KVJIT_TENSOR_I64);
+    t.dtype_codes[kind] = f ? f() : INT32_MIN;
+    t.itemsizes[kind] = f ? static_cast<int64_t>(t.dtype_element_size(t.dtype_codes[kind])) : 0;
+    if (f && t.dtype_codes[kind] >= 0 && t.dtype_codes[kind] < 64)
+      t.kind_by_code[t.dtype_codes[kind]] = static_cast<uint8_t>(kind);
   }
   if (ok && cuda)
     ok = setup.sym(cuda, "aoti_torch_get_current_cuda_stream", &t.current_cuda_stream) &&
@@ -339,7 +264,12 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
          setup.sym(cuda, "aoti_torch_delete_cuda_guard", &t.delete_cuda_guard);
   if (!ok) return false;
   t.device_cuda = device_cuda();
-  t.dtype_codes[KVJIT_TENSOR_OTHER] = INT32_MIN; /* no real dtype has it */
+  /* transfer_kv checks that the host memory it is given is pinned; without a driver there is
+   * nothing to launch on, and the check says so. */
+  const char *libcuda = getenv("KVJIT_LIBCUDA");
+  void *cuda_driver = dlopen(libcuda && *libcuda ? libcuda : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (cuda_driver) t.pointer_attribute = reinterpret_cast<decltype(t.pointer_attribute)>(
+                       dlsym(cuda_driver, "cuPointerGetAttribute"));
   k.ctx = static_cast<kvjit_context *>(s->context);
   g_torch = t;
   g_kvjit = k;
@@ -347,7 +277,20 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
   return true;
 }
 
-}  // namespace
+/* Register @p kernel for @p ns :: @p name (its schema defined by the caller) in @p lib. */
+bool register_kernel(Setup &setup, TorchLibraryHandle lib, const kvjit_torch_setup *s, const char *name,
+                     BoxedKernel kernel) {
+  AOTITorchError e = g_torch.library_impl_versioned ? g_torch.library_impl_versioned(lib, name, kernel, kTorchAbi_2_10)
+                                                    : g_torch.library_impl(lib, name, kernel);
+  if (e != 0)
+    return setup.fail("kvjit: registering %s::%s for %s failed (is the schema defined?)", s->ns, name,
+                      s->dispatch_key);
+  return true;
+}
+
+}  // namespace kvjit_torch
+
+using namespace kvjit_torch;
 
 extern "C" KVJIT_TORCH_API int kvjit_torch_register(const kvjit_torch_setup *s, char *err, size_t err_size) {
   Setup setup(err, err_size);
@@ -369,17 +312,11 @@ extern "C" KVJIT_TORCH_API int kvjit_torch_register(const kvjit_torch_setup *s, 
       setup.fail("kvjit: torch.library IMPL for %s/%s could not be created", s->ns, s->dispatch_key);
       return -1;
     }
-    /* The library object is never deleted: deleting it would unregister the kernel, and launches
-     * (and captured CUDA graphs) may use it until the process exits. */
-    AOTITorchError e = g_torch.library_impl_versioned
-                           ? g_torch.library_impl_versioned(lib, "store_kv_cache", store_kv_cache_kernel,
-                                                            kTorchAbi_2_10)
-                           : g_torch.library_impl(lib, "store_kv_cache", store_kv_cache_kernel);
-    if (e != 0) {
-      setup.fail("kvjit: registering %s::store_kv_cache for %s failed (is the schema defined?)", s->ns,
-                 s->dispatch_key);
+    /* The library object is never deleted: deleting it would unregister the kernels, and launches
+     * (and captured CUDA graphs) may use them until the process exits. */
+    if (!register_kernel(setup, lib, s, "store_kv_cache", store_kv_cache_kernel) ||
+        !register_kernel(setup, lib, s, "transfer_kv", transfer_kv_kernel))
       return -1;
-    }
   } catch (const std::exception &ex) {
     setup.fail("kvjit: kvjit_torch_register: %s", ex.what());
     return -1;
@@ -390,4 +327,10 @@ extern "C" KVJIT_TORCH_API int kvjit_torch_register(const kvjit_torch_setup *s, 
 extern "C" KVJIT_TORCH_API int kvjit_torch_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args,
                                                               char *msg, size_t msg_size) {
   return static_cast<int>(kvjit_store_request_args(req, args, msg, msg_size));
+}
+
+extern "C" KVJIT_TORCH_API int kvjit_torch_transfer_request_args(const kvjit_transfer_request *req,
+                                                                 int32_t device_type, kvjit_transfer_kv_args *args,
+                                                                 int32_t *device, char *msg, size_t msg_size) {
+  return static_cast<int>(kvjit_transfer_request_args(req, device_type, args, device, msg, msg_size));
 }

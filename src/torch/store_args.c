@@ -1,26 +1,17 @@
 /* Tensor shapes -> kvjit_store_kv_args, with the Python binding's rules and messages. */
 #include "store_args.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
-typedef struct request_error {
-  char *msg;
-  size_t size;
-} request_error;
+#include "view_rules.h"
 
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
-static kvjit_request_error refuse(request_error *e, kvjit_request_error kind, const char *fmt, ...) {
-  if (e->size > 0) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->msg, e->size, fmt, ap);
-    va_end(ap);
-  }
-  return kind;
-}
+/* Short names for the shared rules (view_rules.h). */
+#define refuse kvjit_request_refuse
+#define dims kvjit_request_dims
+#define dtype_of kvjit_request_dtype
+#define is_raw kvjit_tensor_kind_is_raw
+#define cache_slots_of kvjit_request_cache_slots
+typedef kvjit_request_msg request_error;
 
 const char *kvjit_tensor_kind_name(kvjit_tensor_kind kind) {
   switch (kind) {
@@ -33,36 +24,25 @@ const char *kvjit_tensor_kind_name(kvjit_tensor_kind kind) {
   case KVJIT_TENSOR_I8: return "i8";
   case KVJIT_TENSOR_I32: return "i32";
   case KVJIT_TENSOR_I64: return "i64";
-  case KVJIT_TENSOR_OTHER: break;
+  case KVJIT_TENSOR_F64: return "f64";
+  case KVJIT_TENSOR_I16: return "i16";
+  case KVJIT_TENSOR_U16: return "u16";
+  case KVJIT_TENSOR_U32: return "u32";
+  case KVJIT_TENSOR_U64: return "u64";
+  case KVJIT_TENSOR_BOOL: return "bool";
+  case KVJIT_TENSOR_C32: return "complex32";
+  case KVJIT_TENSOR_C64: return "complex64";
+  case KVJIT_TENSOR_C128: return "complex128";
+  case KVJIT_TENSOR_FP8_E4M3FNUZ: return "float8_e4m3fnuz";
+  case KVJIT_TENSOR_FP8_E5M2FNUZ: return "float8_e5m2fnuz";
+  case KVJIT_TENSOR_FP8_E8M0FNU: return "float8_e8m0fnu";
+  case KVJIT_TENSOR_FP4_E2M1FN_X2: return "float4_e2m1fn_x2";
+  case KVJIT_TENSOR_OTHER:
+  case KVJIT_TENSOR_KIND_COUNT: break;
   }
   return "other";
 }
 
-/* "[4, 8, 128]" of @p n values into @p buf. */
-static const char *dims(char *buf, size_t size, const int64_t *values, int64_t n) {
-  size_t used = 0;
-  buf[0] = '\0';
-  used += (size_t)snprintf(buf, size, "[");
-  for (int64_t i = 0; i < n && used < size; i++)
-    used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)values[i]);
-  if (used < size) snprintf(buf + used, size - used, "]");
-  return buf;
-}
-
-typedef struct dtype_text {
-  char text[24];
-} dtype_text;
-
-static dtype_text dtype_of(const kvjit_tensor_view *t) {
-  dtype_text d;
-  if (t->kind == KVJIT_TENSOR_OTHER)
-    snprintf(d.text, sizeof d.text, "dtype #%d", (int)t->code);
-  else
-    snprintf(d.text, sizeof d.text, "%s", kvjit_tensor_kind_name(t->kind));
-  return d;
-}
-
-static int is_raw(kvjit_tensor_kind kind) { return kind == KVJIT_TENSOR_U8 || kind == KVJIT_TENSOR_I8; }
 static int is_fp8(kvjit_tensor_kind kind) { return kind == KVJIT_TENSOR_FP8_E4M3 || kind == KVJIT_TENSOR_FP8_E5M2; }
 static int is_source(kvjit_tensor_kind kind) {
   return kind == KVJIT_TENSOR_F16 || kind == KVJIT_TENSOR_BF16 || kind == KVJIT_TENSOR_F32;
@@ -110,65 +90,16 @@ static kvjit_request_error input_rows_of(request_error *e, const char *name, con
   return KVJIT_REQUEST_OK;
 }
 
-/* A cache whose trailing dims make one row of @p row_bytes and whose leading dims flatten into
- * one slot index: [slots, H, D], [slots, H*D], [pages, page_size, H(, D)]. */
-static kvjit_request_error cache_slots_of(request_error *e, const char *name, const kvjit_tensor_view *t,
-                                          int64_t row_bytes, const char *source, int64_t *slots_out,
-                                          int64_t *stride_bytes) {
-  char a[96], b[96];
-  const int64_t *s = t->sizes, *st = t->strides;
-  int64_t n = t->ndim;
-  if (n < 2 || n > 4)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: expected [slots, H, D], [slots, H*D] or [pages, page_size, H, "
-                  "D], got shape %s", name, dims(a, sizeof a, s, n));
-  /* The row: the fewest trailing dims that hold row_bytes. */
-  int64_t i = n, elems = 1;
-  while (i > 1) {
-    i--;
-    elems *= s[i];
-    if (elems * t->itemsize >= row_bytes) break;
-  }
-  if (elems * t->itemsize != row_bytes)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: no trailing dims of shape %s (%s) make one row of %lld bytes "
-                  "(one %s row)", name, dims(a, sizeof a, s, n), dtype_of(t).text, (long long)row_bytes, source);
-  int64_t expected = 1;
-  for (int64_t j = n - 1; j >= i; j--) {
-    if (s[j] != 1 && st[j] != expected)
-      return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: each slot's row (shape %s) must be contiguous, got strides %s",
-                    name, dims(a, sizeof a, s + i, n - i), dims(b, sizeof b, st + i, n - i));
-    expected *= s[j];
-  }
-  /* The slot dims must flatten into one index with one stride. */
-  int64_t slots = 1, slot_stride = -1;
-  for (int64_t j = i - 1; j >= 0; j--) {
-    slots *= s[j];
-    if (s[j] == 1) continue;
-    if (slot_stride < 0) {
-      slot_stride = st[j];
-      expected = slot_stride * s[j];
-    } else if (st[j] != expected) {
-      return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: the slot dims %s (strides %s) do not flatten into one slot "
-                    "index", name, dims(a, sizeof a, s, i), dims(b, sizeof b, st, i));
-    } else {
-      expected *= s[j];
-    }
-  }
-  if (slots == 0)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: no slots (shape %s)", name, dims(a, sizeof a, s, n));
-  if (slot_stride < 0) slot_stride = elems;
-  if (slots > 1 && slot_stride < elems)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: slot stride %lld elements is less than a row (%lld); slots "
-                  "may not overlap", name, (long long)slot_stride, (long long)elems);
-  *slots_out = slots;
-  *stride_bytes = slot_stride * t->itemsize;
-  return KVJIT_REQUEST_OK;
-}
-
 static kvjit_request_error same_device(request_error *e, const char *name, const kvjit_tensor_view *t,
                                        const kvjit_tensor_view *k) {
-  if (t->device_type != k->device_type || t->device_index != k->device_index)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on device %d:%d, k is on device %d:%d", name,
-                  (int)t->device_type, (int)t->device_index, (int)k->device_type, (int)k->device_index);
+  if (t->device_type != k->device_type)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on device type %d, k on device type %d", name,
+                  (int)t->device_type, (int)k->device_type);
+  /* Of one type, only CUDA devices differ (the callers check that first): named as the Python
+   * binding names them. */
+  if (t->device_index != k->device_index)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on cuda:%d, k is on cuda:%d", name, (int)t->device_index,
+                  (int)k->device_index);
   return KVJIT_REQUEST_OK;
 }
 

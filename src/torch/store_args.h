@@ -18,9 +18,13 @@
 extern "C" {
 #endif
 
-/** What kvjit knows an element type as; the framework's own code rides along in ::code. */
+/**
+ * What kvjit knows an element type as; the framework's own code rides along in ::code. Kinds
+ * past KVJIT_TENSOR_I64 have no rule (a store refuses them) but a name, so that a refusal names
+ * the type the same way whichever framework path it came through ("k: dtype i16 ...").
+ */
 typedef enum kvjit_tensor_kind {
-  KVJIT_TENSOR_OTHER = 0, /**< a type kvjit has no rule for (compared by code only) */
+  KVJIT_TENSOR_OTHER = 0, /**< a type kvjit cannot even name (compared by code only) */
   KVJIT_TENSOR_F16,
   KVJIT_TENSOR_BF16,
   KVJIT_TENSOR_F32,
@@ -29,7 +33,22 @@ typedef enum kvjit_tensor_kind {
   KVJIT_TENSOR_U8,
   KVJIT_TENSOR_I8,
   KVJIT_TENSOR_I32,
-  KVJIT_TENSOR_I64
+  KVJIT_TENSOR_I64,
+  /* Named only: */
+  KVJIT_TENSOR_F64,
+  KVJIT_TENSOR_I16,
+  KVJIT_TENSOR_U16,
+  KVJIT_TENSOR_U32,
+  KVJIT_TENSOR_U64,
+  KVJIT_TENSOR_BOOL,
+  KVJIT_TENSOR_C32,
+  KVJIT_TENSOR_C64,
+  KVJIT_TENSOR_C128,
+  KVJIT_TENSOR_FP8_E4M3FNUZ,
+  KVJIT_TENSOR_FP8_E5M2FNUZ,
+  KVJIT_TENSOR_FP8_E8M0FNU,
+  KVJIT_TENSOR_FP4_E2M1FN_X2,
+  KVJIT_TENSOR_KIND_COUNT /**< not a kind: how many there are */
 } kvjit_tensor_kind;
 
 /** One tensor argument as the framework describes it (borrowed arrays; strides in elements). */
@@ -78,7 +97,8 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
 kvjit_request_error kvjit_store_request_on_device(const kvjit_store_request *req, int32_t device_type,
                                                   const char *device_name, char *msg, size_t msg_size);
 
-/** Short name of @p kind ("f16", "bf16", ..., "other"). */
+/** Short name of @p kind ("f16", "bf16", ..., "i16", "complex64", ...; "other"): the Python
+ *  binding's names (python/kvjit/_tensor.py), so every path names a dtype alike. */
 const char *kvjit_tensor_kind_name(kvjit_tensor_kind kind);
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 
 #include "kvjit.h"
 #include "store_args.h"
+#include "transfer_args.h"
 
 #if defined(__GNUC__)
 #define KVJIT_TORCH_API __attribute__((visibility("default")))
@@ -35,14 +36,19 @@ typedef struct kvjit_torch_setup {
 } kvjit_torch_setup;
 
 /**
- * Register the store_kv_cache kernel for @p s->ns :: store_kv_cache (whose schema must already be
+ * Register the store_kv_cache and transfer_kv kernels for @p s->ns (whose schemas must already be
  * defined) on @p s->dispatch_key. @return 0, or -1 with a one-line reason in @p err.
  */
 KVJIT_TORCH_API int kvjit_torch_register(const kvjit_torch_setup *s, char *err, size_t err_size);
 
-/** kvjit_store_request_args(), for the op's CPU implementation (python/kvjit/torch.py). */
+/** kvjit_store_request_args(), for the op's CPU implementation (python/kvjit/_torch_op.py). */
 KVJIT_TORCH_API int kvjit_torch_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args,
                                                    char *msg, size_t msg_size);
+
+/** kvjit_transfer_request_args(), for transfer_kv's CPU implementation (python/kvjit/_torch_op.py). */
+KVJIT_TORCH_API int kvjit_torch_transfer_request_args(const kvjit_transfer_request *req, int32_t device_type,
+                                                      kvjit_transfer_kv_args *args, int32_t *device, char *msg,
+                                                      size_t msg_size);
 
 #ifdef __cplusplus
 }

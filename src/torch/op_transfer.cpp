@@ -1,0 +1,114 @@
+/*
+ * kvjit::transfer_kv as a PyTorch operator kernel (registered with store_kv_cache by op.cpp).
+ *
+ * The dispatcher picks this CUDA kernel when any argument is a CUDA tensor; the others are host
+ * memory the kernel reads or writes directly (pinned: torch's pin_memory()). Pageable memory
+ * would fault on the GPU, so each host tensor's whole extent is checked with the driver first.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <string>
+
+#include "op_glue.h"
+#include "transfer_args.h"
+
+namespace kvjit_torch {
+
+namespace {
+
+/* Schema: (Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, Tensor src_indices,
+ *          Tensor dst_indices, int src_num_slots, int dst_num_slots, int split, int pdl,
+ *          int row_elements) -> () */
+enum {
+  ARG_SRC_K, ARG_SRC_V, ARG_DST_K, ARG_DST_V, ARG_SRC_INDICES, ARG_DST_INDICES, ARG_SRC_NUM_SLOTS,
+  ARG_DST_NUM_SLOTS, ARG_SPLIT, ARG_PDL, ARG_ROW_ELEMENTS, NUM_TRANSFER_ARGS
+};
+const bool kIsTensor[NUM_TRANSFER_ARGS] = {true, true, true, true, true, true, false, false, false, false, false};
+const bool kIsOptional[NUM_TRANSFER_ARGS] = {false, true, false, true, false, false, false, false, false, false, false};
+
+/* cuPointerGetAttribute's attributes and memory types (cuda.h). */
+enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_HOST = 1, CUDA_ERROR_INVALID_CONTEXT = 201 };
+
+/* Is @p ptr in pinned host memory? */
+bool pinned(uintptr_t ptr, int32_t device) {
+  unsigned int type = 0;
+  int err = g_torch.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
+  /* A thread that has made no CUDA runtime call has no context to ask in: the launch needs
+   * @p device's primary context anyway. */
+  if (err == CUDA_ERROR_INVALID_CONTEXT && make_primary_context_current(device))
+    err = g_torch.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
+  return err == 0 && type == CU_MEMORYTYPE_HOST;
+}
+
+/* A host tensor's first and last bytes are pinned (one storage is one allocation, so all its
+ * bytes are then). */
+void check_pinned(const char *name, const kvjit_tensor_view &t, int32_t device) {
+  int64_t extent = kvjit_tensor_view_extent(&t);
+  if (extent == 0) return;
+  if (g_torch.pointer_attribute == nullptr)
+    fail_request(KVJIT_REQUEST_VALUE_ERROR,
+                 (std::string(name) + ": host memory needs a CUDA driver to be reached (libcuda.so.1 not found)")
+                     .c_str());
+  if (!pinned(t.data, device) || !pinned(t.data + static_cast<uintptr_t>(extent) - 1, device))
+    fail_request(KVJIT_REQUEST_VALUE_ERROR,
+                 (std::string(name) + ": a CPU tensor must be pinned (tensor.pin_memory()) for the GPU to reach it")
+                     .c_str());
+}
+
+}  // namespace
+
+void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {
+  if (num_args != NUM_TRANSFER_ARGS || num_outputs != 0)
+    throw std::runtime_error("kvjit: transfer_kv kernel registered under a schema of " + std::to_string(num_args) +
+                             " arguments and " + std::to_string(num_outputs) + " returns; it takes 11 and 0");
+  CallArgs call(stack, num_args);
+  call.adopt(kIsTensor, kIsOptional);
+  kvjit_transfer_request req;
+  view_of(call.tensor(ARG_SRC_K), &req.src_k);
+  view_of(call.tensor(ARG_SRC_V), &req.src_v);
+  view_of(call.tensor(ARG_DST_K), &req.dst_k);
+  view_of(call.tensor(ARG_DST_V), &req.dst_v);
+  view_of(call.tensor(ARG_SRC_INDICES), &req.src_indices);
+  view_of(call.tensor(ARG_DST_INDICES), &req.dst_indices);
+  req.src_num_slots = call.integer(ARG_SRC_NUM_SLOTS);
+  req.dst_num_slots = call.integer(ARG_DST_NUM_SLOTS);
+  req.split = call.integer(ARG_SPLIT);
+  req.pdl = call.integer(ARG_PDL);
+  req.row_elements = call.integer(ARG_ROW_ELEMENTS);
+
+  kvjit_transfer_kv_args args;
+  int32_t device = -1;
+  char msg[512];
+  kvjit_request_error refused = kvjit_transfer_request_args(&req, g_torch.device_cuda, &args, &device, msg, sizeof msg);
+  if (refused) fail_request(refused, msg);
+  if (device < 0) {
+    /* Only reachable when registered for another dispatch key (the tests do, for CPU): an empty
+     * transfer is validated by the library, anything else would hand it host memory it may not
+     * reach. */
+    if (args.batch != 0)
+      fail_request(KVJIT_REQUEST_VALUE_ERROR, "src_k: no CUDA tensor among the arguments (the kernel runs on one)");
+    kvjit_status status = g_kvjit.transfer(g_kvjit.ctx, &args);
+    if (status != KVJIT_OK) fail_status(status);
+    return;
+  }
+  const struct {
+    const char *name;
+    const kvjit_tensor_view *t;
+  } host[] = {{"src_k", &req.src_k}, {"src_v", &req.src_v}, {"dst_k", &req.dst_k},
+              {"dst_v", &req.dst_v}, {"src_indices", &req.src_indices}, {"dst_indices", &req.dst_indices}};
+  if (g_torch.current_cuda_stream == nullptr)
+    throw std::runtime_error("kvjit: this torch has no CUDA (aoti_torch_get_current_cuda_stream not found)");
+  DeviceGuard guard(device);
+  for (const auto &h : host)
+    if (h.t->present && h.t->device_type != g_torch.device_cuda) check_pinned(h.name, *h.t, device);
+  void *stream = nullptr;
+  check(g_torch.current_cuda_stream(device, &stream), "aoti_torch_get_current_cuda_stream");
+  args.stream = static_cast<struct CUstream_st *>(stream);
+  kvjit_status status = g_kvjit.transfer(g_kvjit.ctx, &args);
+  if (status == KVJIT_ERR_NO_DEVICE && make_primary_context_current(device))
+    status = g_kvjit.transfer(g_kvjit.ctx, &args);
+  if (status != KVJIT_OK) fail_status(status);
+}
+
+}  // namespace kvjit_torch

@@ -1,0 +1,179 @@
+/* Tensor shapes -> kvjit_transfer_kv_args, with the Python binding's rules and messages. */
+#include "transfer_args.h"
+
+#include <stdio.h>
+
+#include "view_rules.h"
+
+#define refuse kvjit_request_refuse
+#define dims kvjit_request_dims
+#define dtype_of kvjit_request_dtype
+#define is_raw kvjit_tensor_kind_is_raw
+
+typedef struct side {
+  int64_t row_bytes, slots, stride; /* stride in bytes */
+} side;
+
+/* A row: @p row_elements trailing elements (-1: everything after the first dim). */
+static kvjit_request_error row_bytes_of(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                        int64_t row_elements, int64_t *out) {
+  char a[96];
+  if (t->ndim < 2)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: expected [slots, ...] with at least two dims, got shape %s",
+                  name, dims(a, sizeof a, t->sizes, t->ndim));
+  int64_t elems = 1;
+  if (row_elements == -1) {
+    for (int64_t i = 1; i < t->ndim; i++) elems *= t->sizes[i];
+  } else if (row_elements < 1 || row_elements > ((int64_t)1 << 31)) {
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "row_elements: must be None or 1..2**31, got %lld",
+                  (long long)row_elements);
+  } else {
+    elems = row_elements;
+  }
+  *out = elems * t->itemsize;
+  return KVJIT_REQUEST_OK;
+}
+
+/* One cache pair's K or V side: rows of the source, slots of both. */
+static kvjit_request_error pair_of(kvjit_request_msg *e, const char *src_name, const kvjit_tensor_view *src,
+                                   const char *dst_name, const kvjit_tensor_view *dst, int64_t row_elements,
+                                   const char *what, side *s, side *d) {
+  kvjit_request_error r;
+  if (src->code != dst->code && !is_raw(src->kind) && !is_raw(dst->kind))
+    return refuse(e, KVJIT_REQUEST_TYPE_ERROR, "%s: dtype %s differs from %s's %s (view both as uint8 to move raw "
+                  "bytes)", dst_name, dtype_of(dst).text, src_name, dtype_of(src).text);
+  if ((r = row_bytes_of(e, src_name, src, row_elements, &s->row_bytes))) return r;
+  d->row_bytes = s->row_bytes;
+  if ((r = kvjit_request_cache_slots(e, src_name, src, s->row_bytes, what, &s->slots, &s->stride)) ||
+      (r = kvjit_request_cache_slots(e, dst_name, dst, s->row_bytes, what, &d->slots, &d->stride)))
+    return r;
+  return KVJIT_REQUEST_OK;
+}
+
+static kvjit_request_error indices_of(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                      int64_t *stride) {
+  char a[96];
+  if (t->ndim != 1)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: expected shape [B], got %s", name,
+                  dims(a, sizeof a, t->sizes, t->ndim));
+  if (t->kind != KVJIT_TENSOR_I32 && t->kind != KVJIT_TENSOR_I64)
+    return refuse(e, KVJIT_REQUEST_TYPE_ERROR, "%s: dtype must be int32 or int64, got %s", name, dtype_of(t).text);
+  *stride = t->sizes[0] > 1 ? t->strides[0] : 1;
+  if (*stride < 1)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: stride must be >= 1 element, got %lld", name, (long long)*stride);
+  if (t->data % (uintptr_t)t->itemsize)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: pointer %#llx is not aligned to its %lld-byte elements", name,
+                  (unsigned long long)t->data, (long long)t->itemsize);
+  return KVJIT_REQUEST_OK;
+}
+
+static kvjit_request_error num_slots_of(kvjit_request_msg *e, const char *name, int64_t given, int64_t slots,
+                                        int64_t *out) {
+  if (given == -1) {
+    *out = slots;
+    return KVJIT_REQUEST_OK;
+  }
+  if (given < 1 || given > slots)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: must be 1..%lld, got %lld", name, (long long)slots,
+                  (long long)given);
+  *out = given;
+  return KVJIT_REQUEST_OK;
+}
+
+static kvjit_location where(const kvjit_tensor_view *t, int32_t device_type) {
+  return t->device_type == device_type ? KVJIT_LOCATION_DEVICE : KVJIT_LOCATION_HOST;
+}
+
+/* Every device tensor on one device: the first one's. */
+static kvjit_request_error one_device(kvjit_request_msg *e, const kvjit_transfer_request *req, int32_t device_type,
+                                      int32_t *device) {
+  const kvjit_tensor_view *t[] = {&req->src_k, &req->dst_k, &req->src_v, &req->dst_v, &req->src_indices,
+                                  &req->dst_indices};
+  static const char *names[] = {"src_k", "dst_k", "src_v", "dst_v", "src_indices", "dst_indices"};
+  *device = -1;
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    if (!t[i]->present || t[i]->device_type != device_type) continue;
+    if (*device < 0)
+      *device = t[i]->device_index;
+    else if (t[i]->device_index != *device)
+      return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: on cuda:%d, the transfer runs on cuda:%d", names[i],
+                    (int)t[i]->device_index, (int)*device);
+  }
+  return KVJIT_REQUEST_OK;
+}
+
+kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *req, int32_t device_type,
+                                                kvjit_transfer_kv_args *args, int32_t *device, char *msg,
+                                                size_t msg_size) {
+  kvjit_request_msg e = {msg, msg_size};
+  if (msg_size) msg[0] = '\0';
+  kvjit_transfer_kv_args init = KVJIT_TRANSFER_KV_ARGS_INIT;
+  *args = init;
+  kvjit_request_error r;
+  if (!req->src_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_k: expected a tensor, got None");
+  if (!req->dst_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "dst_k: expected a tensor, got None");
+  side sk, dk, sv = {0, 0, 0}, dv = {0, 0, 0};
+  if ((r = pair_of(&e, "src_k", &req->src_k, "dst_k", &req->dst_k, req->row_elements, "K", &sk, &dk))) return r;
+  int64_t src_slots = sk.slots, dst_slots = dk.slots;
+  if (req->src_v.present != req->dst_v.present)
+    return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: None while the other is given (pass both, or neither to move K "
+                  "only)", req->src_v.present ? "dst_v" : "src_v");
+  kvjit_location src = where(&req->src_k, device_type), dst = where(&req->dst_k, device_type);
+  if (req->src_v.present) {
+    if (where(&req->src_v, device_type) != src)
+      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "src_v: on the other side of the link from src_k");
+    if (where(&req->dst_v, device_type) != dst)
+      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "dst_v: on the other side of the link from dst_k");
+    if ((r = pair_of(&e, "src_v", &req->src_v, "dst_v", &req->dst_v, req->row_elements, "V", &sv, &dv))) return r;
+    if (sv.slots < src_slots) src_slots = sv.slots;
+    if (dv.slots < dst_slots) dst_slots = dv.slots;
+  }
+  const kvjit_tensor_view *si = &req->src_indices, *di = &req->dst_indices;
+  if (!si->present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_indices: expected a tensor, got None");
+  if (!di->present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "dst_indices: expected a tensor, got None");
+  if ((r = indices_of(&e, "src_indices", si, &args->src_index_stride))) return r;
+  if (di->ndim == 1 && si->ndim == 1 && di->sizes[0] != si->sizes[0])
+    return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "dst_indices: %lld slot ids, src_indices has %lld",
+                  (long long)di->sizes[0], (long long)si->sizes[0]);
+  if ((r = indices_of(&e, "dst_indices", di, &args->dst_index_stride))) return r;
+  if (di->kind != si->kind)
+    return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "dst_indices: dtype %s differs from src_indices' %s",
+                  dtype_of(di).text, dtype_of(si).text);
+  if ((r = one_device(&e, req, device_type, device))) return r;
+  if ((r = num_slots_of(&e, "src_num_slots", req->src_num_slots, src_slots, &args->src_num_slots)) ||
+      (r = num_slots_of(&e, "dst_num_slots", req->dst_num_slots, dst_slots, &args->dst_num_slots)))
+    return r;
+  if (req->split < 0 || req->split > INT32_MAX)
+    return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "split: must be 0..%d, got %lld", INT32_MAX, (long long)req->split);
+  if (req->pdl != KVJIT_PDL_AUTO && req->pdl != KVJIT_PDL_ON && req->pdl != KVJIT_PDL_OFF)
+    return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "pdl: must be %d (auto), %d (on) or %d (off), got %lld",
+                  KVJIT_PDL_AUTO, KVJIT_PDL_ON, KVJIT_PDL_OFF, (long long)req->pdl);
+  args->src_k = (const void *)req->src_k.data;
+  args->dst_k = (void *)req->dst_k.data;
+  args->src_v = req->src_v.present ? (const void *)req->src_v.data : NULL;
+  args->dst_v = req->dst_v.present ? (void *)req->dst_v.data : NULL;
+  args->src_indices = (const void *)si->data;
+  args->dst_indices = (const void *)di->data;
+  args->index_type = si->kind == KVJIT_TENSOR_I32 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
+  args->batch = si->sizes[0];
+  args->k_row_bytes = sk.row_bytes;
+  args->v_row_bytes = sv.row_bytes;
+  args->src_k_stride = sk.stride;
+  args->dst_k_stride = dk.stride;
+  args->src_v_stride = sv.stride;
+  args->dst_v_stride = dv.stride;
+  args->src = src;
+  args->dst = dst;
+  args->split = (int)req->split;
+  args->pdl = (kvjit_pdl_mode)req->pdl;
+  return KVJIT_REQUEST_OK;
+}
+
+int64_t kvjit_tensor_view_extent(const kvjit_tensor_view *t) {
+  int64_t last = 0;
+  for (int64_t i = 0; i < t->ndim; i++) {
+    if (t->sizes[i] == 0) return 0;
+    last += (t->sizes[i] - 1) * (t->strides[i] < 0 ? -t->strides[i] : t->strides[i]);
+  }
+  return (last + 1) * t->itemsize;
+}
