@@ -476,6 +476,23 @@ KVJIT_API kvjit_status kvjit_cache_prune(kvjit_context *ctx, uint64_t max_bytes,
 /** Remove every entry of the writable dir. */
 KVJIT_API kvjit_status kvjit_cache_clear(kvjit_context *ctx, uint64_t *removed_entries);
 
+/**
+ * Write every good entry of the writable dir (and of the read-only dirs with @p include_read_dirs)
+ * to one file, a pack (cache/FORMAT.md), for an image layer or an artifact store. The file appears
+ * whole or not at all (temp file + rename).
+ * @param entries optional; receives how many entries were written.
+ */
+KVJIT_API kvjit_status kvjit_cache_export(kvjit_context *ctx, const char *path, int include_read_dirs,
+                                          uint64_t *entries);
+
+/**
+ * Import a pack into the writable dir: the whole file's checksum is checked first (a damaged pack
+ * imports nothing: KVJIT_ERR_CORRUPT), then each entry like a disk read.
+ * @param imported, present, bad optional: entries published, already cached, failing their checks.
+ */
+KVJIT_API kvjit_status kvjit_cache_import(kvjit_context *ctx, const char *path, uint64_t *imported, uint64_t *present,
+                                          uint64_t *bad);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,7 @@
 #include "entry.h"
 #include "compile.h"
 #include "fast_table.h"
+#include "pack.h"
 #include "status.h"
 
 #define PROGRAM_BUCKETS 256u
@@ -683,4 +684,17 @@ kvjit_status kvjit_cache_prune(kvjit_context *ctx, uint64_t max_bytes, uint64_t 
 kvjit_status kvjit_cache_clear(kvjit_context *ctx, uint64_t *removed_entries) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
   return kvjit_cache_remove_all(ctx->cache, removed_entries);
+}
+
+kvjit_status kvjit_cache_export(kvjit_context *ctx, const char *path, int include_read_dirs, uint64_t *entries) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  if (path == NULL || path[0] == '\0') return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "path: empty");
+  return kvjit_pack_export(ctx->cache, path, include_read_dirs, entries);
+}
+
+kvjit_status kvjit_cache_import(kvjit_context *ctx, const char *path, uint64_t *imported, uint64_t *present,
+                                uint64_t *bad) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  if (path == NULL || path[0] == '\0') return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "path: empty");
+  return kvjit_pack_import(ctx->cache, path, imported, present, bad);
 }
