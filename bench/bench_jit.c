@@ -3,10 +3,13 @@
  * generates): a cold NVRTC compile (first in the process, then later ones of distinct sources so
  * each misses), a disk hit to a launchable kernel (fresh context over a warm cache dir), a memory
  * hit, a cold prewarm of the op, and `nvcc -cubin` of the same source as the peer.
- * Without a driver it measures the compile side only (disk hit = kvjit_program_compile from disk).
+ * With a driver also the memory hit of kvjit_program_get next to a prepared handle's. Without one
+ * it measures the compile side only (disk hit = kvjit_program_compile from disk); either way the
+ * hit cost of header keying (0 / 1 / 10 -I headers, toolkit headers) through kvjit_program_build.
  * See bench/README.md.
  */
 #include <ftw.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 #include "driver.h"
 #include "jit.h"
 #include "kvjit.h"
+#include "toolkit_digest.h"
 
 #define MAX_REPS 64
 
@@ -103,6 +107,83 @@ static const char *find_nvcc(const options *o) {
   return NULL;
 }
 
+/* ns per kvjit_program_build memory hit of @p d (built once first). */
+static bench_stats time_build_hits(kvjit_context *ctx, const kvjit_program_desc *d, int reps, const char *what) {
+  enum { CALLS = 20000 };
+  kvjit_program *p;
+  kvjit_origin origin;
+  kvjit_status st = kvjit_program_build(ctx, &p, &origin, d);
+  if (st != KVJIT_OK) fail(what, st);
+  double t[MAX_REPS];
+  for (int r = 0; r < reps; r++) {
+    uint64_t t0 = bench_now_ns();
+    for (int j = 0; j < CALLS; j++)
+      if ((st = kvjit_program_build(ctx, &p, &origin, d)) != KVJIT_OK) fail(what, st);
+    t[r] = (double)(bench_now_ns() - t0) / CALLS;
+  }
+  double copy[MAX_REPS];
+  memcpy(copy, t, sizeof t);
+  print_stats(what, copy, (size_t)reps, "ns");
+  return bench_summarize(t, (size_t)reps);
+}
+
+static void build_hits(const char *root, int reps, const kvjit_program_desc *store, int arch, bench_stats out[5]) {
+  char cache[320], inc[320];
+  snprintf(cache, sizeof cache, "%s/hits", root);
+  snprintf(inc, sizeof inc, "%s/inc", root);
+  kvjit_context *ctx = context_over(cache);
+  kvjit_program_desc d = *store;
+  d.arch = arch;
+  out[0] = time_build_hits(ctx, &d, reps, "build hit, 26 KB store source");
+  if (mkdir(inc, 0700) != 0) return;
+  static char sources[3][1024];
+  static const int counts[3] = {0, 1, 10};
+  char opt[340];
+  snprintf(opt, sizeof opt, "-I%s", inc);
+  static const char *const kernel[] = {"k"};
+  static const char *include_opts[1];
+  include_opts[0] = opt;
+  for (int h = 0; h < 10; h++) {
+    char path[360];
+    snprintf(path, sizeof path, "%s/h%d.h", inc, h);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "#pragma once\n#define H%d %d\n", h, h + 1);
+    fclose(f);
+  }
+  for (int c = 0; c < 3; c++) {
+    size_t used = 0;
+    for (int h = 0; h < counts[c]; h++)
+      used += (size_t)snprintf(sources[c] + used, sizeof sources[c] - used, "#include \"h%d.h\"\n", h);
+    snprintf(sources[c] + used, sizeof sources[c] - used, "extern \"C\" __global__ void k(int *x) { *x = %s; }\n",
+             counts[c] ? "H0" : "1");
+    kvjit_program_desc s = KVJIT_PROGRAM_DESC_INIT;
+    s.name = "hit.cu";
+    s.source = sources[c];
+    s.options = include_opts;
+    s.num_options = 1;
+    s.kernels = kernel;
+    s.num_kernels = 1;
+    s.arch = arch;
+    char what[64];
+    snprintf(what, sizeof what, "build hit, small source, %d -I header%s", counts[c], counts[c] == 1 ? "" : "s");
+    out[1 + c] = time_build_hits(ctx, &s, reps, what);
+  }
+  kvjit_program_desc t = KVJIT_PROGRAM_DESC_INIT;
+  t.name = "toolkit.cu";
+  t.source = "#include <cuda_bf16.h>\n#include <cuda/std/cstdint>\n"
+             "extern \"C\" __global__ void k(cuda::std::int64_t *x) { *x = 1; }\n";
+  t.kernels = kernel;
+  t.num_kernels = 1;
+  t.arch = arch;
+  out[4] = time_build_hits(ctx, &t, reps, "build hit, <cuda_bf16.h> + <cuda/std/cstdint>");
+  double ms;
+  size_t files, bytes;
+  kvjit_toolkit_digest_cost(&ms, &files, &bytes);
+  printf("  toolkit header digest, once per process: %.1f ms over %zu files, %.1f MB\n", ms, files, (double)bytes / 1e6);
+  kvjit_context_destroy(ctx);
+}
+
 int main(int argc, char **argv) {
   options o = {0, 15, 3, 0, 1024, NULL};
   for (int i = 1; i < argc; i++) {
@@ -150,6 +231,8 @@ int main(int argc, char **argv) {
   printf("bench_jit: kvjit %s, NVRTC %d.%d, target sm_%d, %s, %ld CPUs\n", kvjit_version_string(), nv_major, nv_minor,
          o.arch, have_driver ? "GPU driver present" : "no GPU driver (compile side only)", cpus);
 
+  bench_stats build_hit_s[5];
+  memset(build_hit_s, 0, sizeof build_hit_s);
   kvjit_status st = kvjit_store_kv_plan_make(&plan, o.arch, o.row, o.row, 16, KVJIT_INDEX_INT64,
                                              o.arch >= 90 ? KVJIT_PDL_ON : KVJIT_PDL_OFF, 0, 0);
   if (st != KVJIT_OK) fail("kvjit_store_kv_plan_make", st);
@@ -187,7 +270,7 @@ int main(int argc, char **argv) {
     later[i - 1] = ms_since(t0);
     if (origin != KVJIT_FROM_COMPILE) fprintf(stderr, "bench_jit: compile %d came from %d\n", i, (int)origin);
   }
-  kvjit_stats stats;
+  kvjit_stats stats = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &stats);
   printf("cold NVRTC compile, first in process          %10.3f ms\n", t_first);
   double later_copy[MAX_REPS];
@@ -219,7 +302,7 @@ int main(int argc, char **argv) {
   const char *disk_what = "disk hit (compile side, no driver)";
 
   /* 3. With a driver: disk hit to a launchable kernel, then memory hits. */
-  bench_stats mem_s = {0, 0, 0, 0}, prep_s = {0, 0, 0, 0};
+  bench_stats mem_s = {0, 0, 0, 0}, prep_s = {0, 0, 0, 0}, handle_s = {0, 0, 0, 0};
   if (have_driver) {
     /* The process's first module load costs the driver ~1-2 ms once; report it apart. */
     ctx = context_over(dir_a);
@@ -262,6 +345,23 @@ int main(int argc, char **argv) {
     print_stats("memory hit, kvjit_program_get", mem_copy, (size_t)reps, "ns");
     mem_s = bench_summarize(mem, (size_t)reps);
 
+    /* The same program through a prepared handle: description copied and keyed once. */
+    kvjit_program_handle *handle = NULL;
+    if ((st = kvjit_program_handle_create(ctx, &handle, &progs[reps].desc)) != KVJIT_OK) fail("handle", st);
+    if ((st = kvjit_program_handle_get(handle, &prog, &origin)) != KVJIT_OK) fail("handle get", st);
+    double hnd[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+      t0 = bench_now_ns();
+      for (int j = 0; j < CALLS; j++)
+        if ((st = kvjit_program_handle_get(handle, &prog, &origin)) != KVJIT_OK) fail("handle get", st);
+      hnd[r] = (double)(bench_now_ns() - t0) / CALLS;
+    }
+    double hnd_copy[MAX_REPS];
+    memcpy(hnd_copy, hnd, sizeof hnd);
+    print_stats("memory hit, kvjit_program_handle_get", hnd_copy, (size_t)reps, "ns");
+    handle_s = bench_summarize(hnd, (size_t)reps);
+    kvjit_program_handle_destroy(handle);
+
     /* The op's own hot lookup: prepare of a loaded variant (validate + plan + lock-free table). */
     CUdeviceptr buf;
     if (drv->cuMemAlloc(&buf, 1 << 20) == CUDA_SUCCESS) {
@@ -292,6 +392,11 @@ int main(int argc, char **argv) {
   } else {
     printf("disk hit to launchable kernel, memory hit       skipped: no GPU driver\n");
   }
+
+  /* 3b. What header keying costs on a hit (no driver needed: kvjit_program_build, which keys and
+   * looks up like kvjit_program_get, without the load check): a small program including 0, 1 or
+   * 10 headers through -I (one stat per header), and one including toolkit headers. */
+  build_hits(tmp_root, reps, &progs[reps].desc, o.arch, build_hit_s);
 
   /* 4. The op's cold prewarm: every kernel the automatic choice may pick for this variant. */
   ctx = context_over(dir_b);
@@ -362,7 +467,11 @@ int main(int argc, char **argv) {
            nvcc_s.median / later_s.median >= 20 ? "pass" : "MISS");
   printf("  %s: %.3f ms (target <= 0.5 ms) %s\n", disk_what, disk_s.median, disk_s.median <= 0.5 ? "pass" : "MISS");
   if (mem_s.count)
-    printf("  memory hit: %.1f ns (target <= 100 ns) %s\n", mem_s.median, mem_s.median <= 100 ? "pass" : "MISS");
+    printf("  memory hit, kvjit_program_get: %.1f ns (target <= 100 ns) %s\n", mem_s.median,
+           mem_s.median <= 100 ? "pass" : "MISS");
+  if (handle_s.count)
+    printf("  memory hit, kvjit_program_handle_get: %.1f ns (target <= 100 ns) %s\n", handle_s.median,
+           handle_s.median <= 100 ? "pass" : "MISS");
 
   /* Machine-readable lines for scripts: metric,median,min,max,unit */
   printf("\ncsv: metric,median,min,max,unit\n");
@@ -371,6 +480,12 @@ int main(int argc, char **argv) {
   printf("csv: %s,%.4f,%.4f,%.4f,ms\n", have_driver ? "disk_hit_load" : "disk_hit_compile_side", disk_s.median,
          disk_s.min, disk_s.max);
   if (mem_s.count) printf("csv: memory_hit,%.2f,%.2f,%.2f,ns\n", mem_s.median, mem_s.min, mem_s.max);
+  if (handle_s.count) printf("csv: handle_hit,%.2f,%.2f,%.2f,ns\n", handle_s.median, handle_s.min, handle_s.max);
+  static const char *const hit_names[] = {"build_hit_store_source", "build_hit_0_headers", "build_hit_1_header",
+                                          "build_hit_10_headers", "build_hit_toolkit_headers"};
+  for (int i = 0; i < 5; i++)
+    if (build_hit_s[i].count)
+      printf("csv: %s,%.2f,%.2f,%.2f,ns\n", hit_names[i], build_hit_s[i].median, build_hit_s[i].min, build_hit_s[i].max);
   if (prep_s.count) printf("csv: store_prepare_hot,%.2f,%.2f,%.2f,ns\n", prep_s.median, prep_s.min, prep_s.max);
   if (nvcc_s.count) printf("csv: nvcc_cubin,%.4f,%.4f,%.4f,ms\n", nvcc_s.median, nvcc_s.min, nvcc_s.max);
 

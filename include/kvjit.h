@@ -38,9 +38,8 @@ extern "C" {
 /* Version                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-#define KVJIT_VERSION_MAJOR 0
-#define KVJIT_VERSION_MINOR 1
-#define KVJIT_VERSION_PATCH 0
+/* KVJIT_VERSION_MAJOR, _MINOR, _PATCH and _STRING: generated from meson.build's version. */
+#include "kvjit_version.h"
 /** MAJOR * 10000 + MINOR * 100 + PATCH, for compile-time comparisons. */
 #define KVJIT_VERSION_NUMBER (KVJIT_VERSION_MAJOR * 10000 + KVJIT_VERSION_MINOR * 100 + KVJIT_VERSION_PATCH)
 
@@ -68,7 +67,8 @@ KVJIT_API const char *kvjit_version_string(void);
   X(ERR_IO, -10, "file system error")                                                            \
   X(ERR_CORRUPT, -11, "corrupt cache entry")                                                     \
   X(ERR_BUSY, -12, "resource busy")                                                              \
-  X(ERR_INTERNAL, -13, "internal error")
+  X(ERR_INTERNAL, -13, "internal error")                                                         \
+  X(ERR_NO_NVRTC, -14, "NVRTC (libnvrtc) could not be loaded: compiling is unavailable")
 
 /** Result of every fallible kvjit call. */
 typedef enum kvjit_status {
@@ -135,8 +135,15 @@ KVJIT_API kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_con
 /** Unload everything the context loaded and free it. Accepts NULL. No launch may be in flight. */
 KVJIT_API void kvjit_context_destroy(kvjit_context *ctx);
 
-/** Counters of a context since its creation (or the last kvjit_context_reset_stats()). */
+#define KVJIT_STATS_VERSION 1
+
+/**
+ * Counters of a context since its creation (or the last kvjit_context_reset_stats()). The library
+ * writes into it: set version (KVJIT_STATS_INIT) and it writes exactly the fields that version has,
+ * so a caller built against an older header keeps working when fields are added.
+ */
 typedef struct kvjit_stats {
+  unsigned version;          /**< KVJIT_STATS_VERSION */
   uint64_t memory_hits;      /**< served from the in-memory table */
   uint64_t disk_hits;        /**< served from a cache file */
   uint64_t compiles;         /**< successful NVRTC compiles */
@@ -149,10 +156,18 @@ typedef struct kvjit_stats {
   uint64_t lock_timeouts;    /**< waits that ran out and compiled privately */
   uint64_t loads;            /**< cuLibraryLoadData calls */
   uint64_t evictions;        /**< cache files evicted to keep the byte budget */
+  /** compiles kept in memory, not published: an NVRTC state-leaking option (--Ofast-compile) was
+   *  used earlier in the process, after which NVRTC compiles differently */
+  uint64_t unpublished_compiles;
 } kvjit_stats;
 
-/** Copy the counters into @p out. */
+#define KVJIT_STATS_INIT { KVJIT_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/** Copy the counters into @p out (whose version must be set: KVJIT_STATS_INIT). */
 KVJIT_API kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out);
+
+/** Start the counters of kvjit_context_stats() from zero again. */
+KVJIT_API kvjit_status kvjit_context_reset_stats(kvjit_context *ctx);
 
 /** Where the context caches, as resolved at creation. Strings are owned by the context. */
 typedef struct kvjit_cache_info {
@@ -193,8 +208,41 @@ KVJIT_API kvjit_status kvjit_device_info(int ordinal, char *name, size_t capacit
  */
 KVJIT_API kvjit_status kvjit_current_sm(int *sm);
 
-/** Parse "sm_90", "sm_90a", "90" or "9.0" into 90; KVJIT_ERR_INVALID_ARGUMENT otherwise. */
+/**
+ * Parse a plain compute capability, "sm_90", "90" or "9.0", into 90: what ops (store_kv_cache)
+ * and their prewarm build for. A suffix or a PTX target ("sm_90a", "compute_90") is refused with
+ * KVJIT_ERR_INVALID_ARGUMENT: those are targets of the generic loader (kvjit_parse_target()).
+ */
 KVJIT_API kvjit_status kvjit_parse_arch(const char *text, int *sm);
+
+/*
+ * Targets of the generic loader. A target is an int: a compute capability (90) or'ed with at most
+ * one of the kind flags below. A plain compute capability means sm_XY, so 90 is sm_90 wherever a
+ * target is taken (kvjit_program_desc.arch, cache listings, kvjit_program_arch()).
+ *   sm_90     90                                   cubin for 9.x GPUs from 9.0 on
+ *   sm_90a    90 | KVJIT_TARGET_ARCH_SPECIFIC      cubin with 9.0-only features (wgmma, setmaxnreg)
+ *   sm_100f   100 | KVJIT_TARGET_FAMILY            cubin with the family's features (10.0, 10.3)
+ *   compute_90  90 | KVJIT_TARGET_PTX              PTX the driver finishes for 9.0 and later GPUs
+ *   compute_90a, compute_100f: PTX with those features (same GPUs as their cubins)
+ */
+#define KVJIT_TARGET_CC_MASK 0xffff
+#define KVJIT_TARGET_ARCH_SPECIFIC 0x10000
+#define KVJIT_TARGET_FAMILY 0x20000
+#define KVJIT_TARGET_PTX 0x40000
+
+/**
+ * Parse "sm_90", "sm_90a", "sm_100f", "compute_90", "compute_90a", "90" or "9.0" into a target.
+ * Spellings are the same in the C API, the CLI, manifests and Python.
+ * @return KVJIT_ERR_INVALID_ARGUMENT for anything else (whether this NVRTC builds the target is
+ *         checked when a program is built).
+ */
+KVJIT_API kvjit_status kvjit_parse_target(const char *text, int *target);
+
+/**
+ * Spell a target ("sm_90a"; "compute_90" for 90 | KVJIT_TARGET_PTX) into @p out.
+ * @return KVJIT_ERR_INVALID_ARGUMENT when @p target is not one, or @p capacity is too small.
+ */
+KVJIT_API kvjit_status kvjit_target_name(int target, char *out, size_t capacity);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Generic loader                                                                              */
@@ -202,7 +250,7 @@ KVJIT_API kvjit_status kvjit_parse_arch(const char *text, int *sm);
 
 /** A header the program includes, given in memory. */
 typedef struct kvjit_header {
-  const char *name;   /**< as written in #include "..." */
+  const char *name;   /**< as written in #include "..." or <...> (relative names work between them) */
   const char *source; /**< NUL-terminated contents */
 } kvjit_header;
 
@@ -213,20 +261,25 @@ typedef struct kvjit_program_desc {
   unsigned version;          /**< KVJIT_PROGRAM_DESC_VERSION */
   const char *name;          /**< program name for NVRTC and logs, e.g. "my_kernels.cu" */
   const char *source;        /**< NUL-terminated CUDA source */
-  const char *const *options; /**< NVRTC options, order kept; no --gpu-architecture (see arch) */
+  /** NVRTC options, order kept; no --gpu-architecture (see arch). -I / --include-path dirs are
+   *  searched by kvjit (headers are keyed by content; NVRTC never sees the dirs). */
+  const char *const *options;
   size_t num_options;
   const kvjit_header *headers;
   size_t num_headers;
   /** Kernels wanted: extern "C" names or C++ name expressions such as "scale<128, float>". */
   const char *const *kernels;
   size_t num_kernels;
-  /** Target compute capability (90 = sm_90); 0 = the current device's. */
+  /**
+   * Target (kvjit_parse_target()): 90 = sm_90, 90 | KVJIT_TARGET_ARCH_SPECIFIC = sm_90a, ...; 0 =
+   * sm_XY of the current device, and a kind flag alone (KVJIT_TARGET_ARCH_SPECIFIC) that kind for it.
+   */
   int arch;
 } kvjit_program_desc;
 
 #define KVJIT_PROGRAM_DESC_INIT { KVJIT_PROGRAM_DESC_VERSION, NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0 }
 
-/** A compiled (and, when a driver is there, loaded) program. Owned by its context. */
+/** A built (and, once kvjit_program_get() returned it, loaded) program. Owned by its context. */
 typedef struct kvjit_program kvjit_program;
 /** A launchable kernel of a loaded program. Owned by its context. */
 typedef struct kvjit_kernel kvjit_kernel;
@@ -238,50 +291,184 @@ typedef enum kvjit_origin {
   KVJIT_FROM_COMPILE = 3  /**< compiled by NVRTC in this call */
 } kvjit_origin;
 
+/*
+ * Headers. kvjit reads every header a program includes and gives NVRTC exactly what it hashed:
+ * #include "..." / <...> (and __has_include) resolve to desc->headers by exact name, then (for
+ * "...") next to the including header, then in each -I / --include-path dir in option order, then
+ * in the toolkit's include and CCCL dirs (found from the NVRTC in use: <cuda_bf16.h> and
+ * <cuda/std/cstdint> need no option). Headers read from files are keyed by content, the toolkit
+ * by the content of its header tree, and no path is in a key: edit a header and the program is
+ * rebuilt; the same headers in another dir hit. A computed `#include MACRO` is refused
+ * (KVJIT_ERR_UNSUPPORTED), and so are options that read files kvjit cannot key (--pch, ...).
+ */
+
 /**
  * Get a program: memory table, then the disk cache, then NVRTC; then load it into the driver
- * (cuLibraryLoadData, once per context). Two threads asking for the same program compile it once.
- * @param out receives the program. On KVJIT_ERR_COMPILE it still receives the failed program so
- *            that kvjit_program_log() can be read; a failed compile is remembered, not retried.
+ * (cuLibraryLoadData, once per context). Two threads asking for the same program build it once.
+ * @param out receives the program. On a build failure (KVJIT_ERR_COMPILE, ...) it still receives
+ *            the failed program so that kvjit_program_log() can be read; a failed build is
+ *            remembered, not retried.
  * @param origin optional; receives where the program came from.
- * @return KVJIT_ERR_NO_DRIVER without a driver (use kvjit_program_compile() to only compile).
+ * @return KVJIT_ERR_NO_DRIVER without a driver (kvjit_program_build() needs none);
+ *         KVJIT_ERR_UNSUPPORTED when desc->arch's code cannot run on the current device.
  */
 KVJIT_API kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
                                          const kvjit_program_desc *desc);
 
 /**
+ * Build a program without loading it and without a driver (desc->arch must then name a compute
+ * capability): memory table, disk cache, NVRTC, like kvjit_program_get(). The program gives its
+ * key, log, target, lowered names and binary (kvjit_program_binary()); kvjit_program_get() of the
+ * same description later loads this same program.
+ * @param out receives the program, also on a build failure (for its log).
+ */
+KVJIT_API kvjit_status kvjit_program_build(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
+                                           const kvjit_program_desc *desc);
+
+/**
  * Make sure the program is in the disk cache for desc->arch (which must be set when there is no
- * GPU); needs no driver. Does not load it.
- * @param origin optional; KVJIT_FROM_DISK when it was already cached, KVJIT_FROM_COMPILE otherwise.
+ * GPU); needs no driver, keeps nothing in memory but a failure (remembered: a second call does not
+ * run NVRTC again; kvjit_program_build() then hands out its log).
+ * @param origin optional; KVJIT_FROM_DISK when it was already cached, KVJIT_FROM_COMPILE when
+ *               compiled now, KVJIT_FROM_MEMORY when this context had it (or its failure).
  */
 KVJIT_API kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin,
                                              const kvjit_program_desc *desc);
 
+/** KVJIT_OK for a built program, else the status of its failed build (and its message). */
+KVJIT_API kvjit_status kvjit_program_status(const kvjit_program *program);
 /** Compiler log of the program ("" when NVRTC printed nothing or the program came from disk). */
 KVJIT_API const char *kvjit_program_log(const kvjit_program *program);
 /** The cache key of the program as 32 hex digits. */
 KVJIT_API const char *kvjit_program_key(const kvjit_program *program);
-/** Compute capability the program was built for; negative when it is PTX finished by the driver. */
+/**
+ * Target the program was built for (see kvjit_parse_target()): 90 for sm_90, 90 |
+ * KVJIT_TARGET_ARCH_SPECIFIC for sm_90a, 90 | KVJIT_TARGET_PTX for PTX the driver finishes.
+ */
 KVJIT_API int kvjit_program_arch(const kvjit_program *program);
+/**
+ * The program's binary: a cubin, or NUL-terminated PTX when kvjit_program_arch() has
+ * KVJIT_TARGET_PTX. Owned by the context.
+ */
+KVJIT_API kvjit_status kvjit_program_binary(const kvjit_program *program, const void **data, size_t *bytes);
+/** Number of kernels of a built program (0 for a failed one). */
+KVJIT_API size_t kvjit_program_num_kernels(const kvjit_program *program);
+/** Kernel @p index's name expression in canonical form ("scale<256,float>"), NULL past the end. */
+KVJIT_API const char *kvjit_program_kernel_name(const kvjit_program *program, size_t index);
+/** Kernel @p index's lowered (mangled) name, as in the binary; NULL past the end. */
+KVJIT_API const char *kvjit_program_lowered_name(const kvjit_program *program, size_t index);
 
 /**
- * Kernel of a loaded program by the name given in desc->kernels (exact string), or by index when
- * @p name is NULL.
+ * Kernel of a loaded program by the name given in desc->kernels (whitespace does not matter:
+ * "scale<256,float>" finds "scale<256, float>"), by its lowered name, or by index when @p name is
+ * NULL.
  */
 KVJIT_API kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **out,
                                             const char *name, size_t index);
 
+/**
+ * Device address and size of a __device__ variable of a loaded program, in the calling thread's
+ * current CUDA context. @p name is its symbol: declare the variable extern "C" (C++ names are
+ * mangled). @param bytes optional.
+ */
+KVJIT_API kvjit_status kvjit_program_get_global(const kvjit_program *program, uint64_t *address, size_t *bytes,
+                                                const char *name);
+
+/* ---- prepared programs: O(1) repeat lookups ---------------------------------------------- */
+
+/**
+ * A program description prepared once: deep-copied (the caller's buffers may change or go away),
+ * its headers read and keyed (a snapshot: later edits of header files do not reach it), its key
+ * computed once per target. kvjit_program_handle_get() of a program already loaded costs a few
+ * nanoseconds. Thread-safe; owned by the caller; destroy it before its context.
+ */
+typedef struct kvjit_program_handle kvjit_program_handle;
+
+/** Prepare @p desc (checked here, as kvjit_program_get() would). Compiles nothing. */
+KVJIT_API kvjit_status kvjit_program_handle_create(kvjit_context *ctx, kvjit_program_handle **out,
+                                                   const kvjit_program_desc *desc);
+
+/**
+ * kvjit_program_get() of the prepared description. With desc->arch 0 (or a kind flag alone),
+ * the program is that of the current device: one slot per device, so several GPUs work.
+ */
+KVJIT_API kvjit_status kvjit_program_handle_get(kvjit_program_handle *handle, kvjit_program **out,
+                                                kvjit_origin *origin);
+
+/** Free a handle (programs it returned stay valid until their context goes). Accepts NULL. */
+KVJIT_API void kvjit_program_handle_destroy(kvjit_program_handle *handle);
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+/** Kernel attributes: the numbers of CUfunction_attribute, so no CUDA header is needed. */
+typedef enum kvjit_kernel_attribute {
+  KVJIT_KERNEL_MAX_THREADS_PER_BLOCK = 0,  /**< read-only */
+  KVJIT_KERNEL_SHARED_SIZE_BYTES = 1,      /**< static shared memory; read-only */
+  KVJIT_KERNEL_CONST_SIZE_BYTES = 2,       /**< read-only */
+  KVJIT_KERNEL_LOCAL_SIZE_BYTES = 3,       /**< per thread; read-only */
+  KVJIT_KERNEL_NUM_REGS = 4,               /**< per thread; read-only */
+  KVJIT_KERNEL_PTX_VERSION = 5,            /**< read-only */
+  KVJIT_KERNEL_BINARY_VERSION = 6,         /**< read-only */
+  KVJIT_KERNEL_CACHE_MODE_CA = 7,          /**< read-only */
+  /** Largest dynamic shared memory a launch may ask for; set it to go past 48 KiB. */
+  KVJIT_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
+  KVJIT_KERNEL_PREFERRED_SHARED_MEMORY_CARVEOUT = 9, /**< percent of L1 as shared memory, -1: default */
+  KVJIT_KERNEL_CLUSTER_SIZE_MUST_BE_SET = 10,        /**< read-only */
+  KVJIT_KERNEL_REQUIRED_CLUSTER_WIDTH = 11,
+  KVJIT_KERNEL_REQUIRED_CLUSTER_HEIGHT = 12,
+  KVJIT_KERNEL_REQUIRED_CLUSTER_DEPTH = 13,
+  KVJIT_KERNEL_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14,
+  KVJIT_KERNEL_CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15
+} kvjit_kernel_attribute;
+
+/** The device of the calling thread's current CUDA context (device 0 without one). */
+#define KVJIT_CURRENT_DEVICE (-1)
+
+/** Read an attribute of @p kernel on device ordinal @p device (or KVJIT_CURRENT_DEVICE). */
+KVJIT_API kvjit_status kvjit_kernel_get_attribute(const kvjit_kernel *kernel, kvjit_kernel_attribute attribute,
+                                                  int device, int *value);
+
+/**
+ * Set an attribute of @p kernel for launches on device @p device (cuKernelSetAttribute), e.g.
+ * KVJIT_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES before a launch with more than 48 KiB of dynamic
+ * shared memory. @return KVJIT_ERR_INVALID_ARGUMENT for a read-only attribute or a value the
+ * device refuses.
+ */
+KVJIT_API kvjit_status kvjit_kernel_set_attribute(const kvjit_kernel *kernel, kvjit_kernel_attribute attribute,
+                                                  int device, int value);
+
+/** Number of parameters of @p kernel (CUDA 12.4+ drivers; KVJIT_ERR_UNSUPPORTED before). */
+KVJIT_API kvjit_status kvjit_kernel_num_params(const kvjit_kernel *kernel, size_t *count);
+
+/** Offset and size in bytes of parameter @p index in the kernel's parameter buffer. */
+KVJIT_API kvjit_status kvjit_kernel_param_info(const kvjit_kernel *kernel, size_t index, size_t *offset,
+                                               size_t *bytes);
+
+/** kvjit_launch_config.num_args when the caller does not say how many arguments it passes. */
+#define KVJIT_ARGS_UNCHECKED (-1)
+
+#define KVJIT_LAUNCH_CONFIG_VERSION 1
+
 /** Launch configuration for kvjit_launch(). */
 typedef struct kvjit_launch_config {
+  unsigned version;            /**< KVJIT_LAUNCH_CONFIG_VERSION */
   unsigned grid[3];
   unsigned block[3];
-  unsigned shared_bytes;       /**< dynamic shared memory */
+  unsigned shared_bytes;       /**< dynamic shared memory (past 48 KiB: set the kernel attribute) */
   struct CUstream_st *stream;  /**< NULL: the legacy default stream */
   /** 1: set CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (PDL; sm_90+). */
   int programmatic_serialization;
+  /** Thread-block cluster dimensions (sm_90+), each dividing grid; all 0: no cluster. */
+  unsigned cluster[3];
+  int cooperative;             /**< 1: a cooperative launch (grid-wide synchronisation) */
+  int priority;                /**< launch priority (as stream priorities); 0: the stream's */
+  /** How many pointers @p args of kvjit_launch() holds: a launch whose kernel takes another number
+   *  of parameters is refused (where the driver tells). KVJIT_ARGS_UNCHECKED: not checked. */
+  int num_args;
 } kvjit_launch_config;
 
-#define KVJIT_LAUNCH_CONFIG_INIT { { 1, 1, 1 }, { 1, 1, 1 }, 0, NULL, 0 }
+#define KVJIT_LAUNCH_CONFIG_INIT                                                                 \
+  { KVJIT_LAUNCH_CONFIG_VERSION, { 1, 1, 1 }, { 1, 1, 1 }, 0, NULL, 0, { 0, 0, 0 }, 0, 0, KVJIT_ARGS_UNCHECKED }
 
 /**
  * Launch a kernel with cuLaunchKernelEx in the calling thread's current CUDA context.
@@ -448,7 +635,7 @@ typedef struct kvjit_cache_entry_info {
   const char *key;        /**< 32 hex digits */
   const char *program;    /**< program name */
   const char *kernels;    /**< kernel names, comma-separated */
-  int arch;               /**< compute capability; negative for PTX */
+  int arch;               /**< target (kvjit_target_name() spells it: sm_90, sm_90a, compute_90) */
   uint64_t bytes;         /**< file size */
   int64_t mtime;          /**< last use (seconds since the epoch) */
   kvjit_status status;    /**< KVJIT_OK or KVJIT_ERR_CORRUPT (with verify) */

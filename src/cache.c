@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "status.h"
+#include "target.h"
 
 #define CACHE_SUBDIR "v2"
 #define ENTRY_SUFFIX ".kvjit"
@@ -558,7 +559,7 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
       if (kvjit_entry_parse(&view, buf, len, &key, verify) != KVJIT_OK) {
         info.status = KVJIT_ERR_CORRUPT;
       } else {
-        info.arch = view.target.kind == KVJIT_PAYLOAD_PTX ? -view.target.arch : view.target.arch;
+        info.arch = kvjit_target_code(&view.target);
         snprintf(program, sizeof program, "%.*s", (int)view.program_len, view.program);
         size_t used = 0;
         for (uint32_t i = 0; i < view.num_kernels && used + 2 < sizeof kernels; i++) {

@@ -1,76 +1,34 @@
-/* NVRTC compile to cubin/PTX, with name expressions lowered. */
+/* NVRTC compile to cubin/PTX, with name expressions lowered and their errors mapped back. */
 #include "compile.h"
 
-#include <nvrtc.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "nvrtc_lib.h"
 #include "status.h"
+#include "target.h"
 
-static pthread_once_t archs_once = PTHREAD_ONCE_INIT;
-static int archs_list[128];
-static int archs_count;
-static int nvrtc_major, nvrtc_minor;
+/* State-leaking compiles started in this process (process-wide, as NVRTC's own state is). */
+static atomic_uint leaking_compiles;
 
-static void archs_load(void) {
-  int n = 0;
-  if (nvrtcVersion(&nvrtc_major, &nvrtc_minor) != NVRTC_SUCCESS) return;
-  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 128) return;
-  if (nvrtcGetSupportedArchs(archs_list) != NVRTC_SUCCESS) return;
-  archs_count = n;
+int kvjit_nvrtc_leaks_state(const char *o) {
+  const char *value = NULL;
+  if (!strncmp(o, "--Ofast-compile", 15)) value = o + 15;
+  else if (!strncmp(o, "-Ofast-compile", 14)) value = o + 14;
+  else if (!strncmp(o, "-Ofc", 4)) value = o + 4;
+  if (value == NULL) return 0;
+  if (*value == '=') value++;
+  return strcmp(value, "0") != 0;
 }
 
-kvjit_status kvjit_nvrtc_version(int *major, int *minor) {
-  if (major == NULL || minor == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "major/minor is NULL");
-  pthread_once(&archs_once, archs_load);
-  if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "nvrtcVersion/nvrtcGetSupportedArchs failed");
-  *major = nvrtc_major;
-  *minor = nvrtc_minor;
-  return KVJIT_OK;
-}
+int kvjit_nvrtc_tainted(void) { return atomic_load(&leaking_compiles) != 0; }
 
-kvjit_status kvjit_nvrtc_archs(int *out, size_t capacity, size_t *count) {
-  if (count == NULL || (out == NULL && capacity > 0)) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count is NULL or out is NULL with capacity %zu", capacity);
-  }
-  pthread_once(&archs_once, archs_load);
-  if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "nvrtcGetSupportedArchs failed");
-  for (size_t i = 0; i < capacity && i < (size_t)archs_count; i++) out[i] = archs_list[i];
-  *count = (size_t)archs_count;
-  return KVJIT_OK;
-}
-
-kvjit_status kvjit_nvrtc_target(kvjit_key_target *out, int arch, int *fallback_note) {
-  pthread_once(&archs_once, archs_load);
-  if (archs_count == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "NVRTC unusable: nvrtcGetSupportedArchs failed");
-  if (fallback_note) *fallback_note = 0;
-  out->suffix = 0;
-  out->nvrtc_major = nvrtc_major;
-  out->nvrtc_minor = nvrtc_minor;
-  int newest = archs_list[archs_count - 1];
-  for (int i = 0; i < archs_count; i++) {
-    if (archs_list[i] == arch) {
-      out->arch = arch;
-      out->kind = KVJIT_PAYLOAD_CUBIN;
-      return KVJIT_OK;
-    }
-  }
-  if (arch > newest) {
-    out->arch = newest;
-    out->kind = KVJIT_PAYLOAD_PTX;
-    if (fallback_note) *fallback_note = 1;
-    return KVJIT_OK;
-  }
-  return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "arch sm_%d: NVRTC %d.%d builds sm_%d…sm_%d, not this one", arch,
-                    nvrtc_major, nvrtc_minor, archs_list[0], newest);
-}
-
-static kvjit_status nvrtc_fail(nvrtcResult r, const char *what) {
+static kvjit_status nvrtc_fail(const kvjit_nvrtc *nv, nvrtcResult r, const char *what) {
   return kvjit_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? KVJIT_ERR_OUT_OF_MEMORY : KVJIT_ERR_NVRTC, "%s: %s", what,
-                    nvrtcGetErrorString(r));
+                    nv->GetErrorString(r));
 }
 
 static uint64_t now_ns(void) {
@@ -90,123 +48,179 @@ static void first_error_line(const char *log, char *buf, size_t cap) {
   buf[n] = '\0';
 }
 
-kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
+/*
+ * NVRTC reports an error in a name expression at "__nv_name_map(N)", a line of a file it made up,
+ * followed by "#pragma nv_mangled_name <expression>". Point such lines at the caller's
+ * kernels[i] "<what they wrote>" instead. Returns a new log, or NULL to keep the old one.
+ */
+static char *map_name_errors(const char *log, const kvjit_compile_input *in) {
+  static const char marker[] = "__nv_name_map(";
+  if (strstr(log, marker) == NULL) return NULL;
+  /* Each marked line grows by at most the longest kernel name and the "kernels[i] \"\"" around it. */
+  size_t longest = 0, marked = 0;
+  for (size_t i = 0; i < in->num_kernels; i++) {
+    size_t l = strlen(in->kernels_given[i]);
+    if (l > longest) longest = l;
+  }
+  for (const char *p = strstr(log, marker); p; p = strstr(p + 1, marker)) marked++;
+  size_t cap = strlen(log) + marked * (longest + 48) + 1;
+  char *out = malloc(cap);
+  if (out == NULL) return NULL;
+  size_t used = 0;
+  for (const char *line = log; *line;) {
+    size_t len = strcspn(line, "\n");
+    const char *next = line[len] ? line + len + 1 : line + len;
+    const char *close = strchr(line, ')');
+    long index = -1;
+    if (!strncmp(line, marker, sizeof marker - 1) && close && close < line + len) {
+      /* The expression is on the pragma line that follows. */
+      const char *pragma = strstr(next, "nv_mangled_name ");
+      size_t next_len = strcspn(next, "\n");
+      if (pragma && pragma < next + next_len) {
+        const char *expr = pragma + 16;
+        size_t elen = (size_t)(next + next_len - expr);
+        if (elen && expr[0] == '&') expr++, elen--;
+        for (size_t i = 0; i < in->num_kernels && index < 0; i++) {
+          if (strlen(in->kernels[i]) == elen && !memcmp(in->kernels[i], expr, elen)) index = (long)i;
+        }
+      }
+    }
+    if (index >= 0) {
+      int n = snprintf(out + used, cap - used, "kernels[%ld] \"%s\"", index, in->kernels_given[index]);
+      if (n < 0 || (size_t)n >= cap - used) break;
+      used += (size_t)n;
+      size_t rest = (size_t)(line + len - (close + 1));
+      memcpy(out + used, close + 1, rest);
+      used += rest;
+    } else {
+      memcpy(out + used, line, len);
+      used += len;
+    }
+    if (line[len]) out[used++] = '\n';
+    line = next;
+  }
+  out[used] = '\0';
+  return out;
+}
+
+static kvjit_status copy_output(const kvjit_nvrtc *nv, nvrtcProgram prog, const kvjit_key_target *target,
+                                kvjit_compiled *out) {
+  nvrtcResult r;
+  if (target->kind == KVJIT_PAYLOAD_CUBIN) {
+    r = nv->GetCUBINSize(prog, &out->payload_len);
+    if (r == NVRTC_SUCCESS && (out->payload = malloc(out->payload_len ? out->payload_len : 1)) == NULL) {
+      return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    }
+    if (r == NVRTC_SUCCESS) r = nv->GetCUBIN(prog, (char *)out->payload);
+  } else {
+    r = nv->GetPTXSize(prog, &out->payload_len);
+    if (r == NVRTC_SUCCESS && (out->payload = malloc(out->payload_len ? out->payload_len : 1)) == NULL) {
+      return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
+    }
+    if (r == NVRTC_SUCCESS) r = nv->GetPTX(prog, (char *)out->payload);
+  }
+  if (r != NVRTC_SUCCESS) return nvrtc_fail(nv, r, target->kind == KVJIT_PAYLOAD_CUBIN ? "nvrtcGetCUBIN" : "nvrtcGetPTX");
+  if (out->payload_len == 0) return kvjit_fail(KVJIT_ERR_NVRTC, "NVRTC produced no %s", target->kind == KVJIT_PAYLOAD_CUBIN ? "cubin" : "PTX");
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_nvrtc_compile(kvjit_compiled *out, const kvjit_compile_input *in, const kvjit_key_target *target) {
   memset(out, 0, sizeof *out);
+  const kvjit_nvrtc *nv;
+  kvjit_status st = kvjit_nvrtc_get(&nv);
+  if (st != KVJIT_OK) {
+    out->log = strdup("");
+    return st;
+  }
   uint64_t t0 = now_ns();
-  const char **hdr_src = NULL, **hdr_names = NULL;
+  unsigned leaks_before = in->leaks_state ? atomic_fetch_add(&leaking_compiles, 1) : atomic_load(&leaking_compiles);
   const char **opts = NULL;
   char **exprs = NULL;
   nvrtcProgram prog = NULL;
-  kvjit_status st = KVJIT_OK;
-  nvrtcResult r;
-
-  if (desc->num_headers > 0) {
-    hdr_src = calloc(desc->num_headers, sizeof *hdr_src);
-    hdr_names = calloc(desc->num_headers, sizeof *hdr_names);
-    if (!hdr_src || !hdr_names) {
-      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-      goto done;
-    }
-    for (size_t i = 0; i < desc->num_headers; i++) {
-      hdr_src[i] = desc->headers[i].source;
-      hdr_names[i] = desc->headers[i].name;
-    }
-  }
-  r = nvrtcCreateProgram(&prog, desc->source, desc->name, (int)desc->num_headers, hdr_src, hdr_names);
+  nvrtcResult r = nv->CreateProgram(&prog, in->source, in->name, (int)in->num_headers, in->header_sources,
+                                    in->header_names);
   if (r != NVRTC_SUCCESS) {
-    st = nvrtc_fail(r, "nvrtcCreateProgram");
+    st = nvrtc_fail(nv, r, "nvrtcCreateProgram");
     goto done;
   }
-  exprs = calloc(desc->num_kernels + 1, sizeof *exprs);
-  out->lowered = calloc(desc->num_kernels + 1, sizeof *out->lowered);
-  opts = calloc(desc->num_options + 1, sizeof *opts);
+  exprs = calloc(in->num_kernels + 1, sizeof *exprs);
+  out->lowered = calloc(in->num_kernels + 1, sizeof *out->lowered);
+  opts = calloc(in->num_options + 1, sizeof *opts);
   if (!exprs || !out->lowered || !opts) {
     st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     goto done;
   }
-  out->num_kernels = desc->num_kernels;
-  for (size_t i = 0; i < desc->num_kernels; i++) {
+  out->num_kernels = in->num_kernels;
+  for (size_t i = 0; i < in->num_kernels; i++) {
     /* Every kernel goes through a name expression: for extern "C" names the lowered name is the
      * name itself, for templates it is the mangled instance NVRTC emitted. */
-    const char *k = desc->kernels[i];
-    size_t n = strlen(k);
-    exprs[i] = malloc(n + 2);
-    if (!exprs[i]) {
+    size_t n = strlen(in->kernels[i]);
+    if ((exprs[i] = malloc(n + 2)) == NULL) {
       st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
       goto done;
     }
     exprs[i][0] = '&';
-    memcpy(exprs[i] + (k[0] == '&' ? 0 : 1), k, n + 1);
-    r = nvrtcAddNameExpression(prog, exprs[i]);
-    if (r != NVRTC_SUCCESS) {
-      st = nvrtc_fail(r, "nvrtcAddNameExpression");
+    memcpy(exprs[i] + 1, in->kernels[i], n + 1);
+    if ((r = nv->AddNameExpression(prog, exprs[i])) != NVRTC_SUCCESS) {
+      st = nvrtc_fail(nv, r, "nvrtcAddNameExpression");
       goto done;
     }
   }
   char arch_opt[48];
-  snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s_%d",
-           target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute", target->arch);
-  for (size_t i = 0; i < desc->num_options; i++) opts[i] = desc->options[i];
-  opts[desc->num_options] = arch_opt;
-  nvrtcResult compile_res = nvrtcCompileProgram(prog, (int)desc->num_options + 1, opts);
+  kvjit_target_option(target, arch_opt, sizeof arch_opt);
+  for (size_t i = 0; i < in->num_options; i++) opts[i] = in->options[i];
+  opts[in->num_options] = arch_opt;
+  nvrtcResult compile_res = nv->CompileProgram(prog, (int)in->num_options + 1, opts);
 
   size_t log_len = 0;
-  if (nvrtcGetProgramLogSize(prog, &log_len) != NVRTC_SUCCESS || log_len == 0) log_len = 1;
-  out->log = malloc(log_len);
-  if (!out->log) {
+  if (nv->GetProgramLogSize(prog, &log_len) != NVRTC_SUCCESS || log_len == 0) log_len = 1;
+  if ((out->log = malloc(log_len)) == NULL) {
     st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
     goto done;
   }
   out->log[0] = '\0';
-  if (log_len > 1) nvrtcGetProgramLog(prog, out->log);
+  if (log_len > 1) nv->GetProgramLog(prog, out->log);
+  char *mapped = map_name_errors(out->log, in);
+  if (mapped) {
+    free(out->log);
+    out->log = mapped;
+  }
   if (compile_res != NVRTC_SUCCESS) {
     char line[256];
     first_error_line(out->log, line, sizeof line);
-    st = kvjit_fail(KVJIT_ERR_COMPILE, "%s: %s: %s", desc->name, nvrtcGetErrorString(compile_res), line);
+    if (strstr(out->log, "--nv_arch") != NULL) {
+      st = kvjit_target_unknown(kvjit_target_code(target), "NVRTC refused it");
+    } else {
+      st = kvjit_fail(KVJIT_ERR_COMPILE, "%s: %s: %s", in->name, nv->GetErrorString(compile_res), line);
+    }
     goto done;
   }
-  for (size_t i = 0; i < desc->num_kernels; i++) {
+  for (size_t i = 0; i < in->num_kernels; i++) {
     const char *lowered = NULL;
-    r = nvrtcGetLoweredName(prog, exprs[i], &lowered);
+    r = nv->GetLoweredName(prog, exprs[i], &lowered);
     if (r != NVRTC_SUCCESS || lowered == NULL) {
       st = kvjit_fail(KVJIT_ERR_COMPILE, "kernels[%zu] \"%s\": not a __global__ function of the program (%s)", i,
-                      desc->kernels[i], nvrtcGetErrorString(r));
+                      in->kernels_given[i], nv->GetErrorString(r));
       goto done;
     }
-    out->lowered[i] = strdup(lowered);
-    if (!out->lowered[i]) {
+    if ((out->lowered[i] = strdup(lowered)) == NULL) {
       st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
       goto done;
     }
   }
-  if (target->kind == KVJIT_PAYLOAD_CUBIN) {
-    r = nvrtcGetCUBINSize(prog, &out->payload_len);
-    if (r == NVRTC_SUCCESS && (out->payload = malloc(out->payload_len ? out->payload_len : 1)) == NULL) {
-      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-      goto done;
-    }
-    if (r == NVRTC_SUCCESS) r = nvrtcGetCUBIN(prog, (char *)out->payload);
-  } else {
-    r = nvrtcGetPTXSize(prog, &out->payload_len);
-    if (r == NVRTC_SUCCESS && (out->payload = malloc(out->payload_len ? out->payload_len : 1)) == NULL) {
-      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "compile: out of memory");
-      goto done;
-    }
-    if (r == NVRTC_SUCCESS) r = nvrtcGetPTX(prog, (char *)out->payload);
-  }
-  if (r != NVRTC_SUCCESS) st = nvrtc_fail(r, "nvrtcGetCUBIN/PTX");
+  st = copy_output(nv, prog, target, out);
 
 done:
   if (out->log == NULL) out->log = strdup("");
-  if (prog) nvrtcDestroyProgram(&prog);
+  if (prog) nv->DestroyProgram(&prog);
   if (exprs) {
-    for (size_t i = 0; i < desc->num_kernels; i++) free(exprs[i]);
+    for (size_t i = 0; i < in->num_kernels; i++) free(exprs[i]);
     free(exprs);
   }
   free(opts);
-  free(hdr_src);
-  free(hdr_names);
   out->ns = now_ns() - t0;
+  /* Only a compile that no state-leaking compile preceded or overlapped matches a fresh process's. */
+  out->publishable = leaks_before == 0 && atomic_load(&leaking_compiles) == (in->leaks_state ? 1u : 0u);
   if (st != KVJIT_OK) {
     free(out->payload);
     out->payload = NULL;

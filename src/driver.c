@@ -52,6 +52,11 @@
   X(cuEventSynchronize, 2000)                                                                    \
   X(cuEventElapsedTime, 2000)
 
+/* Entries the library can live without (driver.h). */
+#define KVJIT_DRIVER_OPTIONAL_ENTRIES(X)                                                         \
+  X(cuKernelSetAttribute, 12000)                                                                 \
+  X(cuKernelGetParamInfo, 12040)
+
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 static kvjit_driver driver_table;
 static kvjit_status driver_status = KVJIT_ERR_NO_DRIVER;
@@ -95,6 +100,12 @@ static void driver_load(void) {
   }
   KVJIT_DRIVER_ENTRIES(KVJIT_RESOLVE_)
 #undef KVJIT_RESOLVE_
+#define KVJIT_RESOLVE_OPTIONAL_(sym, ver)                                                        \
+  if (get_proc(#sym, (void **)&driver_table.sym, ver, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || \
+      found != CU_GET_PROC_ADDRESS_SUCCESS)                                                      \
+    driver_table.sym = NULL;
+  KVJIT_DRIVER_OPTIONAL_ENTRIES(KVJIT_RESOLVE_OPTIONAL_)
+#undef KVJIT_RESOLVE_OPTIONAL_
   CUresult res = init(0);
   if (res != CUDA_SUCCESS) {
     const char *name = NULL;

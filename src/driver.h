@@ -53,6 +53,10 @@ typedef struct kvjit_driver {
   PFN_cuEventRecord_v2000 cuEventRecord;
   PFN_cuEventSynchronize_v2000 cuEventSynchronize;
   PFN_cuEventElapsedTime_v2000 cuEventElapsedTime;
+  /* Optional: NULL when the driver lacks them; only the features that need them then report
+   * KVJIT_ERR_UNSUPPORTED. */
+  PFN_cuKernelSetAttribute_v12000 cuKernelSetAttribute;
+  PFN_cuKernelGetParamInfo_v12040 cuKernelGetParamInfo;
 } kvjit_driver;
 
 /**

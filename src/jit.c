@@ -1,7 +1,7 @@
 /*
- * The context: configuration, the in-memory program table (compile once per key, failures
- * remembered), disk cache and NVRTC behind it, driver loading, the lock-free fast table for op hot
- * paths, counters, and launches.
+ * The context: configuration, the in-memory program table (build once per key, failures
+ * remembered), the disk cache and NVRTC behind it, loading into the driver, the lock-free fast
+ * table for op hot paths, and counters. Launches and kernel attributes: launch.c; handles: handle.c.
  */
 #include "jit.h"
 
@@ -16,44 +16,35 @@
 #include <unistd.h>
 
 #include "cache.h"
-#include "entry.h"
 #include "compile.h"
+#include "entry.h"
 #include "fast_table.h"
 #include "pack.h"
+#include "includes.h"
+#include "names.h"
+#include "program.h"
+#include "request.h"
 #include "status.h"
+#include "target.h"
 
 #define PROGRAM_BUCKETS 256u
 #define DEFAULT_MAX_BYTES (2ull << 30)
 #define DEFAULT_LOCK_TIMEOUT_MS 60000u
-
-typedef enum program_state { PROGRAM_BUILDING, PROGRAM_READY, PROGRAM_FAILED } program_state;
-
-struct kvjit_program {
-  kvjit_key key;
-  char key_hex[33];
-  char *name;
-  int arch; /* negative: PTX finished by the driver */
-  program_state state;
-  kvjit_status status; /* of a failed build */
-  char *error;         /* last-error line of a failed build */
-  char *log;
-  CUlibrary library;
-  size_t num_kernels;
-  struct kvjit_kernel *kernels;
-  char **names;
-  char **lowered;
-  struct kvjit_program *next;
-};
 
 struct kvjit_context {
   kvjit_cache *cache;
   int log;
   char *manifest_path;
   pthread_mutex_t lock;
-  pthread_cond_t built; /* a program left PROGRAM_BUILDING */
+  pthread_cond_t built; /* a program left PROGRAM_BUILDING or finished loading */
   struct kvjit_program *buckets[PROGRAM_BUCKETS];
+  struct kvjit_program *retired; /* failed builds not remembered: freed with the context */
   kvjit_fast_table *fast;
-  atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, load_bad;
+  kvjit_include_memo *memo;
+  atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, load_bad,
+      unpublished_compiles;
+  atomic_int warned_unpublished;
+  kvjit_stats base; /* the counters at the last kvjit_context_reset_stats() */
 };
 
 /* ---- context ------------------------------------------------------------------------------ */
@@ -92,15 +83,14 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   *out = NULL;
   kvjit_context_options defaults = KVJIT_CONTEXT_OPTIONS_INIT;
   if (options == NULL) options = &defaults;
-  if (options->version != KVJIT_CONTEXT_OPTIONS_VERSION) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->version: %u, expected %u (use KVJIT_CONTEXT_OPTIONS_INIT)",
-                      options->version, KVJIT_CONTEXT_OPTIONS_VERSION);
-  }
+  kvjit_status vst = kvjit_check_version(options->version, KVJIT_CONTEXT_OPTIONS_VERSION, "options",
+                                         "KVJIT_CONTEXT_OPTIONS_INIT");
+  if (vst != KVJIT_OK) return vst;
   kvjit_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
   pthread_cond_init(&ctx->built, NULL);
-  if (kvjit_fast_table_create(&ctx->fast) != KVJIT_OK) {
+  if (kvjit_fast_table_create(&ctx->fast) != KVJIT_OK || kvjit_include_memo_create(&ctx->memo) != KVJIT_OK) {
     kvjit_context_destroy(ctx);
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   }
@@ -150,30 +140,40 @@ static void program_free(kvjit_program *p, const kvjit_driver *drv) {
   }
   free(p->names);
   free(p->lowered);
-  free(p->kernels);
+  free(atomic_load(&p->kernels));
+  free(p->payload);
+  free(p->retired);
   free(p->name);
   free(p->error);
   free(p->log);
   free(p);
 }
 
+static int any_loaded(const kvjit_program *list) {
+  for (const kvjit_program *p = list; p; p = p->next) {
+    if (p->library != NULL) return 1;
+  }
+  return 0;
+}
+
+static void free_list(kvjit_program *p, const kvjit_driver *drv) {
+  while (p) {
+    kvjit_program *next = p->next;
+    program_free(p, drv);
+    p = next;
+  }
+}
+
 void kvjit_context_destroy(kvjit_context *ctx) {
   if (ctx == NULL) return;
   const kvjit_driver *drv = NULL;
-  int any_loaded = 0;
-  for (size_t b = 0; b < PROGRAM_BUCKETS; b++) {
-    for (kvjit_program *p = ctx->buckets[b]; p; p = p->next) any_loaded |= p->library != NULL;
-  }
-  if (any_loaded && kvjit_driver_get(&drv) != KVJIT_OK) drv = NULL;
-  for (size_t b = 0; b < PROGRAM_BUCKETS; b++) {
-    kvjit_program *p = ctx->buckets[b];
-    while (p) {
-      kvjit_program *next = p->next;
-      program_free(p, drv);
-      p = next;
-    }
-  }
+  int loaded = 0;
+  for (size_t b = 0; b < PROGRAM_BUCKETS; b++) loaded |= any_loaded(ctx->buckets[b]);
+  if (loaded && kvjit_driver_get(&drv) != KVJIT_OK) drv = NULL;
+  for (size_t b = 0; b < PROGRAM_BUCKETS; b++) free_list(ctx->buckets[b], drv);
+  free_list(ctx->retired, drv);
   kvjit_fast_table_destroy(ctx->fast);
+  kvjit_include_memo_destroy(ctx->memo);
   kvjit_cache_close(ctx->cache);
   free(ctx->manifest_path);
   pthread_cond_destroy(&ctx->built);
@@ -181,10 +181,11 @@ void kvjit_context_destroy(kvjit_context *ctx) {
   free(ctx);
 }
 
-kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
-  if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
+/* Every counter as of now, since the context was created. */
+static void counters_now(const kvjit_context *ctx, kvjit_stats *out) {
   const kvjit_cache_counters *cc = kvjit_cache_get_counters(ctx->cache);
   memset(out, 0, sizeof *out);
+  out->version = KVJIT_STATS_VERSION;
   out->memory_hits = atomic_load(&ctx->memory_hits);
   out->disk_hits = atomic_load(&ctx->disk_hits);
   out->compiles = atomic_load(&ctx->compiles);
@@ -197,6 +198,37 @@ kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   out->lock_timeouts = atomic_load(&cc->lock_timeouts);
   out->loads = atomic_load(&ctx->loads);
   out->evictions = atomic_load(&cc->evictions);
+  out->unpublished_compiles = atomic_load(&ctx->unpublished_compiles);
+}
+
+/* Where each version's fields end: a caller of version V gets exactly those (never more). */
+static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, sizeof(kvjit_stats)};
+
+kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
+  if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
+  kvjit_status st = kvjit_check_version(out->version, KVJIT_STATS_VERSION, "stats", "KVJIT_STATS_INIT");
+  if (st != KVJIT_OK) return st;
+  kvjit_stats now;
+  counters_now(ctx, &now);
+  pthread_mutex_lock((pthread_mutex_t *)(uintptr_t)&ctx->lock);
+  const kvjit_stats base = ctx->base;
+  pthread_mutex_unlock((pthread_mutex_t *)(uintptr_t)&ctx->lock);
+  /* Every field after version is a uint64_t counter: subtract the reset's baseline. */
+  uint64_t *n = &now.memory_hits;
+  const uint64_t *b = &base.memory_hits;
+  for (size_t i = 0; i < (sizeof now - offsetof(kvjit_stats, memory_hits)) / sizeof(uint64_t); i++) n[i] -= b[i];
+  size_t from = offsetof(kvjit_stats, memory_hits);
+  memcpy((char *)out + from, (const char *)&now + from, stats_end[out->version] - from);
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_context_reset_stats(kvjit_context *ctx) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  kvjit_stats now;
+  counters_now(ctx, &now);
+  pthread_mutex_lock(&ctx->lock);
+  ctx->base = now;
+  pthread_mutex_unlock(&ctx->lock);
   return KVJIT_OK;
 }
 
@@ -205,6 +237,10 @@ kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info
   kvjit_cache_get_info(ctx->cache, out);
   return KVJIT_OK;
 }
+
+kvjit_include_memo *kvjit_context_memo(kvjit_context *ctx) { return ctx->memo; }
+
+void kvjit_context_count_memory_hit(kvjit_context *ctx) { atomic_fetch_add_explicit(&ctx->memory_hits, 1, memory_order_relaxed); }
 
 int kvjit_context_logging(const kvjit_context *ctx) { return ctx->log == 1; }
 
@@ -221,70 +257,7 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   close(fd);
 }
 
-/* ---- arch parsing -------------------------------------------------------------------------- */
-
-kvjit_status kvjit_parse_arch(const char *text, int *sm) {
-  if (text == NULL || sm == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch text or sm is NULL");
-  const char *p = text;
-  if (!strncmp(p, "sm_", 3) || !strncmp(p, "compute_", 8)) p += p[0] == 's' ? 3 : 8;
-  int major = 0, minor = 0, digits = 0;
-  if (p[0] >= '1' && p[0] <= '9' && p[1] == '.' && p[2] >= '0' && p[2] <= '9' && p[3] == '\0') {
-    *sm = (p[0] - '0') * 10 + (p[2] - '0');
-    return KVJIT_OK;
-  }
-  while (p[digits] >= '0' && p[digits] <= '9') digits++;
-  const char *rest = p + digits;
-  if ((digits == 2 || digits == 3) && (rest[0] == '\0' || ((rest[0] == 'a' || rest[0] == 'f') && rest[1] == '\0'))) {
-    int v = atoi(p);
-    major = v / 10;
-    minor = v % 10;
-    if (major >= 3) {
-      *sm = major * 10 + minor;
-      return KVJIT_OK;
-    }
-  }
-  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch \"%s\": expected sm_XY (e.g. sm_90), XY or X.Y", text);
-}
-
 /* ---- program table ------------------------------------------------------------------------- */
-
-static kvjit_status validate_desc(const kvjit_program_desc *desc) {
-  if (desc == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc is NULL");
-  if (desc->version != KVJIT_PROGRAM_DESC_VERSION) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->version: %u, expected %u (use KVJIT_PROGRAM_DESC_INIT)",
-                      desc->version, KVJIT_PROGRAM_DESC_VERSION);
-  }
-  if (desc->name == NULL || desc->name[0] == '\0') return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->name: empty");
-  if (desc->source == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->source: NULL");
-  if (desc->num_options > 0 && desc->options == NULL) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->options: NULL with num_options %zu", desc->num_options);
-  }
-  for (size_t i = 0; i < desc->num_options; i++) {
-    const char *o = desc->options[i];
-    if (o == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->options[%zu]: NULL", i);
-    if (!strncmp(o, "--gpu-architecture", 18) || !strncmp(o, "-arch", 5)) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->options[%zu] \"%s\": set the target with desc->arch", i, o);
-    }
-  }
-  if (desc->num_headers > 0 && desc->headers == NULL) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->headers: NULL with num_headers %zu", desc->num_headers);
-  }
-  for (size_t i = 0; i < desc->num_headers; i++) {
-    if (desc->headers[i].name == NULL || desc->headers[i].source == NULL) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->headers[%zu]: NULL name or source", i);
-    }
-  }
-  if (desc->num_kernels == 0 || desc->kernels == NULL) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->kernels: at least one kernel name is needed");
-  }
-  for (size_t i = 0; i < desc->num_kernels; i++) {
-    if (desc->kernels[i] == NULL || desc->kernels[i][0] == '\0') {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->kernels[%zu]: empty", i);
-    }
-  }
-  if (desc->arch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->arch: %d", desc->arch);
-  return KVJIT_OK;
-}
 
 static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
   for (kvjit_program *p = ctx->buckets[key->low % PROGRAM_BUCKETS]; p; p = p->next) {
@@ -293,36 +266,106 @@ static kvjit_program *table_find(kvjit_context *ctx, const kvjit_key *key) {
   return NULL;
 }
 
-/* Write a fresh compile to the disk cache (best effort: a failure leaves it memory-only). */
-static void publish(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
-                    const kvjit_key_target *target, const kvjit_key *key, const kvjit_compiled *compiled) {
+/* Under ctx->lock: move a program whose failure is not remembered out of the table. */
+static void table_retire(kvjit_context *ctx, kvjit_program *p) {
+  for (kvjit_program **at = &ctx->buckets[p->key.low % PROGRAM_BUCKETS]; *at; at = &(*at)->next) {
+    if (*at == p) {
+      *at = p->next;
+      p->next = ctx->retired;
+      ctx->retired = p;
+      return;
+    }
+  }
+}
+
+/* Failures that are the same on every try: remembered. Out of memory, I/O and the like are not. */
+static int failure_is_lasting(kvjit_status st) {
+  return st == KVJIT_ERR_COMPILE || st == KVJIT_ERR_NVRTC || st == KVJIT_ERR_NO_NVRTC || st == KVJIT_ERR_UNSUPPORTED ||
+         st == KVJIT_ERR_INVALID_ARGUMENT;
+}
+
+static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_target *target, const kvjit_key *key) {
+  kvjit_program *p = calloc(1, sizeof *p);
+  if (p == NULL || (p->name = strdup(req->desc->name)) == NULL) {
+    free(p);
+    return NULL;
+  }
+  p->key = *key;
+  kvjit_key_hex(key, p->key_hex);
+  p->target = *target;
+  p->arch = kvjit_target_code(target);
+  p->state = PROGRAM_BUILDING;
+  p->publishable = 1;
+  return p;
+}
+
+/* Write a payload to the disk cache (best effort: a failure leaves it memory-only). */
+static void publish(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                    const kvjit_key_target *target, const kvjit_key *key, const uint8_t *payload, size_t payload_len,
+                    const char *const *lowered, int publishable) {
+  if (!publishable) {
+    /* NVRTC compiled this after a state-leaking option in this process: it may differ from what
+     * a fresh process makes, so it stays in this process (issue 19; README "For kernel authors"). */
+    atomic_fetch_add(&ctx->unpublished_compiles, 1);
+    if (ctx->log != 0 && atomic_exchange(&ctx->warned_unpublished, 1) == 0) {
+      kvjit_log_line("a compile with --Ofast-compile ran in this process; NVRTC compiles differently after it, so "
+                     "later compiles are kept in memory, not written to the cache");
+    }
+    return;
+  }
   if (!kvjit_cache_writable(ctx->cache)) return;
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
   kvjit_entry_meta meta = {.key = *key,
+                           .content = req->content,
                            .target = *target,
                            .created = (int64_t)time(NULL),
-                           .program = desc->name,
+                           .program = req->desc->name,
                            .op = label && label->op ? label->op : "",
                            .variant = label && label->variant ? label->variant : "",
                            .compiler = compiler,
-                           .num_kernels = desc->num_kernels,
-                           .kernels = desc->kernels,
-                           .lowered = (const char *const *)compiled->lowered};
-  kvjit_key_content(&meta.content, desc);
+                           .num_kernels = req->desc->num_kernels,
+                           .kernels = (const char *const *)req->kernels,
+                           .lowered = lowered};
   uint8_t *buf = NULL;
   size_t len = 0;
-  if (kvjit_entry_encode(&buf, &len, &meta, compiled->payload, compiled->payload_len) == KVJIT_OK) {
+  if (kvjit_entry_encode(&buf, &len, &meta, payload, payload_len) == KVJIT_OK) {
     kvjit_cache_write(ctx->cache, key, buf, len);
     free(buf);
   }
 }
 
+/* NVRTC, counted and logged; the result is published when it may be. */
+static kvjit_status compile_now(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                                const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled) {
+  kvjit_request_input input;
+  kvjit_status st = kvjit_request_input_make(req, &input);
+  if (st != KVJIT_OK) {
+    memset(compiled, 0, sizeof *compiled);
+    return st;
+  }
+  st = kvjit_nvrtc_compile(compiled, &input.in, target);
+  kvjit_request_input_free(&input);
+  char name[32];
+  kvjit_target_name(kvjit_target_code(target), name, sizeof name);
+  if (st == KVJIT_OK) {
+    atomic_fetch_add(&ctx->compiles, 1);
+    atomic_fetch_add(&ctx->compile_ns, compiled->ns);
+    if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
+    publish(ctx, req, label, target, key, compiled->payload, compiled->payload_len,
+            (const char *const *)compiled->lowered, compiled->publishable);
+  } else if (st != KVJIT_ERR_NO_NVRTC) {
+    atomic_fetch_add(&ctx->compile_failures, 1);
+    if (ctx->log == 1) kvjit_log_line("compile of %s for %s failed: %s", req->desc->name, name, kvjit_last_error());
+  }
+  return st;
+}
+
 /* Get the payload for key: disk, or compile (under the cross-process lock) and publish. */
-static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
-                                   const kvjit_key_target *target,
-                                   const kvjit_key *key, uint8_t **file, kvjit_entry_view *view,
-                                   kvjit_compiled *compiled, kvjit_origin *origin) {
+static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                                   const kvjit_key_target *target, const kvjit_key *key, uint8_t **file,
+                                   kvjit_entry_view *view, kvjit_compiled *compiled, kvjit_origin *origin) {
+  memset(compiled, 0, sizeof *compiled);
   if (kvjit_cache_read(ctx->cache, key, file, view) == KVJIT_OK) {
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
@@ -331,23 +374,11 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_program_desc 
   int locked = kvjit_cache_lock_key(ctx->cache, key, &lock);
   /* Whoever held the lock may have published it meanwhile. */
   if (kvjit_cache_read(ctx->cache, key, file, view) == KVJIT_OK) {
-    kvjit_cache_unlock_key(&lock);
+    if (locked) kvjit_cache_unlock_key(&lock);
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  kvjit_status st = kvjit_nvrtc_compile(compiled, desc, target);
-  if (st == KVJIT_OK) {
-    atomic_fetch_add(&ctx->compiles, 1);
-    atomic_fetch_add(&ctx->compile_ns, compiled->ns);
-    if (ctx->log == 1) {
-      kvjit_log_line("compiled %s for %s_%d in %.1f ms", desc->name, target->kind == KVJIT_PAYLOAD_CUBIN ? "sm" : "compute",
-                     target->arch, (double)compiled->ns / 1e6);
-    }
-    publish(ctx, desc, label, target, key, compiled);
-  } else {
-    atomic_fetch_add(&ctx->compile_failures, 1);
-    if (ctx->log == 1) kvjit_log_line("compile of %s failed: %s", desc->name, kvjit_last_error());
-  }
+  kvjit_status st = compile_now(ctx, req, label, target, key, compiled);
   if (locked) kvjit_cache_unlock_key(&lock);
   *origin = KVJIT_FROM_COMPILE;
   return st;
@@ -362,51 +393,40 @@ static char *dup_n(const char *s, size_t n) {
   return p;
 }
 
-/* Fill a BUILDING program: payload from disk or NVRTC, then load it. Runs without ctx->lock. */
-static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kvjit_program_desc *desc,
-                                  const kvjit_program_label *label,
-                                  const kvjit_key_target *target, int ptx_fallback, const kvjit_driver *drv,
-                                  kvjit_origin *origin) {
+/* Fill a BUILDING program: payload and lowered names from disk or NVRTC. Runs without ctx->lock. */
+static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
+                                  const kvjit_program_label *label, int ptx_fallback, kvjit_origin *origin) {
   uint8_t *file = NULL;
   kvjit_entry_view view;
   kvjit_compiled compiled;
-  memset(&compiled, 0, sizeof compiled);
-  kvjit_status st;
-  int retried = 0;
-again:
-  st = obtain_payload(ctx, desc, label, target, &p->key, &file, &view, &compiled, origin);
+  const size_t n = req->desc->num_kernels;
+  kvjit_status st = obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, origin);
   if (compiled.log) {
     const char *note = ptx_fallback ? "kvjit: the device is newer than NVRTC knows; built PTX for the newest arch "
                                       "NVRTC supports, finished by the driver\n"
                                     : "";
-    free(p->log);
-    size_t n = strlen(note) + strlen(compiled.log) + 1;
-    p->log = malloc(n);
-    if (p->log) snprintf(p->log, n, "%s%s", note, compiled.log);
+    size_t len = strlen(note) + strlen(compiled.log) + 1;
+    if ((p->log = malloc(len)) != NULL) snprintf(p->log, len, "%s%s", note, compiled.log);
   }
   if (st != KVJIT_OK) goto done;
-
-  const uint8_t *payload = *origin == KVJIT_FROM_DISK ? view.payload : compiled.payload;
-  p->names = calloc(desc->num_kernels, sizeof *p->names);
-  p->lowered = calloc(desc->num_kernels, sizeof *p->lowered);
-  p->kernels = calloc(desc->num_kernels, sizeof *p->kernels);
-  if (!p->names || !p->lowered || !p->kernels) {
+  if (*origin == KVJIT_FROM_DISK && view.num_kernels != n) {
+    st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s lists %u kernels, expected %zu", p->key_hex, view.num_kernels, n);
+    goto done;
+  }
+  p->names = calloc(n, sizeof *p->names);
+  p->lowered = calloc(n, sizeof *p->lowered);
+  if (!p->names || !p->lowered) {
     st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
     goto done;
   }
-  p->num_kernels = desc->num_kernels;
-  if (*origin == KVJIT_FROM_DISK && view.num_kernels != desc->num_kernels) {
-    st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s lists %u kernels, expected %zu", p->key_hex, view.num_kernels,
-                    desc->num_kernels);
-    goto done;
-  }
-  for (size_t i = 0; i < desc->num_kernels; i++) {
-    p->names[i] = strdup(desc->kernels[i]);
+  p->num_kernels = n;
+  for (size_t i = 0; i < n; i++) {
+    p->names[i] = strdup(req->kernels[i]);
     if (*origin == KVJIT_FROM_DISK) {
-      const char *n, *l;
-      size_t nl, ll;
-      kvjit_entry_kernel(&view, (uint32_t)i, &n, &nl, &l, &ll);
-      p->lowered[i] = dup_n(l, ll);
+      const char *name, *lowered;
+      size_t name_len, lowered_len;
+      kvjit_entry_kernel(&view, (uint32_t)i, &name, &name_len, &lowered, &lowered_len);
+      p->lowered[i] = dup_n(lowered, lowered_len);
     } else {
       p->lowered[i] = strdup(compiled.lowered[i]);
     }
@@ -415,52 +435,21 @@ again:
       goto done;
     }
   }
-  CUresult res = drv->cuLibraryLoadData(&p->library, payload, NULL, NULL, 0, NULL, NULL, 0);
-  if (res == CUDA_SUCCESS) atomic_fetch_add(&ctx->loads, 1);
-  if (res != CUDA_SUCCESS && *origin == KVJIT_FROM_DISK && !retried &&
-      (res == CUDA_ERROR_INVALID_IMAGE || res == CUDA_ERROR_INVALID_PTX || res == CUDA_ERROR_NO_BINARY_FOR_GPU)) {
-    /* A well-formed entry the driver rejects (e.g. a cubin built by a buggy toolchain): rebuild it
-     * from source once and overwrite it. */
-    atomic_fetch_add(&ctx->load_bad, 1);
-    free(file);
-    file = NULL;
-    for (size_t i = 0; i < p->num_kernels; i++) {
-      free(p->names[i]);
-      free(p->lowered[i]);
-    }
-    free(p->names);
-    free(p->lowered);
-    free(p->kernels);
-    p->names = p->lowered = NULL;
-    p->kernels = NULL;
-    p->num_kernels = 0;
-    retried = 1;
-    /* Skip the disk: force a compile by going straight to NVRTC. */
-    st = kvjit_nvrtc_compile(&compiled, desc, target);
-    if (st != KVJIT_OK) goto done;
-    atomic_fetch_add(&ctx->compiles, 1);
-    atomic_fetch_add(&ctx->compile_ns, compiled.ns);
-    *origin = KVJIT_FROM_COMPILE;
-    publish(ctx, desc, label, target, &p->key, &compiled);
-    kvjit_compiled_free(&compiled);
-    goto again;
-  }
-  if (res != CUDA_SUCCESS) {
-    p->library = NULL;
-    st = kvjit_cuda_fail(drv, res, "cuLibraryLoadData");
-    goto done;
-  }
-  for (size_t i = 0; i < p->num_kernels; i++) {
-    p->kernels[i].program = p;
-    p->kernels[i].name = p->names[i];
-    p->kernels[i].lowered = p->lowered[i];
-    res = drv->cuLibraryGetKernel(&p->kernels[i].handle, p->library, p->lowered[i]);
-    if (res != CUDA_SUCCESS) {
-      char what[300];
-      snprintf(what, sizeof what, "cuLibraryGetKernel(\"%s\")", p->lowered[i]);
-      st = kvjit_cuda_fail(drv, res, what);
+  if (*origin == KVJIT_FROM_DISK) {
+    /* Kept in memory: kvjit_program_binary() hands it out and a load needs it. */
+    if ((p->payload = malloc(view.payload_len + 1)) == NULL) {
+      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
       goto done;
     }
+    memcpy(p->payload, view.payload, view.payload_len);
+    p->payload[view.payload_len] = 0;
+    p->payload_len = view.payload_len;
+    p->from_disk = 1;
+  } else {
+    p->payload = compiled.payload;
+    p->payload_len = compiled.payload_len;
+    p->publishable = compiled.publishable;
+    compiled.payload = NULL;
   }
 done:
   free(file);
@@ -468,12 +457,164 @@ done:
   return st;
 }
 
-static kvjit_status resolve_target(const kvjit_program_desc *desc, int arch, kvjit_key_target *target, kvjit_key *key,
-                                   int *ptx_fallback) {
-  kvjit_status st = kvjit_nvrtc_target(target, arch, ptx_fallback);
-  if (st != KVJIT_OK) return st;
-  kvjit_key_compute(key, desc, target);
+kvjit_status kvjit_program_acquire(kvjit_context *ctx, const kvjit_request *req, const kvjit_key_target *target,
+                                   const kvjit_key *key, int ptx_fallback, const kvjit_program_label *label,
+                                   kvjit_program **out, kvjit_origin *origin) {
+  pthread_mutex_lock(&ctx->lock);
+  kvjit_program *p = table_find(ctx, key);
+  if (p != NULL) {
+    while (p->state == PROGRAM_BUILDING) pthread_cond_wait(&ctx->built, &ctx->lock);
+    pthread_mutex_unlock(&ctx->lock);
+    atomic_fetch_add(&ctx->memory_hits, 1);
+    if (origin) *origin = KVJIT_FROM_MEMORY;
+    *out = p;
+    if (p->state == PROGRAM_FAILED) return kvjit_fail(p->status, "%s", p->error ? p->error : "earlier build failed");
+    return KVJIT_OK;
+  }
+  p = program_new(req, target, key);
+  if (p == NULL) {
+    pthread_mutex_unlock(&ctx->lock);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+  }
+  p->next = ctx->buckets[key->low % PROGRAM_BUCKETS];
+  ctx->buckets[key->low % PROGRAM_BUCKETS] = p;
+  pthread_mutex_unlock(&ctx->lock);
+
+  kvjit_origin got = KVJIT_FROM_COMPILE;
+  kvjit_status st = build_program(ctx, p, req, label, ptx_fallback, &got);
+  if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
+  if (p->log == NULL) p->log = strdup("");
+
+  pthread_mutex_lock(&ctx->lock);
+  if (st == KVJIT_OK) {
+    p->state = PROGRAM_READY;
+  } else {
+    p->status = st;
+    p->error = strdup(kvjit_last_error());
+    p->state = PROGRAM_FAILED;
+    /* Remembered: the same program is not rebuilt on every call, unless the failure may pass. */
+    if (!failure_is_lasting(st)) {
+      p->transient = 1;
+      table_retire(ctx, p);
+    }
+  }
+  pthread_cond_broadcast(&ctx->built);
+  pthread_mutex_unlock(&ctx->lock);
+  if (origin) *origin = got;
+  *out = p;
+  if (st == KVJIT_OK) kvjit_clear_error();
+  return st;
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+/* The driver rejected an entry read from disk: build it from source once and overwrite it. */
+static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
+                                     const kvjit_program_label *label) {
+  atomic_fetch_add(&ctx->load_bad, 1);
+  kvjit_compiled compiled;
+  kvjit_status st = compile_now(ctx, req, label, &p->target, &p->key, &compiled);
+  if (st == KVJIT_OK) {
+    /* Readers may hold the old payload (kvjit_program_binary): it stays until the context goes. */
+    free(p->retired);
+    p->retired = p->payload;
+    p->payload = compiled.payload;
+    p->payload_len = compiled.payload_len;
+    p->from_disk = 0;
+    compiled.payload = NULL;
+  }
+  kvjit_compiled_free(&compiled);
+  return st;
+}
+
+static kvjit_status load_library(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
+                                 const kvjit_program_label *label, const kvjit_driver *drv, CUlibrary *library,
+                                 kvjit_kernel **kernels) {
+  CUresult res = drv->cuLibraryLoadData(library, p->payload, NULL, NULL, 0, NULL, NULL, 0);
+  if (res != CUDA_SUCCESS && p->from_disk && req != NULL &&
+      (res == CUDA_ERROR_INVALID_IMAGE || res == CUDA_ERROR_INVALID_PTX || res == CUDA_ERROR_NO_BINARY_FOR_GPU)) {
+    /* A well-formed entry the driver rejects (e.g. a cubin built by a buggy toolchain). */
+    kvjit_status st = rebuild_rejected(ctx, p, req, label);
+    if (st != KVJIT_OK) return st;
+    res = drv->cuLibraryLoadData(library, p->payload, NULL, NULL, 0, NULL, NULL, 0);
+  }
+  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLibraryLoadData");
+  atomic_fetch_add(&ctx->loads, 1);
+  *kernels = calloc(p->num_kernels, sizeof **kernels);
+  if (*kernels == NULL) {
+    drv->cuLibraryUnload(*library);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+  }
+  for (size_t i = 0; i < p->num_kernels; i++) {
+    kvjit_kernel *k = &(*kernels)[i];
+    k->program = p;
+    k->name = p->names[i];
+    k->lowered = p->lowered[i];
+    atomic_init(&k->num_params, KVJIT_KERNEL_PARAMS_UNKNOWN);
+    res = drv->cuLibraryGetKernel(&k->handle, *library, p->lowered[i]);
+    if (res != CUDA_SUCCESS) {
+      char what[300];
+      snprintf(what, sizeof what, "cuLibraryGetKernel(\"%s\")", p->lowered[i]);
+      kvjit_status st = kvjit_cuda_fail(drv, res, what);
+      free(*kernels);
+      *kernels = NULL;
+      drv->cuLibraryUnload(*library);
+      return st;
+    }
+  }
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_program_load(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
+                                const kvjit_program_label *label, const kvjit_driver *drv) {
+  pthread_mutex_lock(&ctx->lock);
+  while (p->loading) pthread_cond_wait(&ctx->built, &ctx->lock);
+  if (p->library != NULL) {
+    pthread_mutex_unlock(&ctx->lock);
+    return KVJIT_OK;
+  }
+  p->loading = 1;
+  pthread_mutex_unlock(&ctx->lock);
+  CUlibrary library = NULL;
+  kvjit_kernel *kernels = NULL;
+  /* Not remembered when it fails: a later call tries again (the driver's state may change). */
+  kvjit_status st = load_library(ctx, p, req, label, drv, &library, &kernels);
+  pthread_mutex_lock(&ctx->lock);
+  if (st == KVJIT_OK) {
+    atomic_store_explicit(&p->kernels, kernels, memory_order_release);
+    p->library = library;
+  }
+  p->loading = 0;
+  pthread_cond_broadcast(&ctx->built);
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+/* ---- the public loader ---------------------------------------------------------------------- */
+
+/* desc->arch with the current device's compute capability filled in where it has none. */
+static kvjit_status target_for_build(int code, int *out) {
+  if (kvjit_target_cc(code) != 0) {
+    *out = code;
+    return KVJIT_OK;
+  }
+  int device_cc = 0;
+  kvjit_status st = kvjit_current_sm(&device_cc);
+  if (st != KVJIT_OK) {
+    /* Copied first: the detail would otherwise be formatted into the buffer it is read from. */
+    char why[256];
+    snprintf(why, sizeof why, "%s", kvjit_last_error());
+    return kvjit_fail(st, "desc->arch has no compute capability and there is no GPU to take it from (%s)", why);
+  }
+  *out = code | device_cc;
+  return KVJIT_OK;
+}
+
+static kvjit_status keyed(const kvjit_request *req, int code, kvjit_key_target *target, kvjit_key *key,
+                          int *ptx_fallback) {
+  kvjit_status st = kvjit_target_resolve(target, code, ptx_fallback);
+  if (st == KVJIT_OK) kvjit_request_key(req, target, key);
+  return st;
 }
 
 kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
@@ -485,61 +626,45 @@ kvjit_status kvjit_program_get_labeled(kvjit_context *ctx, kvjit_program **out, 
                                        const kvjit_program_desc *desc, const kvjit_program_label *label) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
   *out = NULL;
-  kvjit_status st = validate_desc(desc);
+  kvjit_request req;
+  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
   const kvjit_driver *drv;
-  st = kvjit_driver_get(&drv);
-  if (st != KVJIT_OK) return st;
-  int arch = desc->arch;
-  if (arch == 0 && (st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) return st;
+  int device_cc = 0, code;
   kvjit_key_target target;
   kvjit_key key;
   int ptx_fallback = 0;
-  if ((st = resolve_target(desc, arch, &target, &key, &ptx_fallback)) != KVJIT_OK) return st;
-
-  pthread_mutex_lock(&ctx->lock);
-  kvjit_program *p = table_find(ctx, &key);
-  if (p != NULL) {
-    while (p->state == PROGRAM_BUILDING) pthread_cond_wait(&ctx->built, &ctx->lock);
-    pthread_mutex_unlock(&ctx->lock);
-    atomic_fetch_add(&ctx->memory_hits, 1);
-    if (origin) *origin = KVJIT_FROM_MEMORY;
-    *out = p;
-    if (p->state == PROGRAM_FAILED) return kvjit_fail(p->status, "%s", p->error ? p->error : "earlier build failed");
-    return KVJIT_OK;
+  kvjit_program *p = NULL;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK || (st = kvjit_driver_current_sm(drv, &device_cc, NULL)) != KVJIT_OK) {
+    goto done;
   }
-  p = calloc(1, sizeof *p);
-  if (p == NULL || (p->name = strdup(desc->name)) == NULL) {
-    pthread_mutex_unlock(&ctx->lock);
-    free(p);
-    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
-  }
-  p->key = key;
-  kvjit_key_hex(&key, p->key_hex);
-  p->arch = target.kind == KVJIT_PAYLOAD_PTX ? -target.arch : target.arch;
-  p->state = PROGRAM_BUILDING;
-  p->next = ctx->buckets[key.low % PROGRAM_BUCKETS];
-  ctx->buckets[key.low % PROGRAM_BUCKETS] = p;
-  pthread_mutex_unlock(&ctx->lock);
-
-  kvjit_origin got = KVJIT_FROM_COMPILE;
-  st = build_program(ctx, p, desc, label, &target, ptx_fallback, drv, &got);
-  if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
-  if (p->log == NULL) p->log = strdup("");
-
-  pthread_mutex_lock(&ctx->lock);
-  if (st == KVJIT_OK) {
-    p->state = PROGRAM_READY;
-  } else {
-    /* Remembered: the same program is not rebuilt on every call. */
-    p->status = st;
-    p->error = strdup(kvjit_last_error());
-    p->state = PROGRAM_FAILED;
-  }
-  pthread_cond_broadcast(&ctx->built);
-  pthread_mutex_unlock(&ctx->lock);
-  if (origin) *origin = got;
+  code = kvjit_target_cc(desc->arch) == 0 ? desc->arch | device_cc : desc->arch;
+  if ((st = kvjit_target_check_device(code, device_cc)) != KVJIT_OK) goto done;
+  if ((st = keyed(&req, code, &target, &key, &ptx_fallback)) != KVJIT_OK) goto done;
+  st = kvjit_program_acquire(ctx, &req, &target, &key, ptx_fallback, label, &p, origin);
   *out = p;
+  if (st == KVJIT_OK) st = kvjit_program_load(ctx, p, &req, label, drv);
+done:
+  kvjit_request_free(&req);
+  if (st == KVJIT_OK) kvjit_clear_error();
+  return st;
+}
+
+kvjit_status kvjit_program_build(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
+                                 const kvjit_program_desc *desc) {
+  if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
+  *out = NULL;
+  kvjit_request req;
+  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
+  if (st != KVJIT_OK) return st;
+  int code, ptx_fallback = 0;
+  kvjit_key_target target;
+  kvjit_key key;
+  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK &&
+      (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
+    st = kvjit_program_acquire(ctx, &req, &target, &key, ptx_fallback, NULL, out, origin);
+  }
+  kvjit_request_free(&req);
   if (st == KVJIT_OK) kvjit_clear_error();
   return st;
 }
@@ -548,35 +673,91 @@ kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin, con
   return kvjit_program_compile_labeled(ctx, origin, desc, NULL);
 }
 
+/* A compile-only failure, remembered in the table like a failed build (unless one is there). */
+static void remember_failure(kvjit_context *ctx, const kvjit_request *req, const kvjit_key_target *target,
+                             const kvjit_key *key, kvjit_status st, const char *log) {
+  if (!failure_is_lasting(st)) return;
+  kvjit_program *p = program_new(req, target, key);
+  if (p == NULL || (p->error = strdup(kvjit_last_error())) == NULL || (p->log = strdup(log ? log : "")) == NULL) {
+    if (p) program_free(p, NULL);
+    return;
+  }
+  p->status = st;
+  p->state = PROGRAM_FAILED;
+  pthread_mutex_lock(&ctx->lock);
+  if (table_find(ctx, key) == NULL) {
+    p->next = ctx->buckets[key->low % PROGRAM_BUCKETS];
+    ctx->buckets[key->low % PROGRAM_BUCKETS] = p;
+    p = NULL;
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  if (p) program_free(p, NULL);
+}
+
+/* A program this context already has: make sure its entry is on disk. */
+static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
+                                  const kvjit_program_label *label, kvjit_origin *origin) {
+  if (p->state == PROGRAM_FAILED) {
+    if (origin) *origin = KVJIT_FROM_MEMORY;
+    return kvjit_fail(p->status, "%s", p->error ? p->error : "earlier build failed");
+  }
+  uint8_t *file = NULL;
+  kvjit_entry_view view;
+  if (kvjit_cache_read(ctx->cache, &p->key, &file, &view) == KVJIT_OK) {
+    free(file);
+    atomic_fetch_add(&ctx->disk_hits, 1);
+    if (origin) *origin = KVJIT_FROM_DISK;
+    return KVJIT_OK;
+  }
+  /* Evicted or never written (memory-only): publish what is in memory, unless it was compiled
+   * after a state-leaking compile (then it stays here; it was counted when it was compiled). */
+  if (p->publishable) {
+    publish(ctx, req, label, &p->target, &p->key, p->payload, p->payload_len, (const char *const *)p->lowered, 1);
+  }
+  atomic_fetch_add(&ctx->memory_hits, 1);
+  if (origin) *origin = KVJIT_FROM_MEMORY;
+  return KVJIT_OK;
+}
+
 kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
                                            const kvjit_program_label *label) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
-  kvjit_status st = validate_desc(desc);
+  kvjit_request req;
+  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
-  int arch = desc->arch;
-  if (arch == 0) {
-    st = kvjit_current_sm(&arch);
-    if (st != KVJIT_OK) {
-      return kvjit_fail(st, "desc->arch is 0 and there is no GPU to take it from (%s)", kvjit_last_error());
-    }
-  }
+  int code, ptx_fallback = 0;
   kvjit_key_target target;
   kvjit_key key;
-  int ptx_fallback = 0;
-  if ((st = resolve_target(desc, arch, &target, &key, &ptx_fallback)) != KVJIT_OK) return st;
+  if ((st = target_for_build(desc->arch, &code)) != KVJIT_OK ||
+      (st = keyed(&req, code, &target, &key, &ptx_fallback)) != KVJIT_OK) {
+    goto done;
+  }
+  pthread_mutex_lock(&ctx->lock);
+  kvjit_program *p = table_find(ctx, &key);
+  while (p && p->state == PROGRAM_BUILDING) pthread_cond_wait(&ctx->built, &ctx->lock);
+  pthread_mutex_unlock(&ctx->lock);
+  if (p != NULL) {
+    st = compile_known(ctx, p, &req, label, origin);
+    goto done;
+  }
+  /* Not kept in memory: a build machine may compile thousands of programs it never loads. */
   uint8_t *file = NULL;
   kvjit_entry_view view;
   kvjit_compiled compiled;
-  memset(&compiled, 0, sizeof compiled);
   kvjit_origin got;
-  st = obtain_payload(ctx, desc, label, &target, &key, &file, &view, &compiled, &got);
+  st = obtain_payload(ctx, &req, label, &target, &key, &file, &view, &compiled, &got);
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
+  if (st != KVJIT_OK) remember_failure(ctx, &req, &target, &key, st, compiled.log);
   free(file);
   kvjit_compiled_free(&compiled);
   if (origin) *origin = got;
+done:
+  kvjit_request_free(&req);
   if (st == KVJIT_OK) kvjit_clear_error();
   return st;
 }
+
+/* ---- program accessors ------------------------------------------------------------------------ */
 
 const char *kvjit_program_log(const kvjit_program *program) {
   return program && program->log ? program->log : "";
@@ -586,71 +767,69 @@ const char *kvjit_program_key(const kvjit_program *program) { return program ? p
 
 int kvjit_program_arch(const kvjit_program *program) { return program ? program->arch : 0; }
 
+kvjit_status kvjit_program_status(const kvjit_program *program) {
+  if (program == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program is NULL");
+  if (program->state == PROGRAM_READY) return KVJIT_OK;
+  return kvjit_fail(program->status, "%s", program->error ? program->error : "build failed");
+}
+
+kvjit_status kvjit_program_binary(const kvjit_program *program, const void **data, size_t *bytes) {
+  if (program == NULL || data == NULL || bytes == NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program, data or bytes is NULL");
+  }
+  *data = NULL;
+  *bytes = 0;
+  if (program->state != PROGRAM_READY) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program %s failed to build; it has no binary", program->name);
+  }
+  *data = program->payload;
+  *bytes = program->payload_len;
+  return KVJIT_OK;
+}
+
+size_t kvjit_program_num_kernels(const kvjit_program *program) {
+  return program && program->state == PROGRAM_READY ? program->num_kernels : 0;
+}
+
+const char *kvjit_program_kernel_name(const kvjit_program *program, size_t index) {
+  return program && program->state == PROGRAM_READY && index < program->num_kernels ? program->names[index] : NULL;
+}
+
+const char *kvjit_program_lowered_name(const kvjit_program *program, size_t index) {
+  return program && program->state == PROGRAM_READY && index < program->num_kernels ? program->lowered[index] : NULL;
+}
+
 kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **out, const char *name, size_t index) {
   if (program == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program or out is NULL");
+  *out = NULL;
   if (program->state != PROGRAM_READY) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program %s failed to build; it has no kernels", program->name);
+  }
+  kvjit_kernel *kernels = atomic_load_explicit(&program->kernels, memory_order_acquire);
+  if (kernels == NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "program %s is not loaded (kvjit_program_build does not load; kvjit_program_get does)",
+                      program->name);
   }
   if (name == NULL) {
     if (index >= program->num_kernels) {
       return kvjit_fail(KVJIT_ERR_NOT_FOUND, "index %zu: program %s has %zu kernels", index, program->name,
                         program->num_kernels);
     }
-    *out = &program->kernels[index];
+    *out = &kernels[index];
     return KVJIT_OK;
   }
-  for (size_t i = 0; i < program->num_kernels; i++) {
-    if (strcmp(program->names[i], name) == 0 || strcmp(program->lowered[i], name) == 0) {
-      *out = &program->kernels[i];
-      return KVJIT_OK;
-    }
+  char small[256];
+  size_t len = strlen(name);
+  char *canonical = len < sizeof small ? small : malloc(len + 1);
+  if (canonical == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "kernel lookup: out of memory");
+  kvjit_name_canonical(name, canonical);
+  for (size_t i = 0; i < program->num_kernels && *out == NULL; i++) {
+    if (strcmp(program->names[i], canonical) == 0 || strcmp(program->lowered[i], name) == 0) *out = &kernels[i];
   }
+  if (canonical != small) free(canonical);
+  if (*out != NULL) return KVJIT_OK;
   return kvjit_fail(KVJIT_ERR_NOT_FOUND, "kernel \"%s\": not among the kernels of program %s", name, program->name);
-}
-
-kvjit_status kvjit_program_global(const kvjit_program *program, CUdeviceptr *ptr, size_t *bytes, const char *name) {
-  const kvjit_driver *drv;
-  kvjit_status st = kvjit_driver_get(&drv);
-  if (st != KVJIT_OK) return st;
-  if (program->library == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program %s is not loaded", program->name);
-  CUresult res = drv->cuLibraryGetGlobal(ptr, bytes, program->library, name);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLibraryGetGlobal");
-  return KVJIT_OK;
-}
-
-/* ---- launch -------------------------------------------------------------------------------- */
-
-kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config *config, void **args) {
-  if (kernel == NULL || config == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "kernel or config is NULL");
-  for (int i = 0; i < 3; i++) {
-    if (config->grid[i] == 0 || config->block[i] == 0) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "config: grid %ux%ux%u block %ux%ux%u has a zero dimension",
-                        config->grid[0], config->grid[1], config->grid[2], config->block[0], config->block[1],
-                        config->block[2]);
-    }
-  }
-  const kvjit_driver *drv;
-  kvjit_status st = kvjit_driver_get(&drv);
-  if (st != KVJIT_OK) return st;
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig lc;
-  memset(&lc, 0, sizeof lc);
-  lc.gridDimX = config->grid[0];
-  lc.gridDimY = config->grid[1];
-  lc.gridDimZ = config->grid[2];
-  lc.blockDimX = config->block[0];
-  lc.blockDimY = config->block[1];
-  lc.blockDimZ = config->block[2];
-  lc.sharedMemBytes = config->shared_bytes;
-  lc.hStream = (CUstream)config->stream;
-  lc.attrs = config->programmatic_serialization ? &attr : NULL;
-  lc.numAttrs = config->programmatic_serialization ? 1 : 0;
-  CUresult res = drv->cuLaunchKernelEx(&lc, (CUfunction)kernel->handle, args, NULL);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLaunchKernelEx");
-  return KVJIT_OK;
 }
 
 /* ---- fast table ------------------------------------------------------------------------------ */

@@ -12,11 +12,17 @@
 #include "key.h"
 #include "kvjit.h"
 
+/** kvjit_kernel.num_params before the driver was asked (cuKernelGetParamInfo, launch.c). */
+#define KVJIT_KERNEL_PARAMS_UNKNOWN (-1)
+/** ... and when it cannot say (a driver before CUDA 12.4). */
+#define KVJIT_KERNEL_PARAMS_UNAVAILABLE (-2)
+
 struct kvjit_kernel {
   CUkernel handle;                    /* context-independent handle from cuLibraryGetKernel */
   const struct kvjit_program *program;
-  const char *name;                   /* as the caller asked for it */
+  const char *name;                   /* canonical name expression */
   const char *lowered;                /* mangled name NVRTC produced */
+  atomic_int num_params;              /* parameter count, or one of the two values above */
 };
 
 /** 128-bit exact key of a hot-path table entry (ops pack their variant into it; no hashing). */

@@ -6,7 +6,10 @@
  */
 #include "key.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "names.h"
 
 #include "xxh.h"
 
@@ -42,21 +45,48 @@ static kvjit_key digest(XXH3_state_t *st) {
   return k;
 }
 
-void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc) {
-  XXH3_state_t st;
-  XXH3_128bits_reset(&st);
-  put_str(&st, 'M', "kvjit-content");
-  put_u64(&st, (uint64_t)desc->num_options);
-  for (size_t i = 0; i < desc->num_options; i++) put_str(&st, 'O', desc->options[i]);
-  put_str(&st, 'S', desc->source);
-  put_u64(&st, (uint64_t)desc->num_headers);
-  for (size_t i = 0; i < desc->num_headers; i++) {
-    put_str(&st, 'H', desc->headers[i].name);
-    put_str(&st, 'C', desc->headers[i].source);
+void kvjit_key_content_begin(kvjit_key_builder *b, const char *magic) {
+  XXH3_128bits_reset(state_of(b));
+  put_str(state_of(b), 'M', magic);
+}
+
+void kvjit_key_put_u64(kvjit_key_builder *b, uint64_t v) { put_u64(state_of(b), v); }
+
+void kvjit_key_put_bytes(kvjit_key_builder *b, char tag, const void *data, size_t len) {
+  put_bytes(state_of(b), tag, data, len);
+}
+
+void kvjit_key_put_str(kvjit_key_builder *b, char tag, const char *s) { put_str(state_of(b), tag, s); }
+
+void kvjit_key_content_end(kvjit_key_builder *b, kvjit_key *out) { *out = digest(state_of(b)); }
+
+void kvjit_key_content_program(kvjit_key_builder *b, const char *name, const char *source, size_t num_options,
+                               const char *const *options, size_t num_headers, const kvjit_header *headers) {
+  XXH3_state_t *st = state_of(b);
+  put_u64(st, (uint64_t)num_options);
+  for (size_t i = 0; i < num_options; i++) put_str(st, 'O', options[i]);
+  put_str(st, 'S', source);
+  put_u64(st, (uint64_t)num_headers);
+  for (size_t i = 0; i < num_headers; i++) {
+    put_str(st, 'H', headers[i].name);
+    put_str(st, 'C', headers[i].source);
   }
   /* The program name reaches NVRTC (it appears in diagnostics and __FILE__), so it shapes the output. */
-  put_str(&st, 'N', desc->name);
-  *out = digest(&st);
+  put_str(st, 'N', name);
+}
+
+void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc) {
+  kvjit_key_builder b;
+  kvjit_key_content_begin(&b, "kvjit-content");
+  kvjit_key_content_program(&b, desc->name, desc->source, desc->num_options, desc->options, desc->num_headers,
+                            desc->headers);
+  kvjit_key_content_end(&b, out);
+}
+
+void kvjit_key_of_bytes(kvjit_key *out, const void *data, size_t len) {
+  XXH128_hash_t h = XXH3_128bits(data, len);
+  out->high = h.high64;
+  out->low = h.low64;
 }
 
 void kvjit_key_begin(kvjit_key_builder *b, const kvjit_key_target *target, size_t num_kernels) {
@@ -94,7 +124,21 @@ void kvjit_key_derive(kvjit_key *out, const kvjit_key_target *target, size_t num
 void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
   kvjit_key content;
   kvjit_key_content(&content, desc);
-  kvjit_key_derive(out, target, desc->num_kernels, desc->kernels, &content);
+  kvjit_key_builder b;
+  kvjit_key_begin(&b, target, desc->num_kernels);
+  for (size_t i = 0; i < desc->num_kernels; i++) {
+    /* The loader keys canonical name expressions (names.h); so does this. */
+    char small[256];
+    size_t len = strlen(desc->kernels[i]);
+    char *name = len < sizeof small ? small : malloc(len + 1);
+    if (name == NULL) {
+      kvjit_key_add_kernel(&b, desc->kernels[i], len);
+      continue;
+    }
+    kvjit_key_add_kernel(&b, name, kvjit_name_canonical(desc->kernels[i], name));
+    if (name != small) free(name);
+  }
+  kvjit_key_finish(&b, &content, out);
 }
 
 void kvjit_key_hex(const kvjit_key *key, char out[33]) {

@@ -34,13 +34,29 @@ typedef struct kvjit_key_target {
   int nvrtc_major, nvrtc_minor;
 } kvjit_key_target;
 
-/** Digest of the program's content: options in order, source, headers, program name. */
-void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc);
-
-/** Incremental derivation of a key from its parts (what an entry header holds). */
+/** Incremental XXH3-128 over the canonical encoding (content digests, keys). */
 typedef struct kvjit_key_builder {
   unsigned char state[640] __attribute__((aligned(64))); /* an XXH3_state_t */
 } kvjit_key_builder;
+
+/**
+ * Digest of the program's content: options in order, source, headers, program name. For a
+ * description whose source includes nothing and whose options name no include dir this is the
+ * digest the loader keys it by; the loader's own adds the resolved headers (includes.h).
+ */
+void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc);
+
+/** The pieces kvjit_key_content() is made of, for digests with more fields after them. */
+void kvjit_key_content_begin(kvjit_key_builder *b, const char *magic);
+void kvjit_key_content_program(kvjit_key_builder *b, const char *name, const char *source, size_t num_options,
+                               const char *const *options, size_t num_headers, const kvjit_header *headers);
+void kvjit_key_put_u64(kvjit_key_builder *b, uint64_t v);
+void kvjit_key_put_bytes(kvjit_key_builder *b, char tag, const void *data, size_t len);
+void kvjit_key_put_str(kvjit_key_builder *b, char tag, const char *s);
+void kvjit_key_content_end(kvjit_key_builder *b, kvjit_key *out);
+
+/** XXH3-128 of @p len bytes (a header file's digest). */
+void kvjit_key_of_bytes(kvjit_key *out, const void *data, size_t len);
 
 void kvjit_key_begin(kvjit_key_builder *b, const kvjit_key_target *target, size_t num_kernels);
 /** Each kernel name, in order, as the caller asked for it (@p len bytes, no NUL needed). */
@@ -51,7 +67,10 @@ void kvjit_key_finish(kvjit_key_builder *b, const kvjit_key *content, kvjit_key 
 void kvjit_key_derive(kvjit_key *out, const kvjit_key_target *target, size_t num_kernels, const char *const *kernels,
                       const kvjit_key *content);
 
-/** Key of @p desc built for @p target (content digest, then derivation). desc->arch is ignored. */
+/**
+ * Key of @p desc built for @p target (content digest, then derivation over the canonical kernel
+ * names). desc->arch is ignored. The loader's key for descriptions that include nothing.
+ */
 void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target);
 
 /** 32 lower-case hex digits and a NUL. */

@@ -40,6 +40,14 @@ kvjit_status kvjit_fail(kvjit_status status, const char *fmt, ...) {
   return status;
 }
 
+kvjit_status kvjit_check_version(unsigned version, unsigned newest, const char *what, const char *init) {
+  if (version >= 1 && version <= newest) return KVJIT_OK;
+  if (newest == 1) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s->version: %u, expected 1 (use %s)", what, version, init);
+  }
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s->version: %u, expected 1..%u (use %s)", what, version, newest, init);
+}
+
 void kvjit_log_line(const char *fmt, ...) {
   char line[1024];
   va_list ap;

@@ -13,6 +13,14 @@
 /** Set the thread's last-error detail and return @p status, so that `return kvjit_fail(...)` reads well. */
 kvjit_status kvjit_fail(kvjit_status status, const char *fmt, ...) KVJIT_PRINTF(2, 3);
 
+/**
+ * The one check of every versioned struct (libgit2's GIT_ERROR_CHECK_VERSION): 1 <= @p version
+ * <= @p newest, or KVJIT_ERR_INVALID_ARGUMENT "what->version: V, expected 1..N (use INIT)".
+ * A caller built against an older header passes an older version; the library then reads and
+ * writes only the fields that version has.
+ */
+kvjit_status kvjit_check_version(unsigned version, unsigned newest, const char *what, const char *init);
+
 /** Clear the thread's last-error detail (at the start of public calls that succeed silently). */
 void kvjit_clear_error(void);
 

@@ -182,7 +182,7 @@ static void test_bad_entries_are_quarantined_and_rebuilt(void **state) {
     cases[i].damage(entry, other);
     /* Next use: detected, counted, moved aside, recompiled; never fatal. */
     assert_int_equal(compile_n(ctx, 1), KVJIT_FROM_COMPILE);
-    kvjit_stats s;
+    kvjit_stats s = KVJIT_STATS_INIT;
     kvjit_context_stats(ctx, &s);
     if (s.bad_entries != 1) fail_msg("case %s: bad_entries %llu", cases[i].name, (unsigned long long)s.bad_entries);
     assert_int_equal(s.compiles, 2);
@@ -269,7 +269,7 @@ static void test_stale_lock_holder_does_not_hang(void **state) {
   o.lock_timeout_ms = 300;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   assert_int_equal(compile_n(ctx, 7), KVJIT_FROM_COMPILE);
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   assert_int_equal(s.lock_timeouts, 1);
   kill(holder, SIGKILL);
@@ -336,7 +336,7 @@ static void test_read_only_layer_is_searched_first(void **state) {
   ctx = ctx_at(local, path);
   assert_int_equal(compile_n(ctx, 11), KVJIT_FROM_DISK); /* from the image layer */
   assert_int_equal(compile_n(ctx, 12), KVJIT_FROM_COMPILE);
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   assert_int_equal(s.disk_writes, 1); /* only the new one goes to the local dir */
   kvjit_context_destroy(ctx);
@@ -384,7 +384,7 @@ static void test_eviction_keeps_the_budget(void **state) {
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
   for (int i = 0; i < 6; i++) compile_n(ctx, 300 + i);
   assert_true(count_files(vdir, ".kvjit") <= 2);
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   assert_true(s.evictions >= 4);
   kvjit_context_destroy(ctx);

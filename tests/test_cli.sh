@@ -292,6 +292,15 @@ test_info_without_driver() {
   fi
 }
 
+test_info_without_nvrtc() {
+  KVJIT_NVRTC=/nonexistent kvjit info --cache-dir "$TMP/info"
+  expect_rc 0
+  expect_out '^nvrtc: +none \(no NVRTC: tried /nonexistent'
+  KVJIT_NVRTC=/nonexistent kvjit prewarm --arch sm_90 --cache-dir "$TMP/no-nvrtc" --model llama-3.1-8b
+  expect_rc 1
+  expect_err 'NVRTC'
+}
+
 test_no_arch_without_gpu() {
   no_driver || return 0 # with a GPU the default arch is its own
   kvjit prewarm --dry-run

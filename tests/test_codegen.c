@@ -389,7 +389,7 @@ static kvjit_context *temp_cache_context(char *dir, size_t capacity) {
 }
 
 static void drop_temp_cache_context(kvjit_context *ctx, const char *dir) {
-  kvjit_stats stats;
+  kvjit_stats stats = KVJIT_STATS_INIT;
   assert_int_equal(kvjit_context_stats(ctx, &stats), KVJIT_OK);
   assert_int_equal(stats.compile_failures, 0);
   kvjit_cache_clear(ctx, NULL);

@@ -617,7 +617,7 @@ int main(void) {
       cmocka_unit_test(test_graph_sees_new_scales),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
-  kvjit_stats stats;
+  kvjit_stats stats = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &stats);
   printf("gpu_fp8: sm_%d, %llu cases, %llu launches, %llu values quantized, %.1f MB compared, %llu kernels compiled, "
          "%llu failures, %d failed tests, %.1f s\n",

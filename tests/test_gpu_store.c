@@ -397,7 +397,7 @@ static void test_matrix(void **state) {
   }
   double t0 = now_s();
   unsigned prewarm_failures = prewarm_all(variants, count);
-  kvjit_stats stats;
+  kvjit_stats stats = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &stats);
   printf("matrix: %zu combinations, prewarmed %llu kernels in %.1f s\n", count, (unsigned long long)stats.compiles,
          now_s() - t0);
@@ -577,7 +577,7 @@ static void test_prepare_then_hot_path(void **state) {
   assert_int_equal(kvjit_store_kv_cache_prepare(ctx, &a), KVJIT_OK);
   free_dev(&d);
   free_host(&h);
-  kvjit_stats s0, s1;
+  kvjit_stats s0 = KVJIT_STATS_INIT, s1 = KVJIT_STATS_INIT;
   assert_int_equal(kvjit_context_stats(ctx, &s0), KVJIT_OK);
   /* Every class and its edges: 16 | 17, 512 | 513, 32768 | 32769. */
   const int64_t batches[] = {1, 16, 17, 512, 513, 4096, 9000, 32768, 32769, 40001};
@@ -865,7 +865,7 @@ int main(void) {
       cmocka_unit_test(test_manifest),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
-  kvjit_stats stats;
+  kvjit_stats stats = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &stats);
   printf("gpu_store: sm_%d, %llu cases, %llu launches, %llu rows stored, %.1f MB compared, %llu kernels compiled, "
          "%llu failures, %d failed tests, %.1f s\n",

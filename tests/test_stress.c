@@ -189,6 +189,7 @@ static void *worker_main(void *arg) {
     w->compiled[k] += origin == KVJIT_FROM_COMPILE;
   }
   if (ctx != w->shared_ctx) {
+    w->stats.version = KVJIT_STATS_VERSION;
     kvjit_context_stats(ctx, &w->stats);
     kvjit_context_destroy(ctx);
   }
@@ -227,8 +228,7 @@ static int stress_child(int proc, const char *dir, long delay_us, int go_fd, int
     w[t].start = &start;
     if (pthread_create(&w[t].thread, NULL, worker_main, &w[t]) != 0) return 92;
   }
-  kvjit_stats total;
-  memset(&total, 0, sizeof total);
+  kvjit_stats total = KVJIT_STATS_INIT; /* zero counters; the version kvjit_context_stats() needs */
   for (int t = 0; t < THREADS; t++) {
     pthread_join(w[t].thread, NULL);
     r.failures += w[t].failures;
@@ -448,7 +448,7 @@ static int crash_child(const char *dir, int key, int extra_key, int go_fd, int p
     if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK) return 92;
     if (progress_fd >= 0 && write(progress_fd, "b", 1) != 1) return 94;
   }
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   kvjit_context_destroy(ctx);
   return s.lock_timeouts ? 93 : 0; /* a dead holder's lock must not hold anyone up */
@@ -482,7 +482,7 @@ static int fresh_process_child(const char *dir) {
     if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK) return 3;
     if (now_ms() - t0 > SURVIVOR_MS) return 4; /* no lingering lock */
   }
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   kvjit_context_destroy(ctx);
   return s.lock_timeouts || s.bad_entries ? 5 : 0;
@@ -639,7 +639,7 @@ static int full_fs_child(const char *dir) {
     kvjit_origin origin;
     if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK) return 5;
   }
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   uint64_t bad = 99;
   if (kvjit_cache_list(ctx, 0, 1, NULL, NULL, &bad) != KVJIT_OK || bad != 0) return 6;
@@ -695,7 +695,7 @@ static int env_file_child(const char *file) {
     kvjit_origin origin;
     if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK || origin != KVJIT_FROM_COMPILE) return 4;
   }
-  kvjit_stats s;
+  kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   kvjit_context_destroy(ctx);
   return s.compiles == 3 && s.disk_writes == 0 ? 0 : 5;

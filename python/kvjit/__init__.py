@@ -9,14 +9,17 @@ loaded on first use; kvjit.library_path() says which one.
 """
 
 from ._context import Context, cache_info, default_context, oob_count, stats
+from . import _lib as _lib_module
 from ._lib import (
     CompileError,
     Error,
     InvalidArgumentError,
     LibraryNotFoundError,
+    LibraryVersionError,
     STATUS_NAMES,
 )
 from ._program import (
+    Binary,
     Kernel,
     Program,
     current_sm,
@@ -26,17 +29,42 @@ from ._program import (
     nvrtc_archs,
     nvrtc_version,
     parse_arch,
+    parse_target,
+    target_name,
 )
-from ._store import prepare, prewarm, store_kv_cache
+from ._lib import TARGET_ARCH_SPECIFIC, TARGET_FAMILY, TARGET_PTX
+from ._store import prepare, prewarm
+from ._torch_op import store_kv_cache
 
-__version__ = "0.1.0"
+# meson.build's project version (written into _version.py at build time); the library loaded
+# must be the same version (checked at load: LibraryVersionError).
+__version__ = _lib_module.PACKAGE_VERSION or "0+unknown"
 
 __all__ = [
-    "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError", "Program",
-    "STATUS_NAMES", "cache_info", "current_sm", "default_context", "device_count", "device_info",
-    "driver_version", "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "prepare",
-    "prewarm", "stats", "store_kv_cache", "version", "version_number",
+    "Binary", "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError",
+    "LibraryVersionError", "Program", "STATUS_NAMES", "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX",
+    "cache_info", "current_sm", "default_context", "device_count", "device_info", "driver_version",
+    "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "parse_target", "prepare",
+    "prewarm", "register_torch_ops", "stats", "store_kv_cache", "target_name", "version", "version_number",
 ]
+
+
+def register_torch_ops():
+    """Register torch.ops.kvjit.store_kv_cache (the CUDA kernel, a CPU implementation and the fake
+    one for torch.compile). Done at `import kvjit` when torch is already imported; call this
+    before torch.compile otherwise. Returns the op; RuntimeError says why it cannot."""
+    from . import _torch_op
+
+    return _torch_op.register()
+
+
+def _register_at_import():
+    import sys
+
+    if "torch" in sys.modules:
+        from . import _torch_op
+
+        _torch_op.try_register()
 
 
 def library_path():
@@ -58,3 +86,6 @@ def version_number():
     from . import _lib
 
     return _lib.load().version_number
+
+
+_register_at_import()

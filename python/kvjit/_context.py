@@ -8,22 +8,50 @@ from . import _lib
 
 
 def _path_bytes(value, name):
+    """A path option as bytes for the C string: None stays None; NUL (which C would silently cut
+    the path at) and, in a list of dirs, ':' (the separator) are refused."""
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
-        value = ":".join(os.fspath(v) for v in value)
+        parts = [_path_bytes(v, f"{name}[{i}]") for i, v in enumerate(value)]
+        for i, part in enumerate(parts):
+            if part is None or b":" in part:
+                raise ValueError(f"{name}[{i}]: a dir in the list must be a path without ':', got {value[i]!r}")
+        return b":".join(parts)
     try:
-        return os.fsencode(value)
+        data = os.fsencode(value)
     except TypeError:
         raise TypeError(f"{name}: expected a path (str, bytes or os.PathLike), got {type(value).__name__}") from None
+    if b"\0" in data:
+        raise ValueError(f"{name}: contains a NUL character: {value!r}")
+    return data
 
 
 def _tri_state(value, name):
     if value is None:
         return _lib.FROM_ENV
-    if isinstance(value, bool) or value in (0, 1):
+    if type(value) is bool or (type(value) is int and value in (0, 1)):
         return int(value)
     raise ValueError(f"{name}: expected True, False or None (from the environment), got {value!r}")
+
+
+def _unsigned(value, name, bits, what):
+    """A C unsigned of @p bits bits: TypeError for a non-int, ValueError out of range (never a
+    silent wrap: 2**64 + 5 is not 5)."""
+    if type(value) is not int:
+        raise TypeError(f"{name}: expected an int ({what}), got {type(value).__name__}")
+    if not 0 <= value < 2**bits:
+        raise ValueError(f"{name}: must be 0..2**{bits}-1 ({what}), got {value}")
+    return value
+
+
+def context_arg(context):
+    """@p context, or the default context for None; TypeError naming the argument otherwise."""
+    if context is None:
+        return default_context()
+    if not isinstance(context, Context):
+        raise TypeError(f"context: expected a kvjit.Context or None, got {type(context).__name__}")
+    return context
 
 
 class Context:
@@ -39,10 +67,8 @@ class Context:
                  lock_timeout_ms=0, manifest_path=None, allow_shared_dirs=None):
         self._handle = None
         lib = _lib.load()
-        if not isinstance(cache_max_bytes, int) or cache_max_bytes < 0:
-            raise ValueError(f"cache_max_bytes: expected an int >= 0 (0: default), got {cache_max_bytes!r}")
-        if not isinstance(lock_timeout_ms, int) or not 0 <= lock_timeout_ms < 2**32:
-            raise ValueError(f"lock_timeout_ms: expected an int >= 0 (0: default), got {lock_timeout_ms!r}")
+        _unsigned(cache_max_bytes, "cache_max_bytes", 64, "bytes; 0: the default budget")
+        _unsigned(lock_timeout_ms, "lock_timeout_ms", 32, "ms; 0: the default wait")
         opts = _lib.ContextOptions(
             _lib.CONTEXT_OPTIONS_VERSION,
             _path_bytes(cache_dir, "cache_dir"),
@@ -117,6 +143,8 @@ class Context:
         """Slot ids >= num_slots seen by this context's store kernels in the current CUDA context
         since the last reset. Synchronises the device."""
         self._require_open()
+        if type(reset) is not bool and not (type(reset) is int and reset in (0, 1)):
+            raise TypeError(f"reset: expected True or False, got {reset!r}")
         count = ctypes.c_uint64()
         self._lib.check(self._lib.fn["kvjit_store_kv_cache_oob_count"](self._handle, ctypes.byref(count),
                                                                        1 if reset else 0))
@@ -152,14 +180,14 @@ def _create_default():
 
 def stats(context=None):
     """kvjit_context_stats of @p context (default: the default context) as a dict."""
-    return (context or default_context()).stats()
+    return context_arg(context).stats()
 
 
 def cache_info(context=None):
     """kvjit_context_cache_info of @p context (default: the default context) as a dict."""
-    return (context or default_context()).cache_info()
+    return context_arg(context).cache_info()
 
 
 def oob_count(reset=False, context=None):
     """Out-of-range slot ids counted by store kernels (kvjit_store_kv_cache_oob_count)."""
-    return (context or default_context()).oob_count(reset)
+    return context_arg(context).oob_count(reset)

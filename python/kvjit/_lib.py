@@ -8,6 +8,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import re
 import struct
 import threading
 
@@ -27,6 +28,7 @@ ERR_IO = -10
 ERR_CORRUPT = -11
 ERR_BUSY = -12
 ERR_INTERNAL = -13
+ERR_NO_NVRTC = -14
 
 STATUS_NAMES = {
     OK: "OK",
@@ -43,6 +45,7 @@ STATUS_NAMES = {
     ERR_CORRUPT: "ERR_CORRUPT",
     ERR_BUSY: "ERR_BUSY",
     ERR_INTERNAL: "ERR_INTERNAL",
+    ERR_NO_NVRTC: "ERR_NO_NVRTC",
 }
 
 # ---- enums -------------------------------------------------------------------------------------
@@ -93,8 +96,8 @@ class InvalidArgumentError(Error, ValueError):
 
 
 class CompileError(Error):
-    """KVJIT_ERR_COMPILE: NVRTC rejected the source. ``log`` holds the compiler log where the
-    library has one (kvjit_program_get), else "" (the message carries the first error line)."""
+    """KVJIT_ERR_COMPILE: NVRTC rejected the source. ``log`` holds NVRTC's full log (the message
+    carries its first error line)."""
 
     def __init__(self, status, message="", name=None, log=""):
         super().__init__(status, message, name)
@@ -103,6 +106,38 @@ class CompileError(Error):
 
 class LibraryNotFoundError(ImportError):
     """No libkvjit could be found or loaded; the message lists every place tried."""
+
+
+class LibraryVersionError(LibraryNotFoundError):
+    """The libkvjit found is not the version this package was built with (its ctypes layouts
+    mirror exactly one kvjit.h); ``library_version`` and ``package_version`` say which."""
+
+    def __init__(self, message, library_version=None, package_version=None):
+        super().__init__(message)
+        self.library_version = library_version
+        self.package_version = package_version
+
+
+def _package_version():
+    """The version this package was built with: _version.py, written by meson into an installed
+    package, or in a source tree meson.build's project version (the one version source)."""
+    try:
+        from ._version import version
+
+        return version
+    except ImportError:
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        with open(os.path.join(here, "..", "..", "meson.build"), encoding="utf-8") as f:
+            text = f.read(4096)
+    except OSError:
+        return None
+    m = re.search(r"project\(\s*'kvjit'.*?\bversion:\s*'([^']+)'", text, re.S)
+    return m.group(1) if m else None
+
+
+PACKAGE_VERSION = _package_version()
 
 
 def _error_class(status):
@@ -133,11 +168,19 @@ class ContextOptions(ctypes.Structure):
 STATS_FIELDS = (
     "memory_hits", "disk_hits", "compiles", "compile_failures", "compile_ns", "bad_entries",
     "disk_writes", "write_failures", "lock_waits", "lock_timeouts", "loads", "evictions",
+    "unpublished_compiles",
 )
+STATS_VERSION = 1
 
 
 class Stats(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+    """kvjit_stats: the library writes the fields of the version set here (KVJIT_STATS_INIT)."""
+
+    _fields_ = [("version", ctypes.c_uint)] + [(name, ctypes.c_uint64) for name in STATS_FIELDS]
+
+    def __init__(self):
+        super().__init__()
+        self.version = STATS_VERSION
 
 
 class CacheInfo(ctypes.Structure):
@@ -168,14 +211,45 @@ class ProgramDesc(ctypes.Structure):
     ]
 
 
+# ---- the loader's structs and constants (python/kvjit/_program.py uses them) --------------------
+
+LAUNCH_CONFIG_VERSION = 1
+ARGS_UNCHECKED = -1
+TARGET_CC_MASK = 0xFFFF
+TARGET_ARCH_SPECIFIC = 0x10000
+TARGET_FAMILY = 0x20000
+TARGET_PTX = 0x40000
+CURRENT_DEVICE = -1
+KERNEL_ATTRIBUTES = {
+    "max_threads_per_block": 0, "shared_size_bytes": 1, "const_size_bytes": 2, "local_size_bytes": 3,
+    "num_regs": 4, "ptx_version": 5, "binary_version": 6, "cache_mode_ca": 7,
+    "max_dynamic_shared_size_bytes": 8, "preferred_shared_memory_carveout": 9,
+    "cluster_size_must_be_set": 10, "required_cluster_width": 11, "required_cluster_height": 12,
+    "required_cluster_depth": 13, "non_portable_cluster_size_allowed": 14,
+    "cluster_scheduling_policy_preference": 15,
+}
+
+
 class LaunchConfig(ctypes.Structure):
     _fields_ = [
+        ("version", ctypes.c_uint),
         ("grid", ctypes.c_uint * 3),
         ("block", ctypes.c_uint * 3),
         ("shared_bytes", ctypes.c_uint),
         ("stream", ctypes.c_void_p),
         ("programmatic_serialization", ctypes.c_int),
+        ("cluster", ctypes.c_uint * 3),
+        ("cooperative", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("num_args", ctypes.c_int),
     ]
+
+    def __init__(self):
+        super().__init__()
+        self.version = LAUNCH_CONFIG_VERSION
+        self.grid[:] = (1, 1, 1)
+        self.block[:] = (1, 1, 1)
+        self.num_args = ARGS_UNCHECKED
 
 
 class StoreKvArgs(ctypes.Structure):
@@ -269,6 +343,21 @@ _PROTOTYPES = {
     "kvjit_program_arch": (_I, [_P]),
     "kvjit_program_kernel": (_I, [_P, ctypes.POINTER(_P), _S, ctypes.c_size_t]),
     "kvjit_launch": (_I, [_P, ctypes.POINTER(LaunchConfig), _P]),
+    # the loader (python/kvjit/_program.py)
+    "kvjit_parse_target": (_I, [_S, ctypes.POINTER(_I)]),
+    "kvjit_target_name": (_I, [_I, ctypes.c_char_p, ctypes.c_size_t]),
+    "kvjit_program_build": (_I, [_P, ctypes.POINTER(_P), ctypes.POINTER(_I), ctypes.POINTER(ProgramDesc)]),
+    "kvjit_program_status": (_I, [_P]),
+    "kvjit_program_binary": (_I, [_P, ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
+    "kvjit_program_num_kernels": (ctypes.c_size_t, [_P]),
+    "kvjit_program_kernel_name": (_S, [_P, ctypes.c_size_t]),
+    "kvjit_program_lowered_name": (_S, [_P, ctypes.c_size_t]),
+    "kvjit_program_get_global": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t), _S]),
+    "kvjit_kernel_get_attribute": (_I, [_P, _I, _I, ctypes.POINTER(_I)]),
+    "kvjit_kernel_set_attribute": (_I, [_P, _I, _I, _I]),
+    "kvjit_kernel_num_params": (_I, [_P, ctypes.POINTER(ctypes.c_size_t)]),
+    "kvjit_kernel_param_info": (_I, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
+                                     ctypes.POINTER(ctypes.c_size_t)]),
     # args is passed as a packed bytes object (STORE_KV_PACKER), hence c_char_p.
     "kvjit_store_kv_cache": (_I, [_P, _S]),
     "kvjit_store_kv_cache_prepare": (_I, [_P, _S]),
@@ -286,6 +375,18 @@ class Library:
     def __init__(self, path):
         self.path = path
         self.cdll = ctypes.CDLL(path)
+        # The version first: a library of another version may lack or change any other symbol.
+        version_fn = self.cdll.kvjit_version_string
+        version_fn.restype = _S
+        version_fn.argtypes = []
+        found = (version_fn() or b"").decode(errors="replace")
+        if PACKAGE_VERSION is None:
+            raise LibraryVersionError(f"kvjit: the package has no version (no kvjit/_version.py and no "
+                                      f"meson.build beside it), so {path} cannot be checked", found, None)
+        if found != PACKAGE_VERSION:
+            raise LibraryVersionError(f"kvjit: {path} is libkvjit {found}, this package is {PACKAGE_VERSION} "
+                                      f"(rebuild or reinstall so that both come from one build)",
+                                      found, PACKAGE_VERSION)
         self.fn = {}
         for name, (restype, argtypes) in _PROTOTYPES.items():
             f = getattr(self.cdll, name)
@@ -367,6 +468,7 @@ def load():
         if _library is not None:
             return _library
         tried = []
+        mismatch = None
         for where, path in _candidates():
             if not path:
                 tried.append(f"{where}: nothing")
@@ -377,10 +479,18 @@ def load():
             try:
                 _library = Library(path)
                 return _library
+            except LibraryVersionError as e:
+                if where == "$KVJIT_LIB":
+                    raise LibraryVersionError(f"{e} [KVJIT_LIB]", e.library_version, e.package_version) from None
+                mismatch = mismatch or e
+                tried.append(f"{where}: {path}: version {e.library_version}")
             except (OSError, AttributeError) as e:
                 if where == "$KVJIT_LIB":
                     raise LibraryNotFoundError(f"kvjit: KVJIT_LIB={path} could not be loaded: {e}") from e
                 tried.append(f"{where}: {path}: {e}")
-        raise LibraryNotFoundError(
-            "kvjit: libkvjit.so not found (build it with `meson setup build && ninja -C build`, then set "
-            "KVJIT_LIB=/path/to/libkvjit.so or copy it next to the package). Tried: " + "; ".join(tried))
+        message = ("kvjit: no libkvjit %s found (pip install . from the kvjit source tree builds the package with "
+                   "its library; or build it with `meson setup build && ninja -C build` and set "
+                   "KVJIT_LIB=/path/to/libkvjit.so). Tried: " % (PACKAGE_VERSION or "(package version unknown)")) + "; ".join(tried)
+        if mismatch is not None:
+            raise LibraryVersionError(message, mismatch.library_version, PACKAGE_VERSION)
+        raise LibraryNotFoundError(message)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Python binding's whole suite on a GPU machine (CPU tests, GPU tests against PyTorch, fp8),
-# then the per-call overhead and an install of the package with pip. Run from the repo root with
+# The Python binding's whole suite on a GPU machine (CPU tests, GPU tests against PyTorch, fp8,
+# the torch op eagerly / under torch.compile / in CUDA graphs), then the per-call overhead, the
+# binding benchmark (bench/bench_binding.py) and the wheel (pip install .) tested as installed. Run from the repo root with
 # the library already built in BUILD_DIR (default build-gpu) and a python3 that has torch;
 # pytest is used when installed, else python/tests/run.py's built-in runner.
 # usage: bash python/tests/run_gpu.sh [BUILD_DIR]
@@ -45,17 +46,24 @@ echo "tests: exit $status in $((SECONDS - start)) s"
 echo "== per-call overhead"
 python3 python/tests/bench_overhead.py || echo "bench_overhead: failed"
 
-echo "== pip install ./python"
-# The GPU machine is offline: build without isolation, with the setuptools and wheel it has.
-if python3 -c "import setuptools, wheel" 2>/dev/null; then
-  if python3 -m pip install -q --no-deps --no-build-isolation --target "$tmp/site" ./python; then
-    KVJIT_TEST_INSTALLED=1 PYTHONPATH="$tmp/site" python3 python/tests/run.py python/tests/test_api.py | tail -1
+echo "== binding benchmark (every way into kvjit, one process)"
+python3 bench/bench_binding.py --build "$build" --md "$tmp/binding.md" || echo "bench_binding: failed"
+if [ -n "${OUT:-}" ] && [ -f "$tmp/binding.md" ]; then cp "$tmp/binding.md" "$OUT/binding.md"; fi
+
+echo "== pip install . (the wheel), then the suite against the installed package"
+# The GPU machine is offline: build without isolation, with meson-python already installed
+# (carried as wheels: meson-python, pyproject-metadata; meson and ninja are there).
+if python3 -c "import mesonpy" 2>/dev/null; then
+  if python3 -m pip install -q --no-deps --no-build-isolation --no-index --target "$tmp/site" .; then
+    (cd "$tmp" && env -u KVJIT_LIB PYTHONPATH="$tmp/site" python3 -c \
+      "import kvjit, kvjit._torch_op as t; kvjit.register_torch_ops(); print('installed:', kvjit.__version__, kvjit.library_path(), 'fast path:', t.fast_store is not None)")
+    env -u KVJIT_LIB KVJIT_TEST_INSTALLED=1 PYTHONPATH="$tmp/site" python3 python/tests/run.py \
+      python/tests/test_api.py python/tests/test_gpu_torch_op.py | tail -1
   else
-    echo "pip install ./python: failed"
+    echo "pip install .: failed"
   fi
-  rm -rf python/build python/kvjit.egg-info
 else
-  echo "no setuptools + wheel here: install check skipped"
+  echo "no meson-python here (carry its wheel): install check skipped"
 fi
 echo "run_gpu: tests exit $status (0 pass, 77 all skipped, 1 failure)"
 exit $status

@@ -56,12 +56,14 @@ def store(t, **kw):
 def test_library_loads_and_reports_its_version():
     path = kvjit.library_path()
     assert os.path.exists(path), path
-    assert kvjit.version() == "0.1.0"
-    assert kvjit.version_number() == 100
+    # One version source: meson.build's project version is the package's and the library's.
+    assert kvjit.version() == kvjit.__version__ == _lib.PACKAGE_VERSION
+    major_, minor_, patch_ = (int(p) for p in kvjit.__version__.split("."))
+    assert kvjit.version_number() == major_ * 10000 + minor_ * 100 + patch_
     major, minor = kvjit.nvrtc_version()
     assert major >= 11
     assert 90 in kvjit.nvrtc_archs()
-    assert kvjit.parse_arch("sm_90a") == 90 and kvjit.parse_arch("8.9") == 89
+    assert kvjit.parse_arch("sm_90") == 90 and kvjit.parse_arch("8.9") == 89
 
 
 def test_library_lookup_order():
@@ -70,6 +72,9 @@ def test_library_lookup_order():
     package = os.path.dirname(kvjit.__file__)
     with tempdir() as d:
         shutil.copytree(package, os.path.join(d, "kvjit"), ignore=shutil.ignore_patterns("__pycache__", "*.so*"))
+        # What an installed package has: the version meson wrote.
+        with open(os.path.join(d, "kvjit", "_version.py"), "w") as f:
+            f.write(f"version = {kvjit.__version__!r}\n")
         env = {k: v for k, v in os.environ.items() if k not in ("KVJIT_LIB", "LD_LIBRARY_PATH", "PYTHONPATH")}
         code = "import kvjit; print(kvjit.library_path())"
 
@@ -84,7 +89,7 @@ def test_library_lookup_order():
             # A system-wide libkvjit (ldconfig) answers last; nothing else to check then.
             assert "kvjit" in r.stdout
         else:
-            assert "libkvjit.so not found" in r.stderr and "KVJIT_LIB" in r.stderr, r.stderr
+            assert f"no libkvjit {kvjit.__version__} found" in r.stderr and "KVJIT_LIB" in r.stderr, r.stderr
         shutil.copy(lib, os.path.join(d, "kvjit", "libkvjit.so"))
         r = run({})
         assert r.returncode == 0, r.stderr
@@ -108,8 +113,9 @@ def test_struct_layouts():
     assert ctypes.sizeof(_lib.StoreKvVariant) == 64 and _lib.StoreKvVariant.num_heads.offset == 56
     assert ctypes.sizeof(_lib.ContextOptions) == 64 and _lib.ContextOptions.allow_shared_dirs.offset == 56
     assert ctypes.sizeof(_lib.ProgramDesc) == 80 and _lib.ProgramDesc.arch.offset == 72
-    assert ctypes.sizeof(_lib.LaunchConfig) == 48 and _lib.LaunchConfig.stream.offset == 32
-    assert ctypes.sizeof(_lib.Stats) == 96 and ctypes.sizeof(_lib.CacheInfo) == 32
+    assert ctypes.sizeof(_lib.LaunchConfig) == 72 and _lib.LaunchConfig.stream.offset == 32
+    assert _lib.LaunchConfig.num_args.offset == 64
+    assert ctypes.sizeof(_lib.Stats) == 112 and ctypes.sizeof(_lib.CacheInfo) == 32
     # The packer writes the same bytes as the ctypes struct.
     values = list(range(1, 27))
     s = _lib.StoreKvArgs.from_buffer_copy(_lib.STORE_KV_PACKER.pack(*values))
@@ -129,7 +135,7 @@ def test_errors_carry_status_name_and_message():
     assert "ERR_INVALID_ARGUMENT" in str(err)
     if not has_driver():
         with raises(kvjit.Error) as e:
-            kvjit.device_count()
+            kvjit.driver_version()
         assert e.value.status == -3 and e.value.name == "ERR_NO_DRIVER" and "libcuda" in e.value.message
 
 

@@ -55,14 +55,20 @@ int cmd_info(int argc, char **argv) {
 
   int major = 0, minor = 0;
   kvjit_status status = kvjit_nvrtc_version(&major, &minor);
-  if (status != KVJIT_OK) return library_error(cmd, "NVRTC version", status);
-  int archs[128];
-  size_t count = 0;
-  status = kvjit_nvrtc_archs(archs, ARRAY_SIZE(archs), &count);
-  if (status != KVJIT_OK) return library_error(cmd, "NVRTC archs", status);
-  printf("nvrtc:   %d.%d, builds", major, minor);
-  for (size_t i = 0; i < count && i < ARRAY_SIZE(archs); i++) printf(" sm_%d", archs[i]);
-  putchar('\n');
+  if (status == KVJIT_ERR_NO_NVRTC) {
+    /* Not an error: everything but compiling works (a warm cache serves). */
+    printf("nvrtc:   none (%s)\n", kvjit_last_error());
+  } else if (status != KVJIT_OK) {
+    return library_error(cmd, "NVRTC version", status);
+  } else {
+    int archs[128];
+    size_t count = 0;
+    status = kvjit_nvrtc_archs(archs, ARRAY_SIZE(archs), &count);
+    if (status != KVJIT_OK) return library_error(cmd, "NVRTC archs", status);
+    printf("nvrtc:   %d.%d, builds", major, minor);
+    for (size_t i = 0; i < count && i < ARRAY_SIZE(archs); i++) printf(" sm_%d", archs[i]);
+    putchar('\n');
+  }
 
   int driver = 0;
   status = kvjit_driver_version(&driver);

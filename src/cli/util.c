@@ -73,10 +73,7 @@ const char *human_age(int64_t seconds, char *buf, size_t capacity) {
 
 /* "sm_90", or "compute_90" for PTX entries (negative arch). */
 const char *arch_name(int arch, char *buf, size_t capacity) {
-  if (arch < 0)
-    snprintf(buf, capacity, "compute_%d", -arch);
-  else
-    snprintf(buf, capacity, "sm_%d", arch);
+  if (kvjit_target_name(arch, buf, capacity) != KVJIT_OK) snprintf(buf, capacity, "target_%d", arch);
   return buf;
 }
 

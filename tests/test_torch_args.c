@@ -1,0 +1,334 @@
+/*
+ * The torch op's tensor-shape rules (src/torch/store_args.c) without torch or a GPU: the layouts
+ * kvjit.store_kv_cache() accepts become the right kvjit_store_kv_args, and every bad shape,
+ * stride, dtype, device or scalar is refused with the right error class and a message naming
+ * the argument.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kvjit.h"
+#include "torch/store_args.h"
+
+enum { DEV_CUDA = 1 };
+
+/* A tensor with its own size and stride arrays (the view borrows them). */
+typedef struct tensor {
+  int64_t sizes[4], strides[4];
+  kvjit_tensor_view view;
+} tensor;
+
+static const int32_t codes[] = {99, 5, 15, 6, 23, 24, 0, 1, 3, 4}; /* by kind; any distinct values do */
+static const int64_t itemsizes[] = {8, 2, 2, 4, 1, 1, 1, 1, 4, 8};
+
+/* A contiguous tensor of @p ndim dims (sizes from the varargs) at @p data. */
+static void make(tensor *t, kvjit_tensor_kind kind, uintptr_t data, int ndim, ...) {
+  memset(t, 0, sizeof *t);
+  va_list ap;
+  va_start(ap, ndim);
+  for (int i = 0; i < ndim; i++) t->sizes[i] = va_arg(ap, int64_t);
+  va_end(ap);
+  int64_t step = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->strides[i] = step;
+    step *= t->sizes[i] > 0 ? t->sizes[i] : 1;
+  }
+  t->view = (kvjit_tensor_view){1, data, ndim, t->sizes, t->strides, itemsizes[kind], kind, codes[kind], DEV_CUDA, 0};
+}
+
+typedef struct request {
+  tensor k, v, k_cache, v_cache, indices, k_scale, v_scale;
+  kvjit_store_request req;
+  kvjit_store_kv_args args;
+  char msg[512];
+} request;
+
+/* A decode-sized bf16 store: k, v [16, 8, 128]; caches [4096, 8, 128]; int64 slot ids. */
+static void standard(request *r) {
+  memset(r, 0, sizeof *r);
+  make(&r->k, KVJIT_TENSOR_BF16, 0x10000, 3, (int64_t)16, (int64_t)8, (int64_t)128);
+  make(&r->v, KVJIT_TENSOR_BF16, 0x20000, 3, (int64_t)16, (int64_t)8, (int64_t)128);
+  make(&r->k_cache, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&r->v_cache, KVJIT_TENSOR_BF16, 0x2000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&r->indices, KVJIT_TENSOR_I64, 0x30000, 1, (int64_t)16);
+  r->req.num_slots = -1;
+  r->req.skip_slot = -1;
+}
+
+static kvjit_request_error run(request *r) {
+  r->req.k = r->k.view;
+  r->req.v = r->v.view;
+  r->req.k_cache = r->k_cache.view;
+  r->req.v_cache = r->v_cache.view;
+  r->req.indices = r->indices.view;
+  r->req.k_scale = r->k_scale.view;
+  r->req.v_scale = r->v_scale.view;
+  return kvjit_store_request_args(&r->req, &r->args, r->msg, sizeof r->msg);
+}
+
+/* The request is refused with @p kind and a message starting "@p arg:". */
+static void expect_refused(request *r, kvjit_request_error kind, const char *arg) {
+  kvjit_request_error got = run(r);
+  if (got != kind || strncmp(r->msg, arg, strlen(arg)) != 0 || r->msg[strlen(arg)] != ':')
+    fail_msg("expected error %d naming %s, got %d: %s", kind, arg, got, r->msg);
+}
+
+static void test_contiguous_store(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  kvjit_store_kv_args *a = &r.args;
+  assert_int_equal(a->version, KVJIT_STORE_KV_ARGS_VERSION);
+  assert_ptr_equal(a->k, (void *)0x10000);
+  assert_ptr_equal(a->v_cache, (void *)0x2000000);
+  assert_int_equal(a->batch, 16);
+  assert_int_equal(a->k_row_bytes, 2048);
+  assert_int_equal(a->v_row_bytes, 2048);
+  assert_int_equal(a->k_stride, 2048);
+  assert_int_equal(a->k_cache_stride, 2048);
+  assert_int_equal(a->num_slots, 4096);
+  assert_int_equal(a->skip_slot, KVJIT_NO_SKIP_SLOT);
+  assert_int_equal(a->index_type, KVJIT_INDEX_INT64);
+  assert_int_equal(a->index_stride, 1);
+  assert_int_equal(a->dtype, KVJIT_DTYPE_BYTES);
+  assert_null(a->stream);
+}
+
+static void test_paged_cache_and_strides(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  /* k: [16, 1024] rows 1536 elements apart (a slice of a fused qkv); v: [16, 8, 128]. */
+  make(&r.k, KVJIT_TENSOR_BF16, 0x10000, 2, (int64_t)16, (int64_t)1024);
+  r.k.strides[0] = 1536;
+  /* Paged caches [256 pages, 16 per page, 8, 128] = 4096 slots; v's pages padded apart. */
+  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)256, (int64_t)16, (int64_t)8, (int64_t)128);
+  make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 3, (int64_t)4000, (int64_t)8, (int64_t)128);
+  r.v_cache.strides[0] = 2048;
+  make(&r.indices, KVJIT_TENSOR_I32, 0x30000, 1, (int64_t)16);
+  r.indices.strides[0] = 2;
+  r.req.skip_slot = 0;
+  r.req.split = 2;
+  r.req.pdl = KVJIT_PDL_OFF;
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_int_equal(r.args.k_stride, 3072);
+  assert_int_equal(r.args.k_cache_stride, 2048);
+  assert_int_equal(r.args.v_cache_stride, 4096);
+  assert_int_equal(r.args.num_slots, 4000); /* the smaller cache */
+  assert_int_equal(r.args.index_type, KVJIT_INDEX_INT32);
+  assert_int_equal(r.args.index_stride, 2);
+  assert_int_equal(r.args.skip_slot, 0);
+  assert_int_equal(r.args.split, 2);
+  assert_int_equal(r.args.pdl, KVJIT_PDL_OFF);
+}
+
+static void test_k_only_and_raw_bytes(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  r.v.view.present = r.v_cache.view.present = 0;
+  /* uint8 caches take any rows of the same bytes. */
+  make(&r.k_cache, KVJIT_TENSOR_U8, 0x1000000, 2, (int64_t)4096, (int64_t)2048);
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_null(r.args.v);
+  assert_null(r.args.v_cache);
+  assert_int_equal(r.args.k_cache_stride, 2048);
+}
+
+static void test_quantize_scales(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  make(&r.k_cache, KVJIT_TENSOR_FP8_E4M3, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&r.v_cache, KVJIT_TENSOR_FP8_E4M3, 0x2000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_int_equal(r.args.dtype, KVJIT_DTYPE_BF16);
+  assert_int_equal(r.args.cache_dtype, KVJIT_DTYPE_FP8_E4M3);
+  assert_int_equal(r.args.scale_kind, KVJIT_SCALE_NONE);
+  assert_int_equal(r.args.k_cache_stride, 1024);
+  make(&r.k_scale, KVJIT_TENSOR_F32, 0x40000, 1, (int64_t)1);
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40010, 1, (int64_t)1);
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_int_equal(r.args.scale_kind, KVJIT_SCALE_PER_TENSOR);
+  assert_ptr_equal(r.args.k_scale, (void *)0x40000);
+  make(&r.k_scale, KVJIT_TENSOR_F32, 0x40000, 1, (int64_t)8);
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40100, 1, (int64_t)8);
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_int_equal(r.args.scale_kind, KVJIT_SCALE_PER_HEAD);
+  assert_int_equal(r.args.num_heads, 8);
+  /* A uint8 cache says what it holds with cache_dtype. */
+  make(&r.k_cache, KVJIT_TENSOR_U8, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&r.v_cache, KVJIT_TENSOR_U8, 0x2000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  r.req.cache_dtype = KVJIT_DTYPE_FP8_E5M2;
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_int_equal(r.args.cache_dtype, KVJIT_DTYPE_FP8_E5M2);
+}
+
+static void test_bad_shapes(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  make(&r.k, KVJIT_TENSOR_BF16, 0x10000, 1, (int64_t)16);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k");
+  standard(&r);
+  r.k.strides[2] = 2; /* D not contiguous */
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k");
+  standard(&r);
+  r.v.strides[0] = 512; /* rows overlap */
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v");
+  standard(&r);
+  make(&r.v, KVJIT_TENSOR_BF16, 0x20000, 3, (int64_t)15, (int64_t)8, (int64_t)128);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v");
+  standard(&r);
+  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)64);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_cache");
+  standard(&r);
+  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)256, (int64_t)16, (int64_t)8, (int64_t)128);
+  r.k_cache.strides[1] = 1024 * 2; /* pages and page rows do not flatten */
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_cache");
+  standard(&r);
+  make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 3, (int64_t)0, (int64_t)8, (int64_t)128);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v_cache");
+  standard(&r);
+  r.v_cache.view.present = 0;
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v_cache");
+  standard(&r);
+  r.v.view.present = 0;
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v");
+  standard(&r);
+  make(&r.indices, KVJIT_TENSOR_I64, 0x30000, 1, (int64_t)17);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "indices");
+  standard(&r);
+  r.indices.view.data = 0x30004;
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "indices");
+  standard(&r);
+  r.k_cache.view.device_index = 1;
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_cache");
+  standard(&r);
+  r.k.view.present = 0;
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "k");
+}
+
+static void test_bad_dtypes(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  make(&r.k_cache, KVJIT_TENSOR_F16, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "k_cache");
+  standard(&r);
+  make(&r.v, KVJIT_TENSOR_OTHER, 0x20000, 3, (int64_t)16, (int64_t)8, (int64_t)64); /* f64: same bytes */
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "v_cache");
+  standard(&r);
+  make(&r.indices, KVJIT_TENSOR_F32, 0x30000, 1, (int64_t)16);
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "indices");
+  standard(&r);
+  make(&r.k_cache, KVJIT_TENSOR_F16, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  r.req.cache_dtype = KVJIT_DTYPE_FP8_E4M3; /* an f16 cache cannot hold fp8 */
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "k_cache");
+  standard(&r);
+  r.req.cache_dtype = 7;
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "cache_dtype");
+  /* Quantizing: k and v of one dtype, f32 scales, both or neither. */
+  standard(&r);
+  make(&r.k_cache, KVJIT_TENSOR_FP8_E4M3, 0x1000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&r.v_cache, KVJIT_TENSOR_FP8_E4M3, 0x2000000, 3, (int64_t)4096, (int64_t)8, (int64_t)128);
+  make(&r.v, KVJIT_TENSOR_F16, 0x20000, 3, (int64_t)16, (int64_t)8, (int64_t)128);
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "v");
+  make(&r.v, KVJIT_TENSOR_BF16, 0x20000, 3, (int64_t)16, (int64_t)8, (int64_t)128);
+  make(&r.k_scale, KVJIT_TENSOR_F16, 0x40000, 1, (int64_t)1);
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40010, 1, (int64_t)1);
+  expect_refused(&r, KVJIT_REQUEST_TYPE_ERROR, "k_scale");
+  make(&r.k_scale, KVJIT_TENSOR_F32, 0x40000, 1, (int64_t)1);
+  r.v_scale.view.present = 0;
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v_scale");
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40010, 1, (int64_t)8);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v_scale");
+  make(&r.k_scale, KVJIT_TENSOR_F32, 0x40000, 1, (int64_t)4);
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40010, 1, (int64_t)4);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_scale");
+  make(&r.k_scale, KVJIT_TENSOR_F32, 0x40002, 1, (int64_t)1);
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40010, 1, (int64_t)1);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_scale");
+  /* Scales without an fp8 cache. */
+  standard(&r);
+  make(&r.k_scale, KVJIT_TENSOR_F32, 0x40000, 1, (int64_t)1);
+  make(&r.v_scale, KVJIT_TENSOR_F32, 0x40010, 1, (int64_t)1);
+  expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_scale");
+}
+
+static void test_bad_scalars(void **state) {
+  (void)state;
+  const struct {
+    int64_t num_slots, skip_slot, split, pdl;
+    const char *arg;
+  } cases[] = {
+      {0, -1, 0, 0, "num_slots"},    {4097, -1, 0, 0, "num_slots"}, {-2, -1, 0, 0, "num_slots"},
+      {100, 100, 0, 0, "skip_slot"}, {-1, -2, 0, 0, "skip_slot"},   {-1, -1, -1, 0, "split"},
+      {-1, -1, (int64_t)1 << 40, 0, "split"}, {-1, -1, 0, 3, "pdl"}, {-1, -1, 0, -1, "pdl"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    request r;
+    standard(&r);
+    r.req.num_slots = cases[i].num_slots;
+    r.req.skip_slot = cases[i].skip_slot;
+    r.req.split = cases[i].split;
+    r.req.pdl = cases[i].pdl;
+    expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, cases[i].arg);
+  }
+  request r;
+  standard(&r);
+  r.req.num_slots = 100;
+  r.req.skip_slot = 99;
+  assert_int_equal(run(&r), KVJIT_REQUEST_OK);
+  assert_int_equal(r.args.num_slots, 100);
+  assert_int_equal(r.args.skip_slot, 99);
+}
+
+static void test_short_message_buffer(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  make(&r.k, KVJIT_TENSOR_BF16, 0x10000, 1, (int64_t)16);
+  r.req.k = r.k.view;
+  r.req.v = r.v.view;
+  r.req.k_cache = r.k_cache.view;
+  r.req.v_cache = r.v_cache.view;
+  r.req.indices = r.indices.view;
+  char tiny[8];
+  assert_int_equal(kvjit_store_request_args(&r.req, &r.args, tiny, sizeof tiny), KVJIT_REQUEST_VALUE_ERROR);
+  assert_string_equal(tiny, "k: expe");
+  assert_int_equal(kvjit_store_request_args(&r.req, &r.args, NULL, 0), KVJIT_REQUEST_VALUE_ERROR);
+}
+
+static void test_every_tensor_on_the_device(void **state) {
+  (void)state;
+  request r;
+  standard(&r);
+  run(&r);
+  assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", r.msg, sizeof r.msg), KVJIT_REQUEST_OK);
+  r.req.indices.device_type = 0;
+  assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", r.msg, sizeof r.msg),
+                   KVJIT_REQUEST_VALUE_ERROR);
+  assert_string_equal(r.msg, "indices: must be a CUDA tensor, got one on device type 0");
+  r.req.v.present = 0; /* None is on no device */
+  r.req.v.device_type = 0;
+  r.req.indices.device_type = DEV_CUDA;
+  assert_int_equal(kvjit_store_request_on_device(&r.req, DEV_CUDA, "CUDA", NULL, 0), KVJIT_REQUEST_OK);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_contiguous_store),  cmocka_unit_test(test_paged_cache_and_strides),
+      cmocka_unit_test(test_k_only_and_raw_bytes), cmocka_unit_test(test_quantize_scales),
+      cmocka_unit_test(test_bad_shapes),        cmocka_unit_test(test_bad_dtypes),
+      cmocka_unit_test(test_bad_scalars),       cmocka_unit_test(test_short_message_buffer),
+      cmocka_unit_test(test_every_tensor_on_the_device),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
