@@ -18,6 +18,7 @@
 #define BENCH_PROGRAM "bench_fp8"
 #include "bench_util.h"
 #include "driver.h"
+#include "gpu_driver.h"
 #include "jit.h"
 #include "kvjit.h"
 
@@ -26,7 +27,7 @@
 #define MAX_LAUNCHES 256
 #define MIN_LAUNCHES 6
 
-static const kvjit_driver *drv;
+static const gpu_driver *drv;
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "bench_fp8: %s: %s\n", what, detail);
@@ -217,7 +218,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  kvjit_status st = kvjit_driver_get(&drv);
+  kvjit_status st = gpu_driver_get(&drv);
   if (st != KVJIT_OK) {
     fprintf(stderr, "bench_fp8: no driver (%s): nothing to measure\n", kvjit_last_error());
     return 77;

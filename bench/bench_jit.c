@@ -17,8 +17,9 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "driver.h"
+#include "gpu_driver.h"
 #include "jit.h"
 #include "kvjit.h"
 #include "toolkit_digest.h"
@@ -37,7 +38,7 @@ typedef struct program {
   kvjit_program_desc desc;
 } program;
 
-static const kvjit_driver *drv;
+static const gpu_driver *drv;
 static kvjit_store_kv_plan plan;
 static char *base_source;
 static char tmp_root[256];
@@ -212,7 +213,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   /* The driver is optional: without it, only the compile side is measured. */
-  int have_driver = kvjit_driver_get(&drv) == KVJIT_OK;
+  int have_driver = gpu_driver_get(&drv) == KVJIT_OK;
   int count = 0;
   if (have_driver && (drv->cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0)) have_driver = 0;
   if (have_driver) {

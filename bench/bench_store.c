@@ -14,8 +14,10 @@
 #define BENCH_PROGRAM "bench_store"
 #include "bench_util.h"
 #include "driver.h"
+#include "gpu_driver.h"
 #include "jit.h"
 #include "kvjit.h"
+#include "op.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 48
@@ -36,7 +38,7 @@
 static const int fixed_splits[] = {1, 2, 4, 8, 16};
 #define NUM_FIXED_SPLITS ((int)(sizeof fixed_splits / sizeof fixed_splits[0]))
 
-static const kvjit_driver *drv;
+static const gpu_driver *drv;
 
 
 static void die_kvjit(kvjit_status st, const char *what) {
@@ -495,7 +497,7 @@ static void setup_row(bench *b, row_data *rd, int64_t row) {
 
 static void setup_device(bench *b) {
   kvjit_status st;
-  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) die_kvjit(st, "kvjit_driver_get");
+  if ((st = gpu_driver_get(&drv)) != KVJIT_OK) die_kvjit(st, "gpu_driver_get");
   CUdevice dev;
   CU(drv->cuDeviceGet(&dev, 0));
   CU(drv->cuDevicePrimaryCtxRetain(&b->cuctx, dev));
@@ -912,7 +914,8 @@ typedef struct kernel_match {
 } kernel_match;
 
 /* The captured node names the kernel as a CUkernel or as its CUfunction in this context. */
-static void match_kernel(const kvjit_kernel *k, void *user) {
+static void match_kernel(void *value, void *user) {
+  const kvjit_kernel *k = ((const kvjit_op_entry *)value)->kernel;
   kernel_match *m = user;
   CUfunction f = NULL;
   if (m->get_function) m->get_function(&f, k->handle);
@@ -968,7 +971,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   }
   kernel_match m = {found.kern, found.func,
                     (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000), NULL};
-  kvjit_fast_foreach(b->ctx, match_kernel, &m);
+  kvjit_fast_map_foreach(kvjit_context_fast_table(b->ctx)->variants, match_kernel, &m);
   b->host_same_kernel[pdl] = m.found != NULL;
 
   CUlaunchAttribute attr;
@@ -1028,7 +1031,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   csv_row(b, "host", "raw_cuLaunchKernelEx", "auto", rd->row, 1, "int64", pdl ? "on" : "off", "cpu", HOST_CALLS, &sru,
           0, m.found ? "same_kernel" : "kernel_unmatched");
   printf("host: row %lld B batch 1 int64 PDL %s: kvjit_store_kv_cache %.0f ns, raw cuLaunchKernelEx %.0f ns, "
-         "ratio %.3f (target <= 1.05)%s\n",
+         "ratio %.3f (target <= 1.03, issue 17)%s\n",
          (long long)rd->row, pdl ? "on " : "off", sk.median, sr.median, sk.median / sr.median,
          m.found ? "" : " [kernel not matched in the fast table]");
   CU(drv->cuGraphDestroy(graph));
@@ -1269,9 +1272,9 @@ static void write_md(const bench *b) {
              "| --- | --- | --- | --- | --- |\n");
   for (int pdl = 1; pdl >= 0; pdl--)
     if (b->host_done[pdl])
-      fprintf(f, "| %s | %.0f ns | %.0f ns | %.3f | ≤ 1.05 %s |\n", pdl ? "on" : "off", b->host_kvjit_ns[pdl],
+      fprintf(f, "| %s | %.0f ns | %.0f ns | %.3f | ≤ 1.03 %s |\n", pdl ? "on" : "off", b->host_kvjit_ns[pdl],
               b->host_raw_ns[pdl], b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl],
-              b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl] <= 1.05 ? "pass" : "**miss**");
+              b->host_kvjit_ns[pdl] / b->host_raw_ns[pdl] <= 1.03 ? "pass" : "**miss**");
 
   /* Targets of issue 3, on the graph timings. */
   target_tally small[2] = {{0}}, small8k[2] = {{0}}, big[2] = {{0}}, big128[2] = {{0}};

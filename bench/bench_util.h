@@ -11,6 +11,8 @@
 /* Embedded at build time from ref_store_kv.cuh and bench_kernels.cuh (see embed_cuh.py). */
 extern const char bench_src_ref_store_kv[];
 extern const char bench_src_kernels[];
+/* From ref_transfer_kv.cuh: SGLang's hierarchical-cache transfer algorithm, for bench_transfer. */
+extern const char bench_src_ref_transfer_kv[];
 
 /** Monotonic clock, nanoseconds. */
 uint64_t bench_now_ns(void);

@@ -3,10 +3,12 @@
 #
 #   usage: OUT=/some/dir bash bench/run_gpu.sh BUILD_DIR
 #
-# BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_fp8, bench_jit
-# and src/libkvjit.so are rebuilt with ninja if missing). Writes ten files into $OUT:
-#   store.csv  store.md  store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt  log.txt
+# BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_fp8, bench_jit,
+# bench_transfer and src/libkvjit.so are rebuilt with ninja if missing). Writes into $OUT:
+#   store.csv  store.md  store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt
+#   transfer.csv  transfer.md  transfer_layers.csv  transfer_layers.md  torch_transfer.csv  log.txt
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
+# BENCH_ONLY=transfer runs the transfer_kv steps alone (bench_transfer and its PyTorch peer).
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd) || exit 2
@@ -40,9 +42,40 @@ say "environment"
 GPU_TITLE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, / · driver /') · $(date -u +%Y-%m-%d)"
 
 if [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -x "$BUILD/bench/bench_fp8" ] ||
-   [ ! -e "$BUILD/src/libkvjit.so" ]; then
+   [ ! -x "$BUILD/bench/bench_transfer" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
   say "building bench targets in $BUILD"
   timeout 120 ninja -C "$BUILD" >> "$LOG" 2>&1 || echo "ninja failed (see log)" | tee -a "$LOG"
+fi
+
+# The transfer_kv steps: the grid with its peers and bounds, all layers in one launch, PyTorch.
+run_transfer() {
+  local T
+  T=$(cap 200 "$1")
+  say "bench_transfer (one layer per launch, timeout ${T} s)"
+  timeout -k 10 "$T" "$BUILD/bench/bench_transfer" --csv "$OUT/transfer.csv" --md "$OUT/transfer.md" \
+    --deadline $((T - 30)) 2>&1 | tee -a "$LOG"
+  echo "bench_transfer exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+  T=$(cap 60 "$1")
+  say "bench_transfer --layers 8 (timeout ${T} s)"
+  timeout -k 10 "$T" "$BUILD/bench/bench_transfer" --layers 8 --rows 2048,4096 --batches 1024,4096,16384 \
+    --csv "$OUT/transfer_layers.csv" --md "$OUT/transfer_layers.md" --deadline $((T - 15)) 2>&1 | tee -a "$LOG"
+  echo "bench_transfer --layers 8 exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+  T=$(cap 90 "$1")
+  say "torch_transfer_peer.py (timeout ${T} s)"
+  local append=()
+  [ -f "$OUT/transfer.md" ] && append=(--md-append "$OUT/transfer.md")
+  timeout -k 10 "$T" python3 "$HERE/torch_transfer_peer.py" --csv "$OUT/torch_transfer.csv" \
+    --deadline $((T - 20)) "${append[@]}" 2>&1 | tee -a "$LOG"
+  echo "torch_transfer_peer exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+}
+if [ "${BENCH_ONLY:-}" = transfer ]; then
+  run_transfer 0
+  rm -rf "$KVJIT_CACHE_DIR"
+  say "summary"
+  [ -f "$OUT/transfer.md" ] && cat "$OUT/transfer.md"
+  [ -f "$OUT/transfer_layers.md" ] && sed -n '/^## Targets/,$p' "$OUT/transfer_layers.md"
+  say "done"
+  exit 0
 fi
 
 # 1. The kernel grid, bounds and host cost (the step that matters most runs first).
@@ -89,6 +122,9 @@ say "bench_jit (timeout ${T} s)"
 timeout -k 5 "$T" "$BUILD/bench/bench_jit" > "$OUT/jit.txt" 2>&1
 echo "bench_jit exit: $?" | tee -a "$LOG"
 
+# 3b. transfer_kv, with what is left.
+run_transfer 40
+
 # 4. The plot.
 T=$(cap 40 0)
 say "plot.py"
@@ -110,5 +146,6 @@ fi
 [ -f "$OUT/hot.md" ] && sed -n '/^## Targets/,/^## Per launch on a stream/p' "$OUT/hot.md" | sed '$d' | head -40
 [ -f "$OUT/fp8.md" ] && cat "$OUT/fp8.md"
 [ -f "$OUT/jit.txt" ] && sed -n '/^cold NVRTC/,/^csv:/p' "$OUT/jit.txt" | grep -v '^csv:'
+[ -f "$OUT/transfer.md" ] && sed -n '/^## Bounds/,$p' "$OUT/transfer.md" | head -80
 ls -la "$OUT"
 say "done"

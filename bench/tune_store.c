@@ -31,8 +31,9 @@
 
 #define BENCH_PROGRAM "tune_store"
 #include "bench_util.h"
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "driver.h"
+#include "gpu_driver.h"
 #include "jit.h"
 #include "kvjit.h"
 
@@ -44,7 +45,7 @@
 #define MAX_REPS 31
 #define TARGET_LOOP_US 3000.0
 
-static const kvjit_driver *drv;
+static const gpu_driver *drv;
 
 
 typedef struct config {
@@ -97,7 +98,7 @@ static char *read_file(const char *path) {
 
 static void setup(tuner *t) {
   kvjit_status st = kvjit_context_create(&t->ctx, NULL);
-  if (st == KVJIT_OK) st = kvjit_driver_get(&drv);
+  if (st == KVJIT_OK) st = gpu_driver_get(&drv);
   if (st != KVJIT_OK) {
     fprintf(stderr, "tune_store: %s (%s)\n", kvjit_status_name(st), kvjit_last_error());
     exit(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE ? 77 : 2);

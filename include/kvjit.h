@@ -97,14 +97,23 @@ typedef struct kvjit_context kvjit_context;
 /** Tri-state for options whose default comes from the environment. */
 #define KVJIT_FROM_ENV (-1)
 
-#define KVJIT_CONTEXT_OPTIONS_VERSION 1
+/** Version 2 added read_only; version 1 structs (without it) are still accepted. */
+#define KVJIT_CONTEXT_OPTIONS_VERSION 2
 
-/** Options of kvjit_context_create(). Strings are copied. */
+/**
+ * Options of kvjit_context_create(). Strings are copied; an empty string means the same as NULL
+ * (unset), except for cache_path, where "" is an empty list (no read-only dirs). Environment
+ * variables are read with the parsers below (kvjit_parse_size() ...): a bad value is ignored with
+ * one warning line naming it, and the default is used.
+ */
 typedef struct kvjit_context_options {
   unsigned version;           /**< KVJIT_CONTEXT_OPTIONS_VERSION */
-  /** Writable cache dir. NULL: $KVJIT_CACHE_DIR, else $XDG_CACHE_HOME/kvjit, else ~/.cache/kvjit. */
+  /**
+   * Writable cache dir. NULL or "": $KVJIT_CACHE_DIR, else $XDG_CACHE_HOME/kvjit, else
+   * ~/.cache/kvjit. A relative path is made absolute against the working directory at creation.
+   */
   const char *cache_dir;
-  /** Colon-separated read-only cache dirs searched first. NULL: $KVJIT_CACHE_PATH. */
+  /** Colon-separated read-only cache dirs searched first. NULL: $KVJIT_CACHE_PATH; "": none. */
   const char *cache_path;
   /** 1: no disk cache at all (memory only); 0: disk cache; KVJIT_FROM_ENV: $KVJIT_CACHE_DISABLE. */
   int disable_cache;
@@ -118,11 +127,18 @@ typedef struct kvjit_context_options {
   const char *manifest_path;
   /** 1: load entries from dirs other users can write. KVJIT_FROM_ENV: $KVJIT_CACHE_ALLOW_SHARED. */
   int allow_shared_dirs;
+  /* version 2 */
+  /**
+   * 1: never create or change anything on disk: no dir, lock, probe or quarantine file is made,
+   * nothing is written, evicted or moved aside (bad entries are skipped). Entries are still read.
+   * For inspecting a cache (`kvjit cache ls`, `kvjit info`). 0 (the default): normal use.
+   */
+  int read_only;
 } kvjit_context_options;
 
 #define KVJIT_CONTEXT_OPTIONS_INIT                                                               \
   { KVJIT_CONTEXT_OPTIONS_VERSION, NULL, NULL, KVJIT_FROM_ENV, 0, KVJIT_FROM_ENV, 0, NULL,         \
-    KVJIT_FROM_ENV }
+    KVJIT_FROM_ENV, 0 }
 
 /**
  * Create a context. Needs no CUDA driver. An unusable cache dir is not an error: the context
@@ -171,13 +187,45 @@ KVJIT_API kvjit_status kvjit_context_reset_stats(kvjit_context *ctx);
 
 /** Where the context caches, as resolved at creation. Strings are owned by the context. */
 typedef struct kvjit_cache_info {
-  const char *write_dir;      /**< writable dir, or NULL when memory-only */
+  /** writable dir, or NULL when memory-only; for a read_only context, the dir it reads (and
+   *  would write), also when it does not exist yet, or NULL when it is refused */
+  const char *write_dir;
   const char *read_dirs;      /**< colon-separated read-only dirs searched first ("" if none) */
   const char *degraded_reason; /**< why the writable dir is unusable, or NULL */
   uint64_t max_bytes;         /**< byte budget of write_dir */
 } kvjit_cache_info;
 
 KVJIT_API kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parsing: the grammar of every number and switch kvjit reads from text                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * The environment, the CLI's flags and the Python binding all use these, so one value means the
+ * same everywhere. Each parses the whole string or fails with KVJIT_ERR_INVALID_ARGUMENT and a
+ * kvjit_last_error() naming the value; *out is written only on success. No sign, no spaces, no
+ * "0x", no fraction, no overflow.
+ */
+
+/**
+ * A byte count: decimal digits and an optional unit, case-insensitive: B, K, M, G, T, P, E, each
+ * a power of 1024, optionally followed by "B" or "iB" ("64K" = "64KiB" = "64KB" = 65536).
+ * "1048576", "500M", "2G". Larger than 2^64 - 1 is refused.
+ */
+KVJIT_API kvjit_status kvjit_parse_size(const char *text, uint64_t *out);
+
+/** A switch: 1, true, yes, on (*out = 1) or 0, false, no, off (*out = 0), case-insensitive. */
+KVJIT_API kvjit_status kvjit_parse_bool(const char *text, int *out);
+
+/** A count: plain decimal digits, in [@p min, @p max]. */
+KVJIT_API kvjit_status kvjit_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/** Longest duration kvjit_parse_duration_ms() takes: one day. */
+#define KVJIT_MAX_DURATION_MS 86400000u
+
+/** A duration in milliseconds: plain decimal digits, 0 to KVJIT_MAX_DURATION_MS. */
+KVJIT_API kvjit_status kvjit_parse_duration_ms(const char *text, uint64_t *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Targets and the driver                                                                      */
@@ -331,6 +379,9 @@ KVJIT_API kvjit_status kvjit_program_build(kvjit_context *ctx, kvjit_program **o
  * run NVRTC again; kvjit_program_build() then hands out its log).
  * @param origin optional; KVJIT_FROM_DISK when it was already cached, KVJIT_FROM_COMPILE when
  *               compiled now, KVJIT_FROM_MEMORY when this context had it (or its failure).
+ * @return KVJIT_ERR_IO when it compiled but its entry could not be written (full disk, a path too
+ *         long, no usable cache dir, a read-only context); with the disk cache disabled it only
+ *         compiles and returns KVJIT_OK.
  */
 KVJIT_API kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin,
                                              const kvjit_program_desc *desc);
@@ -475,6 +526,131 @@ typedef struct kvjit_launch_config {
  * @param args array of pointers to each kernel argument, as for cuLaunchKernel.
  */
 KVJIT_API kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config *config, void **args);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Ops: the specialized kernels, described as data                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * Each op (store_kv_cache, transfer_kv, ...) is a kernel template plus a table of variant fields:
+ * what its manifest lines hold and what `kvjit prewarm --op NAME` expands. A variant is the op and
+ * one value per field; kvjit_variant_check() applies the op's rules, kvjit_variant_format() and
+ * kvjit_variant_parse() write and read its manifest line (cache/MANIFEST.md), and
+ * kvjit_variant_prewarm() compiles every kernel it may use. The op-specific calls below
+ * (kvjit_store_kv_cache_prewarm(), ...) are the same operations on the op's own structs.
+ */
+
+/** How a field's value is written in a manifest line. */
+typedef enum kvjit_field_kind {
+  KVJIT_FIELD_INT = 1, /**< a plain decimal integer in [min, max] */
+  KVJIT_FIELD_WORD = 2 /**< one of words[]: the value is the word's index (NULL entries are no word) */
+} kvjit_field_kind;
+
+/** INT: the value is a power of two. */
+#define KVJIT_FIELD_POW2 1u
+/** The line may leave the field out; its value is then default_value. */
+#define KVJIT_FIELD_OPTIONAL 2u
+/** WORD: a kvjit_dtype name; the aliases fp16, float16, half, bfloat16, fp32, float32 are read too. */
+#define KVJIT_FIELD_DTYPE 4u
+
+/** One field of an op's variants. Static: owned by the library. */
+typedef struct kvjit_op_field {
+  const char *name;         /**< manifest key ("k_row_bytes"); the CLI flag is --k-row-bytes */
+  const char *help;         /**< one line */
+  kvjit_field_kind kind;
+  unsigned flags;           /**< KVJIT_FIELD_* */
+  int64_t min, max;         /**< INT: the range */
+  const char *const *words; /**< WORD: words[value] */
+  size_t num_words;
+  int64_t default_value;    /**< the value of an absent OPTIONAL field */
+  /** What `kvjit prewarm` builds when its flag is not given, e.g. "int32,int64"; NULL when the
+   *  field has no flag of its own (arch, the rows and the quantizing fields come from --arch and
+   *  the model options). */
+  const char *prewarm;
+} kvjit_op_field;
+
+/** Most fields an op has. */
+#define KVJIT_VARIANT_MAX_FIELDS 24
+
+/** An op. Static: owned by the library. */
+typedef struct kvjit_op_info {
+  const char *name;              /**< first word of its manifest lines, e.g. "transfer_kv" */
+  const char *summary;           /**< one line */
+  const kvjit_op_field *fields;  /**< in manifest order; fields[0] is always "arch" */
+  size_t num_fields;
+  int num_classes;               /**< batch-size classes: one variant may use one kernel per class */
+} kvjit_op_info;
+
+/** Number of ops in this library. */
+KVJIT_API size_t kvjit_op_count(void);
+/** Op @p index (0 .. kvjit_op_count() - 1), or NULL. */
+KVJIT_API const kvjit_op_info *kvjit_op_get(size_t index);
+/** The op named @p name, or NULL. */
+KVJIT_API const kvjit_op_info *kvjit_op_find(const char *name);
+
+#define KVJIT_VARIANT_VERSION 1
+
+/** A variant of any op: one value per field of op->fields (WORD fields: the word's index). */
+typedef struct kvjit_variant {
+  unsigned version;          /**< KVJIT_VARIANT_VERSION */
+  const kvjit_op_info *op;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+} kvjit_variant;
+
+/** The variant of @p op with every field at its default (required fields 0: set them). */
+KVJIT_API kvjit_status kvjit_variant_init(kvjit_variant *out, const kvjit_op_info *op);
+
+/**
+ * Check a variant against its op's rules (ranges, words, and the rules between fields, such as a
+ * split that must divide the rows) and put it in canonical form (fields that do not shape the
+ * kernel are reset, so that equal variants compare equal with memcmp). arch 0 means "any arch".
+ * @return KVJIT_ERR_INVALID_ARGUMENT / KVJIT_ERR_UNSUPPORTED naming the field and the value.
+ */
+KVJIT_API kvjit_status kvjit_variant_check(kvjit_variant *variant);
+
+/** Parse one manifest line of any op (trailing newline and # comments allowed); checked. A blank
+ *  or comment-only line gives KVJIT_ERR_NOT_FOUND. */
+KVJIT_API kvjit_status kvjit_variant_parse(kvjit_variant *out, const char *line);
+
+/** Its manifest line (no newline). @return KVJIT_ERR_INVALID_ARGUMENT if @p capacity is too small. */
+KVJIT_API kvjit_status kvjit_variant_format(const kvjit_variant *variant, char *out, size_t capacity);
+
+/**
+ * Compile (no driver needed; arch 0 = the current device) into the disk cache every kernel the
+ * variant may use, one per distinct plan of its batch classes.
+ * @param compiled, cached optional: how many kernels were compiled now / were already cached.
+ */
+KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *variant, unsigned *compiled,
+                                             unsigned *cached);
+
+/** kvjit_variant_parse() then kvjit_variant_prewarm(): one manifest line of any op. */
+KVJIT_API kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled,
+                                          unsigned *cached);
+
+#define KVJIT_OP_STATS_VERSION 1
+
+/** What a context's op layer has done (all outside the hot path). */
+typedef struct kvjit_op_stats {
+  unsigned version;          /**< KVJIT_OP_STATS_VERSION */
+  uint64_t variants;         /**< (variant, arch, batch class) entries loaded for hot-path lookups */
+  uint64_t table_capacity;   /**< slots of the lookup table now (it grows) */
+  uint64_t table_grows;      /**< times the lookup table was replaced by a bigger one */
+  uint64_t table_overflows;  /**< entries that found no room (looked up under a lock; logged once) */
+  uint64_t manifest_lines;   /**< distinct variants recorded in this context (written when a manifest is set) */
+} kvjit_op_stats;
+
+#define KVJIT_OP_STATS_INIT { KVJIT_OP_STATS_VERSION, 0, 0, 0, 0, 0 }
+
+/** Copy the op layer's counters into @p out (whose version must be KVJIT_OP_STATS_VERSION). */
+KVJIT_API kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_stats *out);
+
+/**
+ * Slot ids at or past the number of slots (and, for transfer_kv, layer pointers it could not use)
+ * seen by the kernels of op @p op of this context in the current CUDA context since the last
+ * reset. Synchronises with the device.
+ * @param reset non-zero to zero the counters after reading them.
+ */
+KVJIT_API kvjit_status kvjit_op_oob_count(kvjit_context *ctx, const char *op, uint64_t *count, int reset);
 
 /* ------------------------------------------------------------------------------------------ */
 /* store_kv_cache                                                                              */
@@ -626,6 +802,90 @@ KVJIT_API kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_varian
 KVJIT_API kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line);
 
 /* ------------------------------------------------------------------------------------------ */
+/* transfer_kv                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Where a cache lives. Pinned host memory (cuMemHostAlloc, cudaHostAlloc, cuMemHostRegister,
+ *  torch's pin_memory()) is reached through unified addressing: one kernel moves rows between
+ *  any two. The location picks the plan (more bytes in flight over the host link); it is never
+ *  dereferenced on the host. */
+typedef enum kvjit_location {
+  KVJIT_LOCATION_DEVICE = 0, /**< device memory */
+  KVJIT_LOCATION_HOST = 1    /**< pinned, device-accessible host memory */
+} kvjit_location;
+
+#define KVJIT_TRANSFER_KV_ARGS_VERSION 1
+
+/** Most layers one kvjit_transfer_kv() call moves (the launch's grid.y). */
+#define KVJIT_TRANSFER_KV_MAX_LAYERS 65535
+
+/**
+ * Arguments of kvjit_transfer_kv(): for each i < batch with s = src_indices[i * src_index_stride]
+ * and d = dst_indices[i * dst_index_stride], copy K row s of the source to K row d of the
+ * destination, and V row s to V row d. Rows are bytes; any dtype. A negative s or d (padding) is
+ * skipped; s >= src_num_slots or d >= dst_num_slots is skipped and counted
+ * (kvjit_transfer_kv_oob_count()). The copies of two items must not overlap (distinct d).
+ *
+ * One layer (num_layers 0): the four cache pointers are the caches. All layers at once
+ * (num_layers N >= 1): each is a device pointer to an array of N uint64 cache pointers, one per
+ * layer (as SGLang's hierarchical cache keeps them), all moved in one launch; a NULL entry or one
+ * not aligned to the access width is skipped and counted like a bad slot, per item and layer.
+ */
+typedef struct kvjit_transfer_kv_args {
+  unsigned version;          /**< KVJIT_TRANSFER_KV_ARGS_VERSION */
+  const void *src_k;         /**< source K cache (or its layer table) */
+  const void *src_v;         /**< source V cache, or NULL with dst_v NULL to move K only (MLA) */
+  void *dst_k;               /**< destination K cache (or its layer table) */
+  void *dst_v;               /**< destination V cache, or NULL with src_v NULL */
+  const void *src_indices;   /**< batch slot ids into the source (device-accessible) */
+  const void *dst_indices;   /**< batch slot ids into the destination */
+  kvjit_index_type index_type; /**< of both index arrays */
+  int64_t src_index_stride;  /**< in elements; 0 means 1 */
+  int64_t dst_index_stride;  /**< in elements; 0 means 1 */
+  int64_t batch;             /**< rows to move per layer; 0 is a no-op */
+  int64_t k_row_bytes;       /**< bytes of one K row */
+  int64_t v_row_bytes;       /**< bytes of one V row; 0 means k_row_bytes (ignored when K only) */
+  int64_t src_k_stride;      /**< bytes between source K slots; 0 means k_row_bytes */
+  int64_t src_v_stride;      /**< bytes between source V slots; 0 means v_row_bytes */
+  int64_t dst_k_stride;      /**< bytes between destination K slots; 0 means k_row_bytes */
+  int64_t dst_v_stride;      /**< bytes between destination V slots; 0 means v_row_bytes */
+  int64_t src_num_slots;     /**< rows in each source cache (of each layer) */
+  int64_t dst_num_slots;     /**< rows in each destination cache */
+  int64_t num_layers;        /**< 0: one layer; N: the pointers are device tables of N layers */
+  kvjit_location src;        /**< where the source caches are */
+  kvjit_location dst;        /**< where the destination caches are */
+  int split;                 /**< parts each row is split into across lane groups; 0: automatic */
+  kvjit_pdl_mode pdl;
+  struct CUstream_st *stream; /**< NULL: the legacy default stream */
+} kvjit_transfer_kv_args;
+
+#define KVJIT_TRANSFER_KV_ARGS_INIT                                                              \
+  { KVJIT_TRANSFER_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 1, 0, 0, 0, \
+    0, 0, 0, 0, 0, 0, 0, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE, 0, KVJIT_PDL_AUTO, NULL }
+
+/**
+ * Move K and V rows between caches (asynchronous on args->stream; capturable in CUDA graphs, host
+ * caches included: the kernel reads and writes pinned memory directly, no copy engine). Once the
+ * variant is loaded (kvjit_transfer_kv_prepare()), the call validates, looks the variant up without
+ * a lock and launches: no allocation, no compile.
+ * @return KVJIT_ERR_INVALID_ARGUMENT / KVJIT_ERR_UNSUPPORTED (nothing launched) naming the argument.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
+
+/**
+ * Validate @p args and load the kernels a kvjit_transfer_kv() call with the same arguments (any
+ * batch in the same size class; batch 0: every class) uses, without launching: call it before
+ * CUDA graph capture. Nothing is dereferenced.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
+
+/**
+ * Bad slot ids (and unusable layer pointers) seen by this context's transfer_kv kernels in the
+ * current CUDA context since the last reset. Synchronises with the device.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Cache maintenance (used by the CLI)                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -638,7 +898,8 @@ typedef struct kvjit_cache_entry_info {
   int arch;               /**< target (kvjit_target_name() spells it: sm_90, sm_90a, compute_90) */
   uint64_t bytes;         /**< file size */
   int64_t mtime;          /**< last use (seconds since the epoch) */
-  kvjit_status status;    /**< KVJIT_OK or KVJIT_ERR_CORRUPT (with verify) */
+  kvjit_status status;    /**< KVJIT_OK, KVJIT_ERR_CORRUPT or KVJIT_ERR_IO (unreadable) */
+  const char *reason;     /**< why it is bad ("" when good), e.g. "payload checksum mismatch" */
 } kvjit_cache_entry_info;
 
 /** Called once per entry; return non-zero to stop. */
@@ -646,7 +907,9 @@ typedef int (*kvjit_cache_visit_fn)(const kvjit_cache_entry_info *entry, void *u
 
 /**
  * Visit each entry of the writable cache dir (and, when @p include_read_dirs, the read-only ones).
- * With @p verify, each payload checksum is checked and a bad writable entry is quarantined.
+ * Without @p verify only headers are read (a listing never reads a payload). With @p verify, every
+ * check the loader makes is made (owner and mode, checksums, the key, that the payload is a binary
+ * of its arch defining each kernel) and a bad entry of the writable dir is quarantined.
  * @param bad optional; receives the number of bad entries found.
  */
 KVJIT_API kvjit_status kvjit_cache_list(kvjit_context *ctx, int include_read_dirs, int verify,

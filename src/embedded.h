@@ -4,5 +4,7 @@
 
 extern const char kvjit_src_store_kv_cache[];
 extern const unsigned long kvjit_src_store_kv_cache_len;
+extern const char kvjit_src_transfer_kv[];
+extern const unsigned long kvjit_src_transfer_kv_len;
 
 #endif

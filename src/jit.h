@@ -1,6 +1,6 @@
 /*
- * The JIT layer's internals that ops (store_kv_cache) build on: programs, kernels, the context's
- * lock-free fast table for hot paths, and the manifest recorder. Public entry points are in kvjit.h.
+ * The JIT layer's internals that ops (op.c, ops/) build on: programs, kernels, the context's op
+ * tables (fast_table.h) and the manifest recorder. Public entry points are in kvjit.h.
  */
 #ifndef KVJIT_JIT_H
 #define KVJIT_JIT_H
@@ -25,25 +25,10 @@ struct kvjit_kernel {
   atomic_int num_params;              /* parameter count, or one of the two values above */
 };
 
-/** 128-bit exact key of a hot-path table entry (ops pack their variant into it; no hashing). */
-typedef struct kvjit_fast_key {
-  uint64_t a, b;
-} kvjit_fast_key;
+struct kvjit_fast_table;
 
-/**
- * Lock-free lookup in the context's fast table: NULL when absent. Safe from any thread, no
- * allocation, no syscall. Entries are never removed while the context lives.
- */
-const kvjit_kernel *kvjit_fast_lookup(const kvjit_context *ctx, kvjit_fast_key key);
-
-/**
- * Publish key -> kernel (idempotent; the first insert of a key wins).
- * @return KVJIT_ERR_BUSY when the table is full (the caller still has its kernel: launch it anyway).
- */
-kvjit_status kvjit_fast_insert(kvjit_context *ctx, kvjit_fast_key key, const kvjit_kernel *kernel);
-
-/** Visit every kernel in the fast table (not on a hot path). */
-void kvjit_fast_foreach(const kvjit_context *ctx, void (*visit)(const kvjit_kernel *kernel, void *user), void *user);
+/** The context's op tables (fast_table.h, op.c): loaded variants and the manifest's record set. */
+struct kvjit_fast_table *kvjit_context_fast_table(const kvjit_context *ctx);
 
 /**
  * What an op says about a program it asks for, recorded in the program's cache entry so that a
@@ -71,5 +56,8 @@ void kvjit_context_record(kvjit_context *ctx, const char *line);
 
 /** 1 when KVJIT_LOG / options.log asked for per-compile log lines. */
 int kvjit_context_logging(const kvjit_context *ctx);
+
+/** 1 unless KVJIT_LOG / options.log is 0: warnings (a degraded dir, a full op table) are printed. */
+int kvjit_context_warnings(const kvjit_context *ctx);
 
 #endif

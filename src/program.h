@@ -38,6 +38,7 @@ struct kvjit_program {
   size_t num_kernels;
   char **names;               /* canonical name expressions */
   char **lowered;
+  char **retired_lowered;     /* names of a disk entry the driver could not use, kept until destroy */
   /* Loading: under the context's lock. */
   int loading;
   CUlibrary library;

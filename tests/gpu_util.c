@@ -17,7 +17,7 @@ int gpu_cu_ok(CUresult res, const char *expr, const char *file, int line) {
 
 int gpu_setup(gpu_env *env) {
   memset(env, 0, sizeof *env);
-  kvjit_status st = kvjit_driver_get(&env->drv);
+  kvjit_status st = gpu_driver_get(&env->drv);
   if (st != KVJIT_OK) {
     printf("SKIP: no CUDA driver: %s\n", kvjit_last_error());
     return GPU_SKIP;
@@ -56,7 +56,7 @@ void gpu_teardown(gpu_env *env) {
 
 const gpu_env *gpu_current(void) { return current_env; }
 
-static const kvjit_driver *drv_or_abort(void) {
+static const gpu_driver *drv_or_abort(void) {
   if (current_env == NULL) {
     fprintf(stderr, "gpu_util: gpu_setup() was not called\n");
     abort();

@@ -10,13 +10,14 @@
 #include <stdint.h>
 
 #include "driver.h"
+#include "gpu_driver.h"
 #include "kvjit.h"
 
 /** meson's exit code for a skipped test. */
 #define GPU_SKIP 77
 
 typedef struct gpu_env {
-  const kvjit_driver *drv;
+  const gpu_driver *drv;
   CUdevice device;    /* device 0 */
   CUcontext context;  /* its retained primary context, current on the calling thread */
   int sm;             /* compute capability of device 0, e.g. 90 */

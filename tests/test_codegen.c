@@ -1,6 +1,6 @@
 /*
  * store_kv_cache code generation without a GPU: plans (automatic split, lanes, vector width, PDL),
- * the generated source, fast keys and cache keys, and real NVRTC compiles through prewarm.
+ * the generated source and cache keys, and real NVRTC compiles through prewarm.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "fp8_ref.h"
 #include "key.h"
 #include "kvjit.h"
@@ -322,7 +322,7 @@ static void test_source(void **state) {
   free(src);
 }
 
-/* Each field on its own changes the source, the cache key and the fast key. */
+/* Each field on its own changes the plan, the source and the cache key. */
 static void test_distinct_keys(void **state) {
   (void)state;
   kvjit_store_kv_plan plans[] = {
@@ -344,7 +344,6 @@ static void test_distinct_keys(void **state) {
   };
   enum { N = sizeof plans / sizeof plans[0] };
   kvjit_key keys[N];
-  kvjit_fast_key fast[N];
   char *sources[N];
   for (int i = 0; i < N; i++) {
     sources[i] = kvjit_store_kv_source(&plans[i]);
@@ -355,7 +354,6 @@ static void test_distinct_keys(void **state) {
     assert_int_equal(desc.arch, plans[i].arch);
     kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
     kvjit_key_compute(&keys[i], &desc, &target);
-    fast[i] = kvjit_store_kv_plan_key(&plans[i]);
   }
   for (int i = 0; i < N; i++) {
     for (int j = i + 1; j < N; j++) {
@@ -363,13 +361,12 @@ static void test_distinct_keys(void **state) {
         if (strcmp(sources[i], sources[j]) == 0) fail_msg("plans %d and %d generate the same source", i, j);
       }
       if (kvjit_key_equal(&keys[i], &keys[j])) fail_msg("plans %d and %d share a cache key", i, j);
-      if (fast[i].a == fast[j].a && fast[i].b == fast[j].b) fail_msg("plans %d and %d share a fast key", i, j);
+      if (memcmp(&plans[i], &plans[j], sizeof plans[i]) == 0) fail_msg("plans %d and %d are equal", i, j);
     }
   }
-  /* Same plan, same keys (deterministic). */
+  /* Same plan, same source (deterministic). */
   kvjit_store_kv_plan again = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE);
-  kvjit_fast_key f = kvjit_store_kv_plan_key(&again);
-  assert_true(f.a == fast[0].a && f.b == fast[0].b);
+  assert_memory_equal(&again, &plans[0], sizeof again);
   char *src = kvjit_store_kv_source(&again);
   assert_string_equal(src, sources[0]);
   free(src);
@@ -579,7 +576,7 @@ static void test_fp8_plans(void **state) {
   assert_int_equal(kvjit_dtype_bytes((kvjit_dtype)42), 0);
 }
 
-/* Every quantizing field on its own changes the source and both keys, and none collides with a
+/* Every quantizing field on its own changes the plan and the cache key, and none collides with a
  * plain plan of the same rows. */
 static void test_fp8_distinct_keys(void **state) {
   (void)state;
@@ -597,10 +594,8 @@ static void test_fp8_distinct_keys(void **state) {
       make_q(90, 256, 256, 16, 2, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0),
   };
   enum { N = sizeof plans / sizeof plans[0] };
-  kvjit_fast_key fast[N];
   kvjit_key keys[N];
   for (int i = 0; i < N; i++) {
-    fast[i] = kvjit_store_kv_plan_key(&plans[i]);
     char *src = kvjit_store_kv_source(&plans[i]);
     kvjit_program_desc desc;
     kvjit_store_kv_desc(&plans[i], src, &desc);
@@ -610,7 +605,7 @@ static void test_fp8_distinct_keys(void **state) {
   }
   for (int i = 0; i < N; i++) {
     for (int j = i + 1; j < N; j++) {
-      if (fast[i].a == fast[j].a && fast[i].b == fast[j].b) fail_msg("plans %d and %d share a fast key", i, j);
+      if (memcmp(&plans[i], &plans[j], sizeof plans[i]) == 0) fail_msg("plans %d and %d are equal", i, j);
       if (kvjit_key_equal(&keys[i], &keys[j])) fail_msg("plans %d and %d share a cache key", i, j);
     }
   }

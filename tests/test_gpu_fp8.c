@@ -26,7 +26,7 @@
 
 #include <cmocka.h>
 
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "fp8_ref.h"
 #include "gpu_util.h"
 #include "kvjit.h"
@@ -115,6 +115,7 @@ static float random_scale(void) {
   return ldexpf(1.0f + (float)(r & 0xffffff) / 16777216.0f, (int)((r >> 24) % 15) - 7);
 }
 
+__attribute__((format(printf, 2, 3))) static int fail_case(const fp8_case *c, const char *fmt, ...);
 static int fail_case(const fp8_case *c, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

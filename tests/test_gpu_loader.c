@@ -588,8 +588,8 @@ static void test_the_readme_examples(void **state) {
 }
 
 int main(void) {
-  const kvjit_driver *drv;
-  if (kvjit_driver_get(&drv) != KVJIT_OK) {
+  const gpu_driver *drv;
+  if (gpu_driver_get(&drv) != KVJIT_OK) {
     printf("SKIP: %s\n", kvjit_last_error());
     return GPU_SKIP;
   }

@@ -91,6 +91,7 @@ static void describe(const store_case *c, char *out, size_t cap) {
            c->bad_indices, c->use_skip);
 }
 
+__attribute__((format(printf, 2, 3))) static int fail_case(const store_case *c, const char *fmt, ...);
 static int fail_case(const store_case *c, const char *fmt, ...) {
   char what[512];
   describe(c, what, sizeof what);

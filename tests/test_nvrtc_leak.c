@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "codegen.h"
+#include "store_kv_plan.h"
 #include "compile.h"
 #include "kvjit.h"
 #include "test_util.h"

@@ -35,6 +35,8 @@ from ._program import (
 from ._lib import TARGET_ARCH_SPECIFIC, TARGET_FAMILY, TARGET_PTX
 from ._store import prepare, prewarm
 from ._torch_op import store_kv_cache
+from ._transfer import (prewarm_line, transfer_kv, transfer_kv_all_layers, transfer_kv_oob_count,
+                        transfer_kv_prepare)
 
 # meson.build's project version (written into _version.py at build time); the library loaded
 # must be the same version (checked at load: LibraryVersionError).
@@ -46,6 +48,7 @@ __all__ = [
     "cache_info", "current_sm", "default_context", "device_count", "device_info", "driver_version",
     "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "parse_target", "prepare",
     "prewarm", "register_torch_ops", "stats", "store_kv_cache", "target_name", "version", "version_number",
+    "prewarm_line", "transfer_kv", "transfer_kv_all_layers", "transfer_kv_oob_count", "transfer_kv_prepare",
 ]
 
 

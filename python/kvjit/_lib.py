@@ -293,6 +293,20 @@ STORE_KV_PACKER = struct.Struct("@I5Pi10qiiPiiiPPq")
 assert STORE_KV_PACKER.size == ctypes.sizeof(StoreKvArgs), "kvjit_store_kv_args layout"
 
 
+# ---- transfer_kv (helper C's block) ---------------------------------------------------------
+
+TRANSFER_KV_ARGS_VERSION = 1
+LOCATION_DEVICE = 0
+LOCATION_HOST = 1
+TRANSFER_KV_MAX_LAYERS = 65535
+
+# kvjit_transfer_kv_args, packed like STORE_KV_PACKER: version, src_k, src_v, dst_k, dst_v,
+# src_indices, dst_indices, index_type, src_index_stride, dst_index_stride, batch, k_row_bytes,
+# v_row_bytes, src_k_stride, src_v_stride, dst_k_stride, dst_v_stride, src_num_slots,
+# dst_num_slots, num_layers, src, dst, split, pdl, stream.
+TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiP")
+
+
 STORE_KV_VARIANT_VERSION = 1
 
 
@@ -366,6 +380,11 @@ _PROTOTYPES = {
                                           ctypes.POINTER(ctypes.c_uint)]),
     "kvjit_store_kv_variant_format": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_char_p, ctypes.c_size_t]),
     "kvjit_store_kv_variant_parse": (_I, [ctypes.POINTER(StoreKvVariant), _S]),
+    # transfer_kv and the generic prewarm (helper C); args packed with TRANSFER_KV_PACKER.
+    "kvjit_transfer_kv": (_I, [_P, _S]),
+    "kvjit_transfer_kv_prepare": (_I, [_P, _S]),
+    "kvjit_transfer_kv_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
+    "kvjit_prewarm_line": (_I, [_P, _S, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint)]),
 }
 
 

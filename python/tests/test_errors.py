@@ -63,6 +63,29 @@ def launch(**kw):
     kernel.launch(args.pop("grid"), args.pop("block"), args.pop("args"), **args)
 
 
+def transfer_args(**over):
+    t = {
+        "src_k": FakeCAI((1000, H, D), "<f2", K), "src_v": FakeCAI((1000, H, D), "<f2", V),
+        "dst_k": FakeCAI((1000, H, D), "<f2", KC), "dst_v": FakeCAI((1000, H, D), "<f2", VC),
+        "src_indices": FakeCAI((B,), "<i8", LOC), "dst_indices": FakeCAI((B,), "<i8", LOC + 4096),
+    }
+    t.update(over)
+    return (t["src_k"], t["src_v"], t["dst_k"], t["dst_v"], t["src_indices"], t["dst_indices"])
+
+
+def transfer(**kw):
+    names = ("src_k", "src_v", "dst_k", "dst_v", "src_indices", "dst_indices")
+    kvjit.transfer_kv(*transfer_args(**{k: kw.pop(k) for k in list(kw) if k in names}), **kw)
+
+
+def transfer_all(**kw):
+    args = dict(k_row_bytes=2048, src_num_slots=1000, dst_num_slots=1000)
+    args.update(kw)
+    table = FakeCAI((4,), "<i8", K)
+    kvjit.transfer_kv_all_layers(table, None, table, None, FakeCAI((B,), "<i8", LOC), FakeCAI((B,), "<i8", LOC),
+                                 **args)
+
+
 XFAIL = "xfail"
 
 # (id, argument named, exception class, call, mark): mark XFAIL = fails today (see the module doc)
@@ -157,6 +180,33 @@ CASES = [
      lambda: kvjit.prewarm(256, arch=90, dtype="bf16", cache_dtype="fp8_e4m3", num_heads=BIG), None),
     ("prewarm-index-none", "index", ValueError, lambda: kvjit.prewarm(256, arch=90, index=None), None),
     ("prewarm-context-type", "context", TypeError, lambda: kvjit.prewarm(256, arch=90, context=1), XFAIL),
+    # transfer_kv (helper C): keywords, tensors, tables, counters, manifest lines
+    ("transfer-split-64bit", "split", ValueError, lambda: transfer(split=BIG), None),
+    ("transfer-split-none", "split", TypeError, lambda: transfer(split=None), None),
+    ("transfer-src_num_slots-64bit", "src_num_slots", ValueError, lambda: transfer(src_num_slots=BIG), None),
+    ("transfer-dst_num_slots-str", "dst_num_slots", TypeError, lambda: transfer(dst_num_slots="9"), None),
+    ("transfer-row_elements-64bit", "row_elements", ValueError, lambda: transfer(row_elements=BIG), None),
+    ("transfer-pdl-int", "pdl", ValueError, lambda: transfer(pdl=1), None),
+    ("transfer-stream-64bit", "stream", ValueError, lambda: transfer(stream=BIG), None),
+    ("transfer-stream-str", "stream", TypeError, lambda: transfer(stream="default"), None),
+    ("transfer-context-str", "context", TypeError, lambda: transfer(context="ctx"), None),
+    ("transfer-context-closed", "context", ValueError, lambda: transfer(context=closed_context()), None),
+    ("transfer-src_k-none", "src_k", TypeError, lambda: transfer(src_k=None), None),
+    ("transfer-dst_indices-list", "dst_indices", TypeError, lambda: transfer(dst_indices=[0, 1]), None),
+    ("transfer_prepare-batch-64bit", "batch", ValueError, lambda: kvjit.transfer_kv_prepare(*transfer_args(),
+                                                                                            batch=BIG), None),
+    ("transfer_prepare-batch-str", "batch", TypeError, lambda: kvjit.transfer_kv_prepare(*transfer_args(),
+                                                                                         batch="0"), None),
+    ("transfer_all-k_row_bytes-64bit", "k_row_bytes", ValueError, lambda: transfer_all(k_row_bytes=BIG), None),
+    ("transfer_all-src-int", "src", ValueError, lambda: transfer_all(src=0), None),
+    ("transfer_all-dst_num_slots-none", "dst_num_slots", TypeError, lambda: transfer_all(dst_num_slots=None), None),
+    ("transfer_all-prepare-str", "prepare", TypeError, lambda: transfer_all(prepare="yes"), None),
+    ("transfer_all-context-str", "context", TypeError, lambda: transfer_all(context="ctx"), None),
+    ("transfer_oob-reset-str", "reset", TypeError, lambda: kvjit.transfer_kv_oob_count(reset="no"), None),
+    ("transfer_oob-context-type", "context", TypeError, lambda: kvjit.transfer_kv_oob_count(context=3), None),
+    ("prewarm_line-nul", "line", ValueError, lambda: kvjit.prewarm_line("transfer_kv\0"), None),
+    ("prewarm_line-none", "line", TypeError, lambda: kvjit.prewarm_line(None), None),
+    ("prewarm_line-context-type", "context", TypeError, lambda: kvjit.prewarm_line("", context=1), None),
 ]
 
 # Exception types that are never an acceptable answer to a bad argument, even where they are a
@@ -209,8 +259,8 @@ def test_the_table_covers_every_public_function():
     classes = {"CompileError", "Error", "InvalidArgumentError", "LibraryNotFoundError", "LibraryVersionError",
                "STATUS_NAMES", "Kernel", "Binary", "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX"}
     covered = {"Context", "stats", "cache_info", "oob_count", "parse_arch", "parse_target", "target_name",
-               "device_info", "Program",
-               "store_kv_cache", "prepare", "prewarm"}
+               "device_info", "Program", "store_kv_cache", "prepare", "prewarm", "transfer_kv",
+               "transfer_kv_prepare", "transfer_kv_all_layers", "transfer_kv_oob_count", "prewarm_line"}
     missing = set(kvjit.__all__) - no_arguments - classes - covered
     assert not missing, f"public functions without bad-argument cases: {sorted(missing)}"
     named = {c[0].split("-")[0] for c in CASES}

@@ -29,12 +29,14 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
       .mtime = entry->mtime,
       .read_only = table->write_dir == NULL || entry->path == NULL || !under_dir(entry->path, table->write_dir),
       .status = entry->status,
+      .reason = strdup(entry->reason ? entry->reason : ""),
   };
-  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL) {
+  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL || row.reason == NULL) {
     free(row.path);
     free(row.key);
     free(row.program);
     free(row.kernels);
+    free(row.reason);
     goto oom;
   }
   table->rows[table->count++] = row;
@@ -50,6 +52,7 @@ void entry_table_free(entry_table *table) {
     free(table->rows[i].key);
     free(table->rows[i].program);
     free(table->rows[i].kernels);
+    free(table->rows[i].reason);
   }
   free(table->rows);
 }

@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "variants.h"
 
-/* Longest manifest line kvjit_store_kv_variant_format() is given room for. */
+/* Longest manifest line kvjit_variant_format() is given room for. */
 #define LINE_CAPACITY 512
 
 /* ------------------------------------------------------------------------------------------ */
@@ -41,9 +41,9 @@ static void draw_progress_bar(const prewarm_run *run) {
 }
 
 /* Called with run->lock held, once per finished variant. */
-static void report_variant(prewarm_run *run, const kvjit_store_kv_variant *v, kvjit_status status,
+static void report_variant(prewarm_run *run, const kvjit_variant *v, kvjit_status status,
                            const char *detail, unsigned compiled, unsigned cached, double seconds) {
-  char name[160];
+  char name[LINE_CAPACITY];
   describe_variant(v, name, sizeof name);
   run->done++;
   if (status != KVJIT_OK) {
@@ -71,10 +71,10 @@ static void *prewarm_worker(void *arg) {
     pthread_mutex_unlock(&run->lock);
     if (i >= run->variants->count) return NULL;
 
-    const kvjit_store_kv_variant *v = &run->variants->items[i];
+    const kvjit_variant *v = &run->variants->items[i];
     unsigned compiled = 0, cached = 0;
     double t0 = now_seconds();
-    kvjit_status status = kvjit_store_kv_cache_prewarm(run->ctx, v, &compiled, &cached);
+    kvjit_status status = kvjit_variant_prewarm(run->ctx, v, &compiled, &cached);
     double seconds = now_seconds() - t0;
     /* The detail is thread-local: copy it before taking the lock. */
     char detail[512] = "";
@@ -104,7 +104,7 @@ static int print_dry_run(const variant_list *variants) {
   printf("# kvjit prewarm --dry-run: %zu variants (one manifest line each)\n", variants->count);
   for (size_t i = 0; i < variants->count; i++) {
     char line[LINE_CAPACITY];
-    if (kvjit_store_kv_variant_format(&variants->items[i], line, sizeof line) != KVJIT_OK)
+    if (kvjit_variant_format(&variants->items[i], line, sizeof line) != KVJIT_OK)
       describe_variant(&variants->items[i], line, sizeof line);
     puts(line);
   }
@@ -112,13 +112,14 @@ static int print_dry_run(const variant_list *variants) {
 }
 
 static const char prewarm_help[] =
-    "Usage: kvjit prewarm [options]\n"
-    "Compile store_kv_cache variants into the cache, for archs that need not be present (no GPU or\n"
-    "driver needed). Without any variant option: llama-3.1-8b, bf16 and fp8, tp 1,2,4,8, int32 and\n"
-    "int64 indices, pdl auto.\n"
+    "Usage: kvjit prewarm [--op NAME] [options]\n"
+    "Compile an op's variants into the cache, for archs that need not be present (no GPU or driver\n"
+    "needed). Without any variant option: store_kv_cache for llama-3.1-8b, bf16 and fp8, tp 1,2,4,8,\n"
+    "int32 and int64 indices, pdl auto.\n"
     "\n"
     "Targets:\n"
     "      --arch LIST         archs to build for, e.g. sm_90,sm_100 (default: the local GPU's)\n"
+    "      --op NAME           the op (default store_kv_cache); its kernel choices are below\n"
     "Variants from a model (lists are comma-separated; every combination is built, duplicates once):\n"
     "      --model LIST        presets (below)\n"
     "      --kv-heads N        KV heads of a model not in the presets (with --head-dim)\n"
@@ -136,16 +137,13 @@ static const char prewarm_help[] =
     "Variants from row sizes:\n"
     "      --k-row-bytes LIST  bytes of one token's K row\n"
     "      --v-row-bytes LIST  bytes of one V row (default: same as K; 0: K only)\n"
-    "Kernel choices (with either):\n"
-    "      --index LIST        int32, int64 (default: both)\n"
-    "      --pdl LIST          auto, on, off (default: auto; on is skipped before sm_90)\n"
-    "      --split LIST        auto (default: every split the automatic choice may pick), all\n"
-    "                          (auto plus every power-of-two split leaving parts of >= vec\n"
-    "                          bytes) or split counts that divide the rows\n"
-    "      --vec LIST          widest access the pointers allow: 16, 8, 4, 2, 1 (default: 16)\n"
+    "Kernel choices (with either), per op (combinations an op refuses, such as pdl=on before\n"
+    "sm_90, are skipped; --split also takes auto and all: auto plus every power-of-two split\n"
+    "leaving parts of >= vec bytes):\n"
+    "%s"
     "Or:\n"
     "      --manifest FILE     replay the variants a run recorded ($KVJIT_MANIFEST; format in\n"
-    "                          cache/MANIFEST.md), each line once per --arch\n"
+    "                          cache/MANIFEST.md; lines of any op), each line once per --arch\n"
     "\n"
     "  -j, --jobs N            parallel compiles (default: the number of cores)\n"
     "  -n, --dry-run           print the variants as manifest lines; compile nothing\n" CACHE_OPTIONS_HELP
@@ -154,7 +152,10 @@ static const char prewarm_help[] =
     "Model presets (KV heads x head dim):\n";
 
 static void print_prewarm_help(void) {
-  fputs(prewarm_help, stdout);
+  const char *split = strstr(prewarm_help, "%s");
+  fwrite(prewarm_help, 1, (size_t)(split - prewarm_help), stdout);
+  print_ops(stdout);
+  fputs(split + 2, stdout);
   print_model_presets(stdout);
   puts("\nExit status: 0 all variants cached, 1 some failed, 2 bad command line.");
 }

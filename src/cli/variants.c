@@ -1,12 +1,15 @@
 /*
- * kvjit prewarm's variant list: model presets and row sizes times the kernel choices, manifest
- * replay, deduplication, and the command line that describes them.
+ * kvjit prewarm's variant list: model presets and row sizes times the kernel choices of the op
+ * (--op; its field table says which choices there are), manifest replay (lines of any op),
+ * deduplication, and the command line that describes them.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -95,19 +98,8 @@ static const char *item_quant_src(const char *item, int *value) {
   return NULL;
 }
 
-/* The keyword of each value of the enum options, indexed by the value: the option parsers and
- * the progress lines both read these. */
-static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
-static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
 static const char *const scale_words[] = {
     [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
-static const char *const dtype_words[] = {
-    [KVJIT_DTYPE_BYTES] = "bytes", [KVJIT_DTYPE_F16] = "fp16",          [KVJIT_DTYPE_BF16] = "bf16",
-    [KVJIT_DTYPE_F32] = "fp32",    [KVJIT_DTYPE_FP8_E4M3] = "fp8_e4m3", [KVJIT_DTYPE_FP8_E5M2] = "fp8_e5m2"};
-
-static const char *word_of(const char *const *words, size_t count, int value) {
-  return value >= 0 && (size_t)value < count && words[value] != NULL ? words[value] : "?";
-}
 
 /* *value = the index of @p item in @p words; @p expected (the error's wording) when it is not there. */
 static const char *item_word(const char *item, int *value, const char *const *words, size_t count,
@@ -123,34 +115,6 @@ static const char *item_word(const char *item, int *value, const char *const *wo
 
 static const char *item_scale(const char *item, int *value) {
   return item_word(item, value, scale_words, ARRAY_SIZE(scale_words), "tensor, head or none");
-}
-
-static const char *item_index(const char *item, int *value) {
-  return item_word(item, value, index_words, ARRAY_SIZE(index_words), "int32 or int64");
-}
-
-static const char *item_pdl(const char *item, int *value) {
-  return item_word(item, value, pdl_words, ARRAY_SIZE(pdl_words), "auto, on or off");
-}
-
-/* --split all: every split (see add_splits()). */
-enum { SPLIT_ALL = -1 };
-
-/* "auto" is split 0 (whatever the automatic choice may pick); else an explicit split count. */
-static const char *item_split(const char *item, int *value) {
-  long v;
-  if (strcmp(item, "auto") == 0) *value = 0;
-  else if (strcmp(item, "all") == 0) *value = SPLIT_ALL;
-  else if (parse_int(item, 1, 1 << 20, &v)) *value = (int)v;
-  else return "auto, all or a split count that divides the rows";
-  return NULL;
-}
-
-static const char *item_vec(const char *item, int *value) {
-  long v;
-  if (!parse_int(item, 1, 16, &v) || (v & (v - 1)) != 0) return "16, 8, 4, 2 or 1";
-  *value = (int)v;
-  return NULL;
 }
 
 /* Parse "a,b,c" with @p parse into @p out (replacing what a repeated flag gave before). */
@@ -238,10 +202,10 @@ static int heads_per_rank(int kv_heads, int tp) {
   return tp % kv_heads == 0 ? 1 : 0;
 }
 
-static bool variant_list_add(variant_list *list, const kvjit_store_kv_variant *variant) {
+static bool variant_list_add(variant_list *list, const kvjit_variant *variant) {
   if (list->count == list->capacity) {
     size_t capacity = list->capacity ? list->capacity * 2 : 64;
-    kvjit_store_kv_variant *items = realloc(list->items, capacity * sizeof *items);
+    kvjit_variant *items = realloc(list->items, capacity * sizeof *items);
     if (items == NULL) return false;
     list->items = items;
     list->capacity = capacity;
@@ -252,20 +216,26 @@ static bool variant_list_add(variant_list *list, const kvjit_store_kv_variant *v
 
 static int compare_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
 
+/* Fields listed biggest first (the largest rows compile first, when the pool is busiest). */
+static bool descending(const kvjit_op_field *f) {
+  return strcmp(f->name, "k_row_bytes") == 0 || strcmp(f->name, "v_row_bytes") == 0 || strcmp(f->name, "vec") == 0;
+}
+
+static size_t op_index(const kvjit_op_info *op) {
+  for (size_t i = 0; i < kvjit_op_count(); i++)
+    if (kvjit_op_get(i) == op) return i;
+  return SIZE_MAX;
+}
+
 static int compare_variants(const void *pa, const void *pb) {
-  const kvjit_store_kv_variant *a = pa, *b = pb;
+  const kvjit_variant *a = pa, *b = pb;
   int c;
-  if ((c = compare_i64(a->arch, b->arch)) != 0) return c;
-  if ((c = compare_i64(b->k_row_bytes, a->k_row_bytes)) != 0) return c; /* biggest rows first */
-  if ((c = compare_i64(b->v_row_bytes, a->v_row_bytes)) != 0) return c;
-  if ((c = compare_i64(a->index_type, b->index_type)) != 0) return c;
-  if ((c = compare_i64(a->pdl, b->pdl)) != 0) return c;
-  if ((c = compare_i64(a->split, b->split)) != 0) return c;
-  if ((c = compare_i64(b->vector_bytes, a->vector_bytes)) != 0) return c;
-  if ((c = compare_i64(a->cache_dtype, b->cache_dtype)) != 0) return c;
-  if ((c = compare_i64(a->dtype, b->dtype)) != 0) return c;
-  if ((c = compare_i64(a->scale_kind, b->scale_kind)) != 0) return c;
-  return compare_i64(a->num_heads, b->num_heads);
+  if ((c = compare_i64((int64_t)op_index(a->op), (int64_t)op_index(b->op))) != 0) return c;
+  for (size_t i = 0; i < a->op->num_fields; i++) {
+    c = descending(&a->op->fields[i]) ? compare_i64(b->values[i], a->values[i]) : compare_i64(a->values[i], b->values[i]);
+    if (c != 0) return c;
+  }
+  return 0;
 }
 
 /* Sort, then drop repeats: bf16 and fp16, 8B and 70B, tp and dtype pairs that give equal rows. */
@@ -278,32 +248,30 @@ static void variant_list_dedup(variant_list *list) {
   list->count = kept;
 }
 
-/* "sm_90 k=2048 v=2048 int64 pdl=auto split=auto vec=16[ bf16->fp8_e4m3/tensor]", for progress lines. */
-const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, size_t capacity) {
-  char arch[32], v_bytes[32], split[16];
-  if (v->v_row_bytes == 0)
-    snprintf(v_bytes, sizeof v_bytes, "none");
-  else
-    snprintf(v_bytes, sizeof v_bytes, "%" PRId64, v->v_row_bytes);
-  if (v->split == 0)
-    snprintf(split, sizeof split, "auto");
-  else
-    snprintf(split, sizeof split, "%d", v->split);
-  char quant[64] = "";
-  if (v->cache_dtype == KVJIT_DTYPE_FP8_E4M3 || v->cache_dtype == KVJIT_DTYPE_FP8_E5M2) {
-    snprintf(quant, sizeof quant, " %s->%s/%s", word_of(dtype_words, ARRAY_SIZE(dtype_words), (int)v->dtype),
-             word_of(dtype_words, ARRAY_SIZE(dtype_words), (int)v->cache_dtype),
-             word_of(scale_words, ARRAY_SIZE(scale_words), (int)v->scale_kind));
+/* "sm_90 store_kv_cache k_row_bytes=... vec=16": its manifest line with the arch first, for
+ * progress lines. */
+const char *describe_variant(const kvjit_variant *v, char *buf, size_t capacity) {
+  char line[512], arch[32];
+  if (kvjit_variant_format(v, line, sizeof line) != KVJIT_OK) {
+    snprintf(buf, capacity, "%s (unprintable)", v->op->name);
+    return buf;
   }
-  snprintf(buf, capacity, "%s k=%" PRId64 " v=%s %s pdl=%s split=%s vec=%d%s", arch_name(v->arch, arch, sizeof arch),
-           v->k_row_bytes, v_bytes, word_of(index_words, ARRAY_SIZE(index_words), (int)v->index_type),
-           word_of(pdl_words, ARRAY_SIZE(pdl_words), (int)v->pdl), split, v->vector_bytes ? v->vector_bytes : 16,
-           quant);
+  /* The line is "OP arch=N REST". */
+  const char *rest = strchr(line, ' ');
+  rest = rest ? strchr(rest + 1, ' ') : NULL;
+  snprintf(buf, capacity, "%s %s%s", arch_name((int)v->values[0], arch, sizeof arch), v->op->name, rest ? rest : "");
   return buf;
 }
 
-/* A K/V row pair before the arch, index, PDL, split and vector choices multiply it; quantizing
- * rows (an fp8 cache fed from bf16/fp16/fp32) count source bytes. */
+/* The field named @p name of @p op, or -1. */
+int op_field(const kvjit_op_info *op, const char *name) {
+  for (size_t i = 0; i < op->num_fields; i++)
+    if (strcmp(op->fields[i].name, name) == 0) return (int)i;
+  return -1;
+}
+
+/* A K/V row pair before the arch and the kernel choices multiply it; quantizing rows (an fp8
+ * cache fed from bf16/fp16/fp32) count source bytes. */
 typedef struct row_pair {
   int k;
   int v;
@@ -323,21 +291,16 @@ static void row_list_add(row_list *rows, int k, int v) {
   rows->items[rows->count++] = (row_pair){k, v, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
 }
 
-/* Whether the op accepts the combination: pdl=on needs sm_90; an explicit split divides both rows. */
-static bool op_accepts(const kvjit_store_kv_variant *v) {
-  if (v->pdl == KVJIT_PDL_ON && v->arch < 90) return false;
-  if (v->split == 0) return true;
-  if (v->k_row_bytes % v->split != 0 || v->v_row_bytes % v->split != 0) return false;
-  if (v->cache_dtype == KVJIT_DTYPE_BYTES) return true;
-  /* Quantizing: slices of whole source elements, and the split limit of those kernels. */
-  int64_t elem = v->dtype == KVJIT_DTYPE_F32 ? 4 : 2;
-  return v->split <= 65535 && (v->k_row_bytes / v->split) % elem == 0 && (v->v_row_bytes / v->split) % elem == 0;
-}
+/* What the expansion skipped: combinations the op refuses (nothing to build), and the first reason. */
+typedef struct skip_note {
+  size_t count;
+  char first[256];
+} skip_note;
 
-/* Adds @p v, or counts it in @p skipped when the op would refuse it (there is nothing to build). */
-static bool add_variant(variant_list *out, const kvjit_store_kv_variant *v, size_t *skipped) {
-  if (op_accepts(v)) return variant_list_add(out, v);
-  (*skipped)++;
+/* Adds @p v when the op accepts it (kvjit_variant_check(), which also makes it canonical). */
+static bool add_variant(variant_list *out, kvjit_variant v, skip_note *skipped) {
+  if (kvjit_variant_check(&v) == KVJIT_OK) return variant_list_add(out, &v);
+  if (skipped->count++ == 0) snprintf(skipped->first, sizeof skipped->first, "%s", kvjit_last_error());
   return true;
 }
 
@@ -345,50 +308,65 @@ static bool add_variant(variant_list *out, const kvjit_store_kv_variant *v, size
  * Adds @p base with its split, or for --split all: the automatic choice plus every power-of-two
  * split that divides both rows into parts of at least one vector.
  */
-static bool add_splits(variant_list *out, kvjit_store_kv_variant base, size_t *skipped) {
-  if (base.split != SPLIT_ALL) return add_variant(out, &base, skipped);
-  base.split = 0;
-  if (!add_variant(out, &base, skipped)) return false;
-  int vec = base.vector_bytes ? base.vector_bytes : 16;
-  for (int64_t split = 1; base.k_row_bytes / split >= vec; split *= 2) {
-    if (base.k_row_bytes % split != 0 || base.v_row_bytes % split != 0) break;
-    if (base.v_row_bytes != 0 && base.v_row_bytes / split < vec) break;
-    base.split = (int)split;
-    if (!add_variant(out, &base, skipped)) return false;
+static bool add_splits(variant_list *out, kvjit_variant base, skip_note *skipped) {
+  const kvjit_op_info *op = base.op;
+  const int fs = op_field(op, "split"), fv = op_field(op, "vec"), fk = op_field(op, "k_row_bytes"),
+            fw = op_field(op, "v_row_bytes");
+  if (fs < 0 || base.values[fs] != SPLIT_ALL) return add_variant(out, base, skipped);
+  base.values[fs] = 0;
+  if (!add_variant(out, base, skipped)) return false;
+  const int64_t vec = fv >= 0 ? base.values[fv] : 16, k = base.values[fk], v = fw >= 0 ? base.values[fw] : 0;
+  for (int64_t split = 1; k / split >= vec; split *= 2) {
+    if (k % split != 0 || v % split != 0) break;
+    if (v != 0 && v / split < vec) break;
+    base.values[fs] = split;
+    if (!add_variant(out, base, skipped)) return false;
   }
   return true;
 }
 
-/* Every (arch, rows, index, pdl, split, vec) combination of the options the op accepts. */
-static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant_list *out, size_t *skipped) {
+/* Every combination of archs x rows x each choice field's list (the fields with a prewarm flag). */
+static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant_list *out, skip_note *skipped) {
+  const kvjit_op_info *op = o->op;
+  const int fk = op_field(op, "k_row_bytes"), fv = op_field(op, "v_row_bytes"), fd = op_field(op, "dtype"),
+            fc = op_field(op, "cache_dtype"), fsc = op_field(op, "scale"), fh = op_field(op, "num_heads");
+  size_t at[KVJIT_VARIANT_MAX_FIELDS] = {0};
   for (size_t a = 0; a < o->archs.count; a++)
-    for (size_t r = 0; r < rows->count; r++)
-      for (size_t i = 0; i < o->indexes.count; i++)
-        for (size_t p = 0; p < o->pdls.count; p++)
-          for (size_t s = 0; s < o->splits.count; s++)
-            for (size_t w = 0; w < o->vecs.count; w++) {
-              kvjit_store_kv_variant v = {
-                  .version = KVJIT_STORE_KV_VARIANT_VERSION,
-                  .arch = o->archs.value[a],
-                  .k_row_bytes = rows->items[r].k,
-                  .v_row_bytes = rows->items[r].v,
-                  .index_type = (kvjit_index_type)o->indexes.value[i],
-                  .pdl = (kvjit_pdl_mode)o->pdls.value[p],
-                  .split = o->splits.value[s],
-                  .vector_bytes = o->vecs.value[w],
-                  .dtype = rows->items[r].src,
-                  .cache_dtype = rows->items[r].cache,
-                  .scale_kind = rows->items[r].scale,
-                  .num_heads = rows->items[r].scale == KVJIT_SCALE_PER_HEAD ? rows->items[r].heads : 0,
-              };
-              if (!add_splits(out, v, skipped)) return false;
-            }
+    for (size_t r = 0; r < rows->count; r++) {
+      const row_pair *row = &rows->items[r];
+      memset(at, 0, sizeof at);
+      for (;;) {
+        kvjit_variant v;
+        if (kvjit_variant_init(&v, op) != KVJIT_OK) return false;
+        v.values[0] = o->archs.value[a];
+        if (fk >= 0) v.values[fk] = row->k;
+        if (fv >= 0) v.values[fv] = row->v;
+        if (fd >= 0 && fc >= 0) {
+          v.values[fd] = row->src;
+          v.values[fc] = row->cache;
+        }
+        if (fsc >= 0) v.values[fsc] = row->scale;
+        if (fh >= 0) v.values[fh] = row->scale == KVJIT_SCALE_PER_HEAD ? row->heads : 0;
+        for (size_t f = 0; f < op->num_fields; f++)
+          if (o->choices[f].count) v.values[f] = o->choices[f].value[at[f]];
+        if (!add_splits(out, v, skipped)) return false;
+        /* The next combination of the choice lists (an odometer over the fields). */
+        size_t f = 0;
+        for (; f < op->num_fields; f++) {
+          if (o->choices[f].count == 0) continue;
+          if (++at[f] < o->choices[f].count) break;
+          at[f] = 0;
+        }
+        if (f == op->num_fields) break;
+      }
+    }
   return true;
 }
 
 /* Rows of every model x dtype x tp; exit status 2 when a tp does not fit a model's heads. */
 static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape *models, size_t num_models,
                       row_list *rows) {
+  const bool quantizing = op_field(o->op, "cache_dtype") >= 0;
   for (size_t m = 0; m < num_models; m++)
     for (size_t t = 0; t < o->tps.count; t++) {
       int tp = o->tps.value[t];
@@ -406,7 +384,7 @@ static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape 
           return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", k > v ? k : v);
         row_list_add(rows, (int)k, (int)v); /* fp8 too: rows quantized before the store */
         kvjit_dtype fp8 = DTYPE_FP8_KIND(o->dtypes.value[d]);
-        if (fp8 == KVJIT_DTYPE_BYTES) continue;
+        if (fp8 == KVJIT_DTYPE_BYTES || !quantizing) continue;
         /* An fp8 cache fed from bf16/fp16/fp32 rows, quantized in the store. */
         for (size_t q = 0; q < o->quant_srcs.count; q++) {
           kvjit_dtype src = (kvjit_dtype)o->quant_srcs.value[q];
@@ -424,41 +402,114 @@ static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape 
   return 0;
 }
 
-/* Strip a trailing newline and surrounding blanks in place. */
+/* cache/MANIFEST.md: a line holds at most 511 characters before its "\n" or "\r\n". */
+#define MANIFEST_LINE_MAX 511
+/* A manifest is a few hundred lines (duplicates from many processes included); one larger than
+ * this is not a manifest, and reading it would only grow the variant list without bound. */
+#define MANIFEST_MAX_BYTES (64u << 20)
+
+/* Strip surrounding blanks in place. */
 static char *trim(char *s) {
   while (*s == ' ' || *s == '\t') s++;
   size_t len = strlen(s);
-  while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == '\r' || s[len - 1] == ' ' || s[len - 1] == '\t'))
-    s[--len] = '\0';
+  while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t')) s[--len] = '\0';
   return s;
 }
 
-/* The variants of a manifest's lines (blank and # lines skipped); exit status 2 naming FILE:LINE. */
+/* One line of a manifest (its "\n" / "\r\n" already gone): skip, add, or exit status 2. */
+static int manifest_line(const char *cmd, const char *path, unsigned long number, char *line, size_t len,
+                         variant_list *out) {
+  if (memchr(line, '\0', len) != NULL) {
+    fprintf(stderr, "kvjit %s: %s:%lu: a NUL byte in the line (a manifest is text)\n", cmd, path, number);
+    return EXIT_USAGE;
+  }
+  char *text = trim(line);
+  if (text[0] == '\0' || text[0] == '#') return 0;
+  kvjit_variant v;
+  kvjit_status status = kvjit_variant_parse(&v, text);
+  if (status == KVJIT_ERR_NOT_FOUND) return 0; /* comment-only after all */
+  if (status != KVJIT_OK) {
+    const char *detail = kvjit_last_error();
+    fprintf(stderr, "kvjit %s: %s:%lu: %s\n", cmd, path, number, detail[0] ? detail : kvjit_status_string(status));
+    return EXIT_USAGE;
+  }
+  return variant_list_add(out, &v) ? 0 : out_of_memory(cmd);
+}
+
+/*
+ * The variants of a manifest's lines (blank and # lines skipped); exit status 2 naming FILE:LINE.
+ * Only a regular file is read (a FIFO or device would block or never end), in fixed-size pieces:
+ * a line past the format's limit, a NUL byte or a file past MANIFEST_MAX_BYTES stops the read
+ * there, so no input makes it allocate more than one line's room.
+ */
 static int read_manifest(const char *cmd, const char *path, variant_list *out) {
-  FILE *file = fopen(path, "r");
-  if (file == NULL) return usage_error(cmd, "--manifest '%s': %s", path, strerror(errno));
-  char *line = NULL;
-  size_t capacity = 0;
-  unsigned long number = 0;
-  int rc = 0;
-  while (rc == 0 && getline(&line, &capacity, file) != -1) {
-    number++;
-    char *text = trim(line);
-    if (text[0] == '\0' || text[0] == '#') continue;
-    kvjit_store_kv_variant v;
-    kvjit_status status = kvjit_store_kv_variant_parse(&v, text);
-    if (status == KVJIT_ERR_NOT_FOUND) continue; /* comment-only after all */
-    if (status != KVJIT_OK) {
-      const char *detail = kvjit_last_error();
-      fprintf(stderr, "kvjit %s: %s:%lu: %s\n", cmd, path, number, detail[0] ? detail : kvjit_status_string(status));
-      rc = EXIT_USAGE;
-    } else if (!variant_list_add(out, &v)) {
-      rc = out_of_memory(cmd);
+  struct stat st;
+  if (stat(path, &st) != 0) return usage_error(cmd, "--manifest '%s': %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return usage_error(cmd, "--manifest '%s': not a regular file", path);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return usage_error(cmd, "--manifest '%s': %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return usage_error(cmd, "--manifest '%s': not a regular file", path);
+  }
+  if ((uint64_t)st.st_size > MANIFEST_MAX_BYTES) {
+    close(fd);
+    return usage_error(cmd, "--manifest '%s': %lld bytes, more than a manifest may hold (%u)", path,
+                       (long long)st.st_size, MANIFEST_MAX_BYTES);
+  }
+  char line[MANIFEST_LINE_MAX + 2]; /* the line and a "\r" that may end it */
+  size_t len = 0;
+  unsigned long number = 1;
+  uint64_t total = 0;
+  int rc = 0, eof = 0;
+  char chunk[4096];
+  while (rc == 0 && !eof) {
+    ssize_t got = read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      rc = usage_error(cmd, "--manifest '%s': %s", path, strerror(errno));
+      break;
+    }
+    eof = got == 0;
+    total += (uint64_t)got;
+    if (total > MANIFEST_MAX_BYTES) {
+      rc = usage_error(cmd, "--manifest '%s': more than a manifest may hold (%u bytes)", path, MANIFEST_MAX_BYTES);
+      break;
+    }
+    for (ssize_t i = 0; rc == 0 && i < got; i++) {
+      if (chunk[i] != '\n') {
+        if (len == sizeof line) {
+          fprintf(stderr, "kvjit %s: %s:%lu: longer than %d characters\n", cmd, path, number, MANIFEST_LINE_MAX);
+          rc = EXIT_USAGE;
+          break;
+        }
+        line[len++] = chunk[i];
+        continue;
+      }
+      if (len > 0 && line[len - 1] == '\r') len--;
+      if (len > MANIFEST_LINE_MAX) {
+        fprintf(stderr, "kvjit %s: %s:%lu: longer than %d characters\n", cmd, path, number, MANIFEST_LINE_MAX);
+        rc = EXIT_USAGE;
+        break;
+      }
+      line[len] = '\0';
+      rc = manifest_line(cmd, path, number, line, len, out);
+      len = 0;
+      number++;
     }
   }
-  if (rc == 0 && ferror(file)) rc = usage_error(cmd, "--manifest '%s': read error", path);
-  free(line);
-  fclose(file);
+  /* The last line may lack its newline. */
+  if (rc == 0 && len > 0) {
+    if (line[len - 1] == '\r') len--;
+    if (len > MANIFEST_LINE_MAX) {
+      fprintf(stderr, "kvjit %s: %s:%lu: longer than %d characters\n", cmd, path, number, MANIFEST_LINE_MAX);
+      rc = EXIT_USAGE;
+    } else {
+      line[len] = '\0';
+      rc = manifest_line(cmd, path, number, line, len, out);
+    }
+  }
+  close(fd);
   return rc;
 }
 
@@ -531,15 +582,105 @@ static int option_rows(const char *cmd, prewarm_opts *o, bool shape_flags, row_l
   return model_rows(cmd, o, models, num_models, rows);
 }
 
-/* Variants of the row or model options, times the kernel choices. */
-static int option_variants(const char *cmd, prewarm_opts *o, bool shape_flags, variant_list *out, size_t *skipped) {
-  static const int_list default_indexes = {{KVJIT_INDEX_INT32, KVJIT_INDEX_INT64}, 2},
-                        default_pdls = {{KVJIT_PDL_AUTO}, 1}, default_splits = {{0}, 1}, default_vecs = {{16}, 1};
-  if (o->indexes.count == 0) o->indexes = default_indexes;
-  if (o->pdls.count == 0) o->pdls = default_pdls;
-  if (o->splits.count == 0) o->splits = default_splits;
-  if (o->vecs.count == 0) o->vecs = default_vecs;
+/* ---- the op's choice fields ------------------------------------------------------------------ */
 
+/* One item of a choice field's list: a word, a number in range, and for split "auto" / "all". */
+static const char *item_field(const kvjit_op_field *f, const char *item, int *value, char *expected, size_t cap) {
+  if (f->kind == KVJIT_FIELD_WORD) {
+    size_t used = 0, shown = 0, total = 0;
+    for (size_t i = 0; i < f->num_words; i++) total += f->words[i] != NULL;
+    expected[0] = '\0';
+    for (size_t i = 0; i < f->num_words; i++) {
+      if (f->words[i] == NULL) continue;
+      if (strcmp(f->words[i], item) == 0) {
+        *value = (int)i;
+        return NULL;
+      }
+      const char *sep = shown == 0 ? "" : shown + 1 == total ? " or " : ", ";
+      if (used < cap) used += (size_t)snprintf(expected + used, cap - used, "%s%s", sep, f->words[i]);
+      shown++;
+    }
+    return expected;
+  }
+  long v;
+  if (strcmp(f->name, "split") == 0) {
+    if (strcmp(item, "auto") == 0) {
+      *value = 0;
+      return NULL;
+    }
+    if (strcmp(item, "all") == 0) {
+      *value = SPLIT_ALL;
+      return NULL;
+    }
+    if (parse_int(item, 1, (long)f->max, &v)) {
+      *value = (int)v;
+      return NULL;
+    }
+    return "auto, all or a split count that divides the rows";
+  }
+  const bool pow2 = (f->flags & KVJIT_FIELD_POW2) != 0;
+  if (parse_int(item, (long)f->min, (long)f->max, &v) && (!pow2 || (v & (v - 1)) == 0)) {
+    *value = (int)v;
+    return NULL;
+  }
+  if (pow2) snprintf(expected, cap, "a power of two %lld to %lld", (long long)f->min, (long long)f->max);
+  else snprintf(expected, cap, "%lld to %lld", (long long)f->min, (long long)f->max);
+  return expected;
+}
+
+/* Parse "a,b,c" of choice field @p f into @p out. */
+static int parse_field_list(const char *cmd, const char *flag, const char *text, const kvjit_op_field *f,
+                            int_list *out) {
+  out->count = 0;
+  const char *p = text;
+  for (;;) {
+    size_t len = strcspn(p, ",");
+    char item[64], expected[256];
+    if (len == 0) return usage_error(cmd, "%s '%s': empty item", flag, text);
+    if (len >= sizeof item) return usage_error(cmd, "%s '%.*s': too long", flag, (int)len, p);
+    memcpy(item, p, len);
+    item[len] = '\0';
+    if (out->count == MAX_LIST) return usage_error(cmd, "%s '%s': more than %d items", flag, text, MAX_LIST);
+    const char *why = item_field(f, item, &out->value[out->count], expected, sizeof expected);
+    if (why != NULL) return usage_error(cmd, "bad value '%s' for %s (expected %s)", item, flag, why);
+    out->count++;
+    if (p[len] == '\0') return 0;
+    p += len + 1;
+  }
+}
+
+/* The flag of a choice field: "--" and its name with '_' as '-'. */
+static const char *field_flag(const char *name, char *buf, size_t capacity) {
+  snprintf(buf, capacity, "--%s", name);
+  for (char *c = buf + 2; *c; c++)
+    if (*c == '_') *c = '-';
+  return buf;
+}
+
+/* Each choice field of the op: the list its flag gave, else the field's prewarm default. */
+static int resolve_choices(const char *cmd, prewarm_opts *o) {
+  for (size_t i = 0; i < o->num_flags; i++) {
+    if (o->flag_text[i] == NULL) continue;
+    int f = op_field(o->op, o->flag_fields[i]);
+    char flag[64];
+    field_flag(o->flag_fields[i], flag, sizeof flag);
+    if (f < 0 || o->op->fields[f].prewarm == NULL)
+      return usage_error(cmd, "%s is not a field of %s (see --op and 'kvjit prewarm --help')", flag, o->op->name);
+    int rc = parse_field_list(cmd, flag, o->flag_text[i], &o->op->fields[f], &o->choices[f]);
+    if (rc != 0) return rc;
+  }
+  for (size_t f = 0; f < o->op->num_fields; f++) {
+    const kvjit_op_field *field = &o->op->fields[f];
+    if (field->prewarm == NULL || o->choices[f].count != 0) continue;
+    char flag[64];
+    int rc = parse_field_list(cmd, field_flag(field->name, flag, sizeof flag), field->prewarm, field, &o->choices[f]);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* Variants of the row or model options, times the kernel choices. */
+static int option_variants(const char *cmd, prewarm_opts *o, bool shape_flags, variant_list *out, skip_note *skipped) {
   row_list rows = {NULL, 0};
   int rc = option_rows(cmd, o, shape_flags, &rows);
   if (rc == 0) rc = resolve_archs(cmd, o);
@@ -553,8 +694,9 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
   bool shape_flags = o->kv_heads != 0 || o->head_dim != 0 || o->v_head_dim >= 0;
   bool model_flags = o->models.count != 0 || shape_flags || o->dtypes.count != 0 || o->tps.count != 0 ||
                      o->quant_srcs.count != 0 || o->scales.count != 0;
-  bool choice_flags = o->indexes.count != 0 || o->pdls.count != 0 || o->splits.count != 0 || o->vecs.count != 0;
-  if (o->manifest != NULL && (o->k_rows.count != 0 || o->have_v_rows || model_flags || choice_flags))
+  bool choice_flags = false;
+  for (size_t i = 0; i < o->num_flags; i++) choice_flags |= o->flag_text[i] != NULL;
+  if (o->manifest != NULL && (o->k_rows.count != 0 || o->have_v_rows || model_flags || choice_flags || o->op_given))
     return usage_error(cmd, "--manifest replays its lines as written: give only --arch with it");
   if (o->k_rows.count != 0 && model_flags)
     return usage_error(cmd, "--k-row-bytes cannot be combined with --model, --kv-heads, --head-dim, --dtype, --tp, "
@@ -564,8 +706,10 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
     return usage_error(cmd, "--model cannot be combined with --kv-heads, --head-dim or --v-head-dim");
   if (shape_flags && (o->kv_heads == 0 || o->head_dim == 0))
     return usage_error(cmd, "a model shape needs both --kv-heads and --head-dim");
+  if ((o->quant_srcs.count != 0 || o->scales.count != 0) && op_field(o->op, "cache_dtype") < 0)
+    return usage_error(cmd, "--quantize-from and --scale are for ops that quantize; %s does not", o->op->name);
 
-  size_t skipped = 0;
+  skip_note skipped = {0, ""};
   int rc;
   if (o->manifest != NULL) {
     variant_list lines = {NULL, 0, 0};
@@ -573,19 +717,25 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
     if (rc == 0) rc = resolve_archs(cmd, o);
     for (size_t i = 0; rc == 0 && i < lines.count; i++)
       for (size_t a = 0; rc == 0 && a < o->archs.count; a++) {
-        kvjit_store_kv_variant v = lines.items[i];
-        v.arch = o->archs.value[a];
-        if (!add_variant(out, &v, &skipped)) rc = out_of_memory(cmd);
+        kvjit_variant v = lines.items[i];
+        v.values[0] = o->archs.value[a];
+        if (!add_variant(out, v, &skipped)) rc = out_of_memory(cmd);
       }
     free(lines.items);
   } else {
-    rc = option_variants(cmd, o, shape_flags, out, &skipped);
+    rc = resolve_choices(cmd, o);
+    if (rc == 0) rc = option_variants(cmd, o, shape_flags, out, &skipped);
   }
   if (rc != 0) return rc;
   variant_list_dedup(out);
-  if (skipped != 0)
-    fprintf(stderr, "kvjit %s: note: skipped %zu combinations the op refuses (pdl=on before sm_90, a split "
-                    "that does not divide the rows)\n", cmd, skipped);
+  /* Exit 0 means "all cached": a run that builds nothing must not say so. */
+  if (out->count == 0 && o->manifest != NULL) return usage_error(cmd, "--manifest '%s' lists no variant", o->manifest);
+  if (out->count == 0)
+    return usage_error(cmd, "nothing to build: all %zu combinations are ones the op refuses (the first: %s)",
+                       skipped.count, skipped.first);
+  if (skipped.count != 0)
+    fprintf(stderr, "kvjit %s: note: skipped %zu combinations the op refuses (the first: %s)\n", cmd, skipped.count,
+            skipped.first);
   return 0;
 }
 
@@ -594,10 +744,11 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
 int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help) {
   enum {
     OPT_ARCH = 300, OPT_MODEL, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_V_HEAD_DIM, OPT_DTYPE, OPT_TP,
-    OPT_K_ROW, OPT_V_ROW, OPT_INDEX, OPT_PDL, OPT_SPLIT, OPT_VEC, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE,
+    OPT_K_ROW, OPT_V_ROW, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE, OPT_OP, OPT_FIELD,
   };
-  static const struct option long_options[] = {
+  static const struct option fixed_options[] = {
       {"arch", required_argument, NULL, OPT_ARCH},
+      {"op", required_argument, NULL, OPT_OP},
       {"model", required_argument, NULL, OPT_MODEL},
       {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
       {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
@@ -608,26 +759,58 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
       {"scale", required_argument, NULL, OPT_SCALE},
       {"k-row-bytes", required_argument, NULL, OPT_K_ROW},
       {"v-row-bytes", required_argument, NULL, OPT_V_ROW},
-      {"index", required_argument, NULL, OPT_INDEX},
-      {"pdl", required_argument, NULL, OPT_PDL},
-      {"split", required_argument, NULL, OPT_SPLIT},
-      {"vec", required_argument, NULL, OPT_VEC},
       {"manifest", required_argument, NULL, OPT_MANIFEST},
       {"jobs", required_argument, NULL, 'j'},
       {"dry-run", no_argument, NULL, 'n'},
       {"help", no_argument, NULL, 'h'},
       CACHE_LONG_OPTIONS,
-      {NULL, 0, NULL, 0},
   };
   memset(o, 0, sizeof *o);
   o->v_head_dim = -1;
   o->jobs = sysconf(_SC_NPROCESSORS_ONLN);
   if (o->jobs < 1) o->jobs = 1;
+  o->op = kvjit_op_find("store_kv_cache");
+
+  /* The choice fields of every op, each a flag of its own (--index, --src, ...): the op's table,
+   * not this file, says which there are. */
+  struct option long_options[ARRAY_SIZE(fixed_options) + MAX_FIELD_FLAGS + 1];
+  memcpy(long_options, fixed_options, sizeof fixed_options);
+  size_t n = ARRAY_SIZE(fixed_options);
+  for (size_t i = 0; i < kvjit_op_count(); i++) {
+    const kvjit_op_info *op = kvjit_op_get(i);
+    for (size_t f = 0; f < op->num_fields; f++) {
+      if (op->fields[f].prewarm == NULL) continue;
+      size_t seen = 0;
+      while (seen < o->num_flags && strcmp(o->flag_fields[seen], op->fields[f].name) != 0) seen++;
+      if (seen < o->num_flags || o->num_flags == MAX_FIELD_FLAGS) continue;
+      o->flag_fields[o->num_flags] = op->fields[f].name;
+      field_flag(op->fields[f].name, o->flag_names[o->num_flags], sizeof o->flag_names[0]);
+      long_options[n++] = (struct option){o->flag_names[o->num_flags] + 2, required_argument, NULL,
+                                          OPT_FIELD + (int)o->num_flags};
+      o->num_flags++;
+    }
+  }
+  long_options[n] = (struct option){NULL, 0, NULL, 0};
 
   int c, rc = 0;
   while (rc == 0 && (c = getopt_long(argc, argv, ":j:nh", long_options, NULL)) != -1) {
+    if (c >= OPT_FIELD && c < OPT_FIELD + (int)o->num_flags) {
+      o->flag_text[c - OPT_FIELD] = optarg; /* parsed once the op is known */
+      continue;
+    }
     switch (c) {
     case OPT_ARCH: rc = parse_list(cmd, "--arch", optarg, item_arch, &o->archs); break;
+    case OPT_OP:
+      o->op = kvjit_op_find(optarg);
+      o->op_given = true;
+      if (o->op == NULL) {
+        char names[256] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < kvjit_op_count() && used < sizeof names; i++)
+          used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", kvjit_op_get(i)->name);
+        rc = usage_error(cmd, "bad value '%s' for --op (expected %s)", optarg, names);
+      }
+      break;
     case OPT_MODEL: rc = parse_list(cmd, "--model", optarg, item_model, &o->models); break;
     case OPT_KV_HEADS: rc = parse_one(cmd, "--kv-heads", optarg, item_positive, &o->kv_heads); break;
     case OPT_HEAD_DIM: rc = parse_one(cmd, "--head-dim", optarg, item_positive, &o->head_dim); break;
@@ -641,10 +824,6 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
       rc = parse_list(cmd, "--v-row-bytes", optarg, item_v_row_bytes, &o->v_rows);
       o->have_v_rows = true;
       break;
-    case OPT_INDEX: rc = parse_list(cmd, "--index", optarg, item_index, &o->indexes); break;
-    case OPT_PDL: rc = parse_list(cmd, "--pdl", optarg, item_pdl, &o->pdls); break;
-    case OPT_SPLIT: rc = parse_list(cmd, "--split", optarg, item_split, &o->splits); break;
-    case OPT_VEC: rc = parse_list(cmd, "--vec", optarg, item_vec, &o->vecs); break;
     case OPT_MANIFEST: o->manifest = optarg; break;
     case 'j':
       if (!parse_int(optarg, 1, 1024, &o->jobs))
@@ -660,4 +839,29 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
   if (rc == 0) rc = check_no_operands(cmd, argc, argv);
   if (rc != 0) return rc;
   return 0;
+}
+
+/* The ops and their choice fields, as `kvjit prewarm --help` lists them. */
+void print_ops(FILE *out) {
+  for (size_t i = 0; i < kvjit_op_count(); i++) {
+    const kvjit_op_info *op = kvjit_op_get(i);
+    fprintf(out, "  --op %s: %s\n", op->name, op->summary);
+    for (size_t f = 0; f < op->num_fields; f++) {
+      const kvjit_op_field *field = &op->fields[f];
+      if (field->prewarm == NULL) continue;
+      char flag[64], values[256] = "";
+      size_t used = 0;
+      if (field->kind == KVJIT_FIELD_WORD) {
+        for (size_t w = 0; w < field->num_words && used < sizeof values; w++)
+          if (field->words[w] != NULL)
+            used += (size_t)snprintf(values + used, sizeof values - used, "%s%s", used ? ", " : "", field->words[w]);
+      } else {
+        snprintf(values, sizeof values, "%s%lld..%lld", (field->flags & KVJIT_FIELD_POW2) ? "powers of two " : "",
+                 (long long)field->min, (long long)field->max);
+      }
+      char option[80];
+      snprintf(option, sizeof option, "%s LIST", field_flag(field->name, flag, sizeof flag));
+      fprintf(out, "      %-19s %s (default: %s)\n%26s%s\n", option, values, field->prewarm, "", field->help);
+    }
+  }
 }

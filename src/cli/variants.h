@@ -16,15 +16,28 @@ typedef struct int_list {
   size_t count;
 } int_list;
 
+/* Most distinct choice fields (fields with a prewarm flag) over all ops. */
+#define MAX_FIELD_FLAGS 32
+/* --split all, in a split list: every split (see add_splits()). */
+#define SPLIT_ALL (-1)
+
 typedef struct variant_list {
-  kvjit_store_kv_variant *items;
+  kvjit_variant *items;
   size_t count;
   size_t capacity;
 } variant_list;
 
 typedef struct prewarm_opts {
   cache_opts cache;
-  int_list archs, k_rows, v_rows, models, dtypes, tps, indexes, pdls, splits, vecs, quant_srcs, scales;
+  const kvjit_op_info *op; /* --op, default store_kv_cache */
+  bool op_given;
+  int_list archs, k_rows, v_rows, models, dtypes, tps, quant_srcs, scales;
+  int_list choices[KVJIT_VARIANT_MAX_FIELDS]; /* per field of op: its flag's list, or its prewarm default */
+  /* The choice-field flags of every op: the field name, "--name", and the text given (or NULL). */
+  const char *flag_fields[MAX_FIELD_FLAGS];
+  char flag_names[MAX_FIELD_FLAGS][48];
+  const char *flag_text[MAX_FIELD_FLAGS];
+  size_t num_flags;
   bool have_v_rows;
   int kv_heads, head_dim, v_head_dim; /* 0 / -1 (v) when not given */
   const char *manifest;
@@ -36,9 +49,13 @@ typedef struct prewarm_opts {
 int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help);
 /* The variant list the options describe, deduplicated; exit status. */
 int build_variants(const char *cmd, prewarm_opts *o, variant_list *out);
-/* "sm_90 k=2048 v=2048 int64 pdl=auto split=auto vec=16[ bf16->fp8_e4m3/tensor]", for progress lines. */
-const char *describe_variant(const kvjit_store_kv_variant *v, char *buf, size_t capacity);
+/* Its manifest line, for progress lines. */
+const char *describe_variant(const kvjit_variant *v, char *buf, size_t capacity);
 /* The model presets, one line each, for --help. */
 void print_model_presets(FILE *out);
+/* The ops and their choice flags, for --help. */
+void print_ops(FILE *out);
+/* The field named @p name of @p op, or -1. */
+int op_field(const kvjit_op_info *op, const char *name);
 
 #endif

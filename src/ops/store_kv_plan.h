@@ -1,14 +1,16 @@
 /*
  * store_kv_cache specialisation: from a variant (rows, alignment, index type, split, PDL, batch
- * class) to a plan (every compile-time constant of the kernel and its launch geometry), the plan's
- * exact fast-table key, its CUDA source (the embedded template behind a #define prelude) and its
- * program description. Pure functions: no driver, no NVRTC, no context; safe from any thread.
+ * class) to a plan (every compile-time constant of the kernel and its launch geometry), its CUDA
+ * source (the embedded template behind a #define prelude) and its program description. Pure
+ * functions: no driver, no NVRTC, no context; safe from any thread. The op around them is
+ * store_kv.c.
  */
-#ifndef KVJIT_CODEGEN_H
-#define KVJIT_CODEGEN_H
+#ifndef KVJIT_STORE_KV_PLAN_H
+#define KVJIT_STORE_KV_PLAN_H
 
 #include <stdint.h>
 
+#include "dtype.h"
 #include "jit.h"
 #include "kvjit.h"
 
@@ -57,13 +59,6 @@ typedef struct kvjit_store_kv_quant {
 #define KVJIT_STORE_KV_QUANT_MAX_HEADS 65535
 /** First compute capability with the hardware fp8 conversion (cvt.rn.satfinite.e4m3x2.f32). */
 #define KVJIT_STORE_KV_FP8_HW_ARCH 89
-
-/** Bytes of one element of @p dtype (1 for BYTES and the fp8 types), 0 for an unknown value. */
-int kvjit_dtype_bytes(kvjit_dtype dtype);
-/** "f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "bytes"; NULL for an unknown value. */
-const char *kvjit_dtype_name(kvjit_dtype dtype);
-/** Parse a name of kvjit_dtype_name() (also "fp16", "float16", "bfloat16", "fp32", "float32"). */
-int kvjit_dtype_parse(const char *name, kvjit_dtype *out);
 
 /**
  * Decide between a plain copy and a quantizing store, and check the pair of dtypes, the scale
@@ -167,9 +162,6 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
                                             kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant);
-
-/** The exact 128-bit fast-table key of a plan (distinct plans, distinct keys). */
-kvjit_fast_key kvjit_store_kv_plan_key(const kvjit_store_kv_plan *plan);
 
 /** Generated CUDA source of a plan: malloc'd, NUL-terminated; NULL when out of memory. */
 char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan);

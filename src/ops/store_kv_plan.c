@@ -1,5 +1,5 @@
 /*
- * store_kv_cache specialisation: plans, keys and generated source (see codegen.h).
+ * store_kv_cache specialisation: plans and generated source (see store_kv_plan.h).
  *
  * The automatic choice, per batch class (kvjit_store_kv_batch_class()):
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
@@ -76,12 +76,13 @@
  *    rule until an A/B on one machine.
  * The table below is the one place to retune after measuring.
  */
-#include "codegen.h"
+#include "store_kv_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "embedded.h"
 #include "status.h"
 
@@ -117,61 +118,6 @@ static int64_t gcd64(int64_t a, int64_t b) {
     b = t;
   }
   return a;
-}
-
-static int log2_pow2(uint64_t v) {
-  int n = 0;
-  while (v > 1) {
-    v >>= 1;
-    n++;
-  }
-  return n;
-}
-
-static const struct {
-  kvjit_dtype dtype;
-  const char *name;
-  int bytes;
-} dtype_table[] = {
-    {KVJIT_DTYPE_BYTES, "bytes", 1}, {KVJIT_DTYPE_F16, "f16", 2},          {KVJIT_DTYPE_BF16, "bf16", 2},
-    {KVJIT_DTYPE_F32, "f32", 4},     {KVJIT_DTYPE_FP8_E4M3, "fp8_e4m3", 1}, {KVJIT_DTYPE_FP8_E5M2, "fp8_e5m2", 1},
-};
-#define DTYPE_COUNT (sizeof dtype_table / sizeof dtype_table[0])
-
-int kvjit_dtype_bytes(kvjit_dtype dtype) {
-  for (size_t i = 0; i < DTYPE_COUNT; i++) {
-    if (dtype_table[i].dtype == dtype) return dtype_table[i].bytes;
-  }
-  return 0;
-}
-
-const char *kvjit_dtype_name(kvjit_dtype dtype) {
-  for (size_t i = 0; i < DTYPE_COUNT; i++) {
-    if (dtype_table[i].dtype == dtype) return dtype_table[i].name;
-  }
-  return NULL;
-}
-
-int kvjit_dtype_parse(const char *name, kvjit_dtype *out) {
-  static const struct {
-    const char *name;
-    kvjit_dtype dtype;
-  } aliases[] = {{"fp16", KVJIT_DTYPE_F16},  {"float16", KVJIT_DTYPE_F16},  {"half", KVJIT_DTYPE_F16},
-                 {"bfloat16", KVJIT_DTYPE_BF16}, {"fp32", KVJIT_DTYPE_F32}, {"float32", KVJIT_DTYPE_F32},
-                 {"float", KVJIT_DTYPE_F32}, {"e4m3", KVJIT_DTYPE_FP8_E4M3}, {"e5m2", KVJIT_DTYPE_FP8_E5M2}};
-  for (size_t i = 0; i < DTYPE_COUNT; i++) {
-    if (strcmp(name, dtype_table[i].name) == 0) {
-      *out = dtype_table[i].dtype;
-      return 1;
-    }
-  }
-  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
-    if (strcmp(name, aliases[i].name) == 0) {
-      *out = aliases[i].dtype;
-      return 1;
-    }
-  }
-  return 0;
 }
 
 static int is_fp8(kvjit_dtype d) { return d == KVJIT_DTYPE_FP8_E4M3 || d == KVJIT_DTYPE_FP8_E5M2; }
@@ -438,39 +384,11 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   return KVJIT_OK;
 }
 
-/* b's layout: tag 0..7 | arch 8..17 | log2 vec 18..20 | log2 lanes 21..23 | block/32 24..29 |
- * index64 30 | pdl 31 | split 32..52 | items - 1 53 | evict_first 54 | pdl_trigger_first 55.
- * a: k_row_bytes << 32 | v_row_bytes. */
-#define KVJIT_STORE_KV_KEY_TAG 0x51u
-
-/* Quantizing plans (tag 0x53): a = k_row_bytes << 36 | v_row_bytes << 8 | src dtype 0..1 |
- * fp8 kind 2..3 | scale kind 4..5 | soft 6 | evict_first 7 (items is always 1 and
- * pdl_trigger_first 0: no bit is left for them); b as above up to bit 31, then split 32..47 and
- * num_heads 48..63 (the limits KVJIT_STORE_KV_QUANT_MAX_* keep every field in its bits). */
-#define KVJIT_STORE_KV_QUANT_KEY_TAG 0x53u
-
-kvjit_fast_key kvjit_store_kv_plan_key(const kvjit_store_kv_plan *plan) {
-  kvjit_fast_key key;
-  uint64_t common = (uint64_t)plan->arch << 8 | (uint64_t)log2_pow2((uint64_t)plan->vec) << 18 |
-                    (uint64_t)log2_pow2((uint64_t)plan->lanes) << 21 | (uint64_t)(plan->block / 32) << 24 |
-                    (uint64_t)(plan->index64 != 0) << 30 | (uint64_t)(plan->pdl != 0) << 31;
-  if (plan->cache_dtype != KVJIT_DTYPE_BYTES) {
-    key.a = (uint64_t)plan->k_row_bytes << 36 | (uint64_t)plan->v_row_bytes << 8 |
-            (uint64_t)(plan->src_dtype - KVJIT_DTYPE_F16) | (uint64_t)(plan->cache_dtype - KVJIT_DTYPE_FP8_E4M3) << 2 |
-            (uint64_t)plan->scale_kind << 4 | (uint64_t)(plan->fp8_soft != 0) << 6 |
-            (uint64_t)(plan->evict_first != 0) << 7;
-    key.b = KVJIT_STORE_KV_QUANT_KEY_TAG | common | (uint64_t)plan->split << 32 | (uint64_t)plan->num_heads << 48;
-    return key;
-  }
-  key.a = (uint64_t)plan->k_row_bytes << 32 | (uint64_t)plan->v_row_bytes;
-  key.b = KVJIT_STORE_KV_KEY_TAG | common | (uint64_t)plan->split << 32 | (uint64_t)(plan->items == 2) << 53 |
-          (uint64_t)(plan->evict_first != 0) << 54 | (uint64_t)(plan->pdl_trigger_first != 0) << 55;
-  return key;
-}
-
 char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan) {
   const int quant = plan->cache_dtype != KVJIT_DTYPE_BYTES;
   char prelude[1024];
+  /* The first line still names src/codegen.c, where this file lived: it is part of every store
+   * program's source and so of its cache key (tests/test_store_pins.c holds them). */
   int n = snprintf(prelude, sizeof prelude,
                    "// kvjit store_kv_cache variant: generated by src/codegen.c\n"
                    "#define KVJIT_K_ROW_BYTES %lld\n"

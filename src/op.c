@@ -1,0 +1,352 @@
+/*
+ * The generic op layer (see op.h): the miss path that plans, loads and publishes a variant, the
+ * manifest record, prepare, prewarm, the launch, the bad-slot counters and the op statistics.
+ */
+#include "op.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+/* ---- current device ---------------------------------------------------------------------------- */
+
+#define MAX_DEVICES 64
+/* Compute capability per device ordinal, 0 until first asked: a device's capability never changes,
+ * so a relaxed load suffices and a race only repeats the query. */
+static _Atomic int device_sm[MAX_DEVICES];
+
+/* In a process that sees one device, every current context is that device's: its capability is
+ * known without asking the driver which device is current (a call that showed in the host cost,
+ * bench_store's "host:" lines). 0 until known, -1 with several devices. */
+static _Atomic int only_device_sm;
+
+static kvjit_status device_sm_of(const kvjit_driver *drv, CUdevice dev, int *sm) {
+  if (dev >= 0 && dev < MAX_DEVICES) {
+    int known = atomic_load_explicit(&device_sm[dev], memory_order_relaxed);
+    if (known > 0) {
+      *sm = known;
+      return KVJIT_OK;
+    }
+  }
+  int major = 0, minor = 0;
+  CUresult res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGetAttribute(COMPUTE_CAPABILITY)");
+  *sm = major * 10 + minor;
+  if (dev >= 0 && dev < MAX_DEVICES) atomic_store_explicit(&device_sm[dev], *sm, memory_order_relaxed);
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
+  int only = atomic_load_explicit(&only_device_sm, memory_order_relaxed);
+  if (only > 0) {
+    /* Without a current context the launch itself fails (CUDA_ERROR_INVALID_CONTEXT). */
+    *sm = only;
+    return KVJIT_OK;
+  }
+  CUdevice dev = 0;
+  CUresult res = drv->cuCtxGetDevice(&dev);
+  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxGetDevice (no current CUDA context?)");
+  kvjit_status st = device_sm_of(drv, dev, sm);
+  if (st == KVJIT_OK && only == 0) {
+    int count = 0;
+    int value = drv->cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1 ? *sm : -1;
+    atomic_store_explicit(&only_device_sm, value, memory_order_relaxed);
+  }
+  return st;
+}
+
+/* ---- plans and programs -------------------------------------------------------------------------- */
+
+/* A plan buffer: op plans are plain structs of ints and pointers. */
+typedef union plan_buffer {
+  unsigned char bytes[KVJIT_OP_MAX_PLAN];
+  int64_t align_i;
+  void *align_p;
+  long double align_f;
+} plan_buffer;
+
+/* The plan of checked @p values for their arch (values[0] > 0) and @p batch_class, zeroed first so
+ * that plans compare with memcmp. */
+static kvjit_status make_plan(const kvjit_op *op, const int64_t *values, int batch_class, plan_buffer *plan) {
+  memset(plan, 0, sizeof *plan);
+  return op->plan(values, (int)values[0], batch_class, plan->bytes);
+}
+
+/* Source and description of a plan; the caller frees *source. */
+static kvjit_status plan_program(const kvjit_op *op, const plan_buffer *plan, char **source,
+                                 kvjit_program_desc *desc) {
+  *source = op->source(plan->bytes);
+  if (*source == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: generating the source", op->info.name);
+  op->desc(plan->bytes, *source, desc);
+  return KVJIT_OK;
+}
+
+/* Write the variant's line to the manifest the first time this context loads it. */
+static void record_variant(kvjit_context *ctx, kvjit_fast_table *tables, const kvjit_op *op, const int64_t *values,
+                           const char *line) {
+  static char marker; /* the set's values: only the keys count */
+  int inserted = 0;
+  /* Class 0 stands for the variant: every class of it shares one line. */
+  if (kvjit_fast_map_insert(tables->recorded, op->key(values, 0), &marker, NULL, &inserted) != KVJIT_OK) return;
+  if (inserted) kvjit_context_record(ctx, line);
+}
+
+static void log_first_overflow(kvjit_context *ctx, kvjit_fast_table *tables) {
+  kvjit_fast_map_stats s;
+  kvjit_fast_map_get_stats(tables->variants, &s);
+  if (s.overflows == 0 || atomic_exchange(&tables->overflow_logged, 1) != 0) return;
+  if (kvjit_context_warnings(ctx)) {
+    kvjit_log_line("op table full at %llu variants: further ones are looked up under a lock",
+                   (unsigned long long)s.entries);
+  }
+}
+
+kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t *request, int batch_class,
+                           kvjit_fast_key key, const kvjit_op_entry **out) {
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  memcpy(values, request, op->info.num_fields * sizeof values[0]);
+  /* The rules between fields run here, once per request key: a hit needs none of them. */
+  kvjit_status st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN);
+  if (st != KVJIT_OK) return st;
+  plan_buffer plan;
+  if ((st = make_plan(op, values, batch_class, &plan)) != KVJIT_OK) return st;
+  char line[KVJIT_VARIANT_MAX_FIELDS * 32];
+  if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
+  char *source = NULL;
+  kvjit_program_desc desc;
+  if ((st = plan_program(op, &plan, &source, &desc)) != KVJIT_OK) return st;
+  kvjit_program_label label = {op->info.name, line};
+  kvjit_program *program = NULL;
+  st = kvjit_program_get_labeled(ctx, &program, NULL, &desc, &label);
+  free(source);
+  if (st != KVJIT_OK) return st;
+  kvjit_kernel *kernel = NULL;
+  if ((st = kvjit_program_kernel(program, &kernel, op->kernel, 0)) != KVJIT_OK) return st;
+  kvjit_op_entry *entry = malloc(sizeof *entry);
+  if (entry == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", op->info.name);
+  entry->kernel = kernel;
+  op->geometry(plan.bytes, &entry->geo);
+  kvjit_fast_table *tables = kvjit_context_fast_table(ctx);
+  void *winner = NULL;
+  int inserted = 0;
+  st = kvjit_fast_map_insert(tables->variants, key, entry, &winner, &inserted);
+  if (st != KVJIT_OK) {
+    free(entry);
+    return st;
+  }
+  if (!inserted) free(entry); /* another thread published the same request first */
+  log_first_overflow(ctx, tables);
+  record_variant(ctx, tables, op, values, line);
+  *out = winner;
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_op_prepare(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, int first, int last) {
+  for (int cls = first; cls <= last; cls++) {
+    const kvjit_op_entry *entry;
+    kvjit_status st = kvjit_op_find_entry(ctx, op, values, cls, &entry);
+    if (st != KVJIT_OK) return st;
+  }
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *compiled,
+                              unsigned *cached) {
+  if (compiled) *compiled = 0;
+  if (cached) *cached = 0;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  memcpy(values, checked, op->info.num_fields * sizeof values[0]);
+  kvjit_status st;
+  if (values[0] == 0) {
+    const kvjit_driver *drv;
+    if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return st;
+    int arch = 0;
+    if ((st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) return st;
+    values[0] = arch;
+    /* Again with the real arch (PDL on needs sm_90, ...). */
+    if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
+  }
+  char line[KVJIT_VARIANT_MAX_FIELDS * 32];
+  if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
+  kvjit_program_label label = {op->info.name, line};
+  /* Every kernel the automatic choice may pick: one plan per batch class, duplicates once. */
+  enum { MAX_CLASSES = 8 };
+  plan_buffer done[MAX_CLASSES];
+  int num_done = 0;
+  for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
+    if ((st = make_plan(op, values, cls, &done[num_done])) != KVJIT_OK) return st;
+    int seen = 0;
+    for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
+    if (seen) continue;
+    char *source = NULL;
+    kvjit_program_desc desc;
+    if ((st = plan_program(op, &done[num_done], &source, &desc)) != KVJIT_OK) return st;
+    num_done++;
+    kvjit_origin origin = KVJIT_FROM_COMPILE;
+    st = kvjit_program_compile_labeled(ctx, &origin, &desc, &label);
+    free(source);
+    if (st != KVJIT_OK) return st;
+    if (origin == KVJIT_FROM_COMPILE) {
+      if (compiled) (*compiled)++;
+    } else if (cached) {
+      (*cached)++;
+    }
+  }
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
+/* ---- launch ---------------------------------------------------------------------------------- */
+
+uint64_t kvjit_op_blocks(const kvjit_op_geometry *geo, int64_t items) {
+  /* On every call: shifts, no 64-bit division (each costs tens of cycles). */
+  uint64_t units;
+  if (items <= 0 || __builtin_mul_overflow((uint64_t)items, (uint64_t)geo->split, &units)) return 0;
+  const uint64_t groups = geo->items == 2 ? (units >> 1) + (units & 1) : units;
+  const uint32_t per_block = geo->block >> geo->group_shift;
+  uint64_t blocks;
+  if ((per_block & (per_block - 1)) == 0) {
+    const int shift = __builtin_ctz(per_block);
+    blocks = (groups >> shift) + ((groups & (per_block - 1)) != 0);
+  } else {
+    blocks = groups / per_block + (groups % per_block != 0);
+  }
+  return blocks > (uint64_t)INT32_MAX ? 0 : blocks;
+}
+
+kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entry, uint64_t blocks, unsigned grid_y,
+                             struct CUstream_st *stream, void *params) {
+  CUlaunchAttribute attr;
+  if (entry->geo.pdl) {
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+  }
+  CUlaunchConfig lc = {
+      .gridDimX = (unsigned)blocks,
+      .gridDimY = grid_y,
+      .gridDimZ = 1,
+      .blockDimX = entry->geo.block,
+      .blockDimY = 1,
+      .blockDimZ = 1,
+      .sharedMemBytes = 0,
+      .hStream = (CUstream)stream,
+      /* Tied to the wait compiled into the kernel: the attribute without it would be a race. */
+      .attrs = entry->geo.pdl ? &attr : NULL,
+      .numAttrs = entry->geo.pdl ? 1 : 0,
+  };
+  void *args[] = {params};
+  CUresult res = drv->cuLaunchKernelEx(&lc, (CUfunction)entry->kernel->handle, args, NULL);
+  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLaunchKernelEx");
+  return KVJIT_OK;
+}
+
+/* ---- counters --------------------------------------------------------------------------------- */
+
+typedef struct program_list {
+  const kvjit_program **items;
+  size_t count, capacity;
+  const char *kernel;
+  int sm;
+  int failed;
+} program_list;
+
+static void collect_program(void *value, void *user) {
+  const kvjit_op_entry *entry = value;
+  program_list *list = user;
+  const kvjit_kernel *kernel = entry->kernel;
+  if (kernel->name == NULL || strcmp(kernel->name, list->kernel) != 0) return;
+  /* A program built for another arch is not loaded in this device's context. */
+  if (kvjit_program_arch(kernel->program) != list->sm) return;
+  for (size_t i = 0; i < list->count; i++) {
+    if (list->items[i] == kernel->program) return;
+  }
+  if (list->count == list->capacity) {
+    size_t cap = list->capacity ? list->capacity * 2 : 16;
+    const kvjit_program **grown = realloc(list->items, cap * sizeof *grown);
+    if (grown == NULL) {
+      list->failed = 1;
+      return;
+    }
+    list->items = grown;
+    list->capacity = cap;
+  }
+  list->items[list->count++] = kernel->program;
+}
+
+kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t *count, int reset) {
+  const kvjit_driver *drv;
+  kvjit_status st = kvjit_driver_get(&drv);
+  if (st != KVJIT_OK) return st;
+  program_list list = {NULL, 0, 0, op->kernel, 0, 0};
+  if ((st = kvjit_op_current_sm(drv, &list.sm)) != KVJIT_OK) return st;
+  CUresult res = drv->cuCtxSynchronize();
+  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxSynchronize");
+  kvjit_fast_map_foreach(kvjit_context_fast_table(ctx)->variants, collect_program, &list);
+  if (list.failed) {
+    free(list.items);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: listing the loaded variants", op->info.name);
+  }
+  uint64_t total = 0;
+  for (size_t i = 0; i < list.count && st == KVJIT_OK; i++) {
+    CUdeviceptr ptr = 0;
+    size_t bytes = 0;
+    st = kvjit_program_global(list.items[i], &ptr, &bytes, op->oob_counter);
+    if (st != KVJIT_OK) break;
+    if (bytes != sizeof(uint64_t)) {
+      st = kvjit_fail(KVJIT_ERR_INTERNAL, "%s: %zu bytes, expected 8", op->oob_counter, bytes);
+      break;
+    }
+    uint64_t value = 0;
+    res = drv->cuMemcpyDtoH(&value, ptr, sizeof value);
+    if (res != CUDA_SUCCESS) {
+      st = kvjit_cuda_fail(drv, res, "cuMemcpyDtoH(oob counter)");
+      break;
+    }
+    total += value;
+    if (reset) {
+      res = drv->cuMemsetD32(ptr, 0, 2);
+      if (res != CUDA_SUCCESS) st = kvjit_cuda_fail(drv, res, "cuMemsetD32(oob counter)");
+    }
+  }
+  free(list.items);
+  if (st != KVJIT_OK) return st;
+  if (reset) {
+    res = drv->cuCtxSynchronize();
+    if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxSynchronize");
+  }
+  *count = total;
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_op_oob_count(kvjit_context *ctx, const char *name, uint64_t *count, int reset) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
+  const kvjit_op *op = name ? kvjit_op_of(kvjit_op_find(name)) : NULL;
+  if (op == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "op: \"%.64s\" is not an op", name ? name : "(null)");
+  return kvjit_op_counters(ctx, op, count, reset);
+}
+
+kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_stats *out) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
+  if (out->version != KVJIT_OP_STATS_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out->version: must be KVJIT_OP_STATS_VERSION (%d), got %u",
+                      KVJIT_OP_STATS_VERSION, out->version);
+  }
+  kvjit_fast_table *tables = kvjit_context_fast_table(ctx);
+  kvjit_fast_map_stats v, r;
+  kvjit_fast_map_get_stats(tables->variants, &v);
+  kvjit_fast_map_get_stats(tables->recorded, &r);
+  out->variants = v.entries;
+  out->table_capacity = v.capacity;
+  out->table_grows = v.grows;
+  out->table_overflows = v.overflows;
+  out->manifest_lines = r.entries;
+  return KVJIT_OK;
+}

@@ -1,0 +1,275 @@
+/*
+ * The store_kv_cache op: its descriptor (fields, rules, plan, source, geometry, key) and its
+ * public entry points. Plans and sources are store_kv_plan.c; call validation store_kv_args.c.
+ *
+ * Hot path, once a variant is loaded: validate (arithmetic only) -> current device's compute
+ * capability (cuCtxGetDevice + a per-device cache) -> request key -> lock-free lookup -> launch.
+ * No plan, no allocation, lock or compile: the plan was made on the miss that loaded the key.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+#include "status.h"
+#include "store_kv_op.h"
+
+/* ---- fields ----------------------------------------------------------------------------------- */
+
+static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
+static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+static const char *const scale_words[] = {
+    [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
+static const char *const dtype_words[] = {
+    [KVJIT_DTYPE_BYTES] = "bytes", [KVJIT_DTYPE_F16] = "f16",           [KVJIT_DTYPE_BF16] = "bf16",
+    [KVJIT_DTYPE_F32] = "f32",     [KVJIT_DTYPE_FP8_E4M3] = "fp8_e4m3", [KVJIT_DTYPE_FP8_E5M2] = "fp8_e5m2"};
+#define WORDS(t) (t), sizeof(t) / sizeof((t)[0])
+
+static const kvjit_op_field store_fields[STORE_F_COUNT] = {
+    [STORE_F_ARCH] = {"arch", "compute capability (90 = sm_90); 0 = the current device's", KVJIT_FIELD_INT, 0, 0,
+                      KVJIT_STORE_KV_MAX_ARCH, NULL, 0, 0, NULL},
+    [STORE_F_K_ROW] = {"k_row_bytes", "bytes of one K row (source bytes when quantizing)", KVJIT_FIELD_INT, 0, 1,
+                       KVJIT_STORE_KV_MAX_ROW_BYTES, NULL, 0, 0, NULL},
+    [STORE_F_V_ROW] = {"v_row_bytes", "bytes of one V row; 0 = K only", KVJIT_FIELD_INT, 0, 0,
+                       KVJIT_STORE_KV_MAX_ROW_BYTES, NULL, 0, 0, NULL},
+    [STORE_F_INDEX] = {"index", "type of the slot ids", KVJIT_FIELD_WORD, 0, 0, 0, WORDS(index_words), 0,
+                       "int32,int64"},
+    [STORE_F_PDL] = {"pdl", "programmatic dependent launch, as asked (auto: per arch and batch class)",
+                     KVJIT_FIELD_WORD, 0, 0, 0, WORDS(pdl_words), 0, "auto"},
+    [STORE_F_SPLIT] = {"split", "parts each row is split into; 0 = automatic (every split it may pick)",
+                       KVJIT_FIELD_INT, 0, 0, KVJIT_STORE_KV_MAX_SPLIT, NULL, 0, 0, "auto"},
+    [STORE_F_VEC] = {"vec", "widest access, in bytes, the pointers and strides allow", KVJIT_FIELD_INT,
+                     KVJIT_FIELD_POW2, 1, 16, NULL, 0, 16, "16"},
+    [STORE_F_DTYPE] = {"dtype", "element type of the K/V rows of a store that quantizes", KVJIT_FIELD_WORD,
+                       KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words), KVJIT_DTYPE_BYTES, NULL},
+    [STORE_F_CACHE_DTYPE] = {"cache_dtype", "element type of the cache: fp8_e4m3 or fp8_e5m2 to quantize",
+                             KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words),
+                             KVJIT_DTYPE_BYTES, NULL},
+    [STORE_F_SCALE] = {"scale", "where the quantization scales come from", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL,
+                       0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, NULL},
+    [STORE_F_HEADS] = {"num_heads", "heads per K row and per V row (scale=head)", KVJIT_FIELD_INT,
+                       KVJIT_FIELD_OPTIONAL, 0, KVJIT_STORE_KV_QUANT_MAX_HEADS, NULL, 0, 0, NULL},
+};
+
+/* ---- descriptor hooks ------------------------------------------------------------------------ */
+
+/* The quantization of canonical values, or NULL for a plain copy. */
+static const kvjit_store_kv_quant *values_quant(const int64_t *v, kvjit_store_kv_quant *q) {
+  if (v[STORE_F_CACHE_DTYPE] == KVJIT_DTYPE_BYTES) return NULL;
+  q->dtype = (kvjit_dtype)v[STORE_F_DTYPE];
+  q->cache_dtype = (kvjit_dtype)v[STORE_F_CACHE_DTYPE];
+  q->scale_kind = (kvjit_scale_kind)v[STORE_F_SCALE];
+  q->num_heads = v[STORE_F_HEADS];
+  return q;
+}
+
+static kvjit_status store_plan(const int64_t *v, int arch, int batch_class, void *out) {
+  kvjit_store_kv_quant q;
+  return kvjit_store_kv_plan_make_quant(out, arch, v[STORE_F_K_ROW], v[STORE_F_V_ROW], (int)v[STORE_F_VEC],
+                                        (kvjit_index_type)v[STORE_F_INDEX], (kvjit_pdl_mode)v[STORE_F_PDL],
+                                        (int)v[STORE_F_SPLIT], batch_class, values_quant(v, &q));
+}
+
+static kvjit_status store_check(int64_t *v, uint64_t given) {
+  if (given != KVJIT_OP_ALL_GIVEN && (given & KVJIT_OP_GIVEN(STORE_F_HEADS)) && v[STORE_F_SCALE] != KVJIT_SCALE_PER_HEAD) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale=head");
+  }
+  kvjit_store_kv_quant q;
+  int quantize = 0;
+  kvjit_status st = kvjit_store_kv_quant_resolve(&q, &quantize, (kvjit_dtype)v[STORE_F_DTYPE],
+                                                 (kvjit_dtype)v[STORE_F_CACHE_DTYPE], (kvjit_scale_kind)v[STORE_F_SCALE],
+                                                 v[STORE_F_HEADS]);
+  if (st != KVJIT_OK) return st;
+  /* A plain copy's kernel does not depend on the element type: one canonical form. */
+  v[STORE_F_DTYPE] = quantize ? q.dtype : KVJIT_DTYPE_BYTES;
+  v[STORE_F_CACHE_DTYPE] = quantize ? q.cache_dtype : KVJIT_DTYPE_BYTES;
+  v[STORE_F_SCALE] = quantize ? q.scale_kind : KVJIT_SCALE_NONE;
+  v[STORE_F_HEADS] = quantize ? q.num_heads : 0;
+  /* The plan's own rules, for "any arch" when arch is 0. */
+  kvjit_store_kv_plan plan;
+  return store_plan(v, v[STORE_F_ARCH] ? (int)v[STORE_F_ARCH] : KVJIT_STORE_KV_MAX_ARCH, 0, &plan);
+}
+
+/* A quantizing store's line ends with its dtypes and scale kind, and num_heads with scale=head;
+ * plain copies keep the version-1 line. */
+static int store_written(const int64_t *v, size_t field) {
+  if (field == STORE_F_HEADS) return v[STORE_F_SCALE] == KVJIT_SCALE_PER_HEAD;
+  return v[STORE_F_CACHE_DTYPE] != KVJIT_DTYPE_BYTES;
+}
+
+static char *store_source(const void *plan) { return kvjit_store_kv_source(plan); }
+
+static void store_desc(const void *plan, const char *source, kvjit_program_desc *desc) {
+  kvjit_store_kv_desc(plan, source, desc);
+}
+
+static void store_geometry(const void *plan, kvjit_op_geometry *out) {
+  const kvjit_store_kv_plan *p = plan;
+  out->block = (uint32_t)p->block;
+  out->group_shift = (uint32_t)__builtin_ctz((unsigned)p->lanes);
+  out->split = (uint32_t)p->split;
+  out->items = (uint32_t)p->items;
+  out->pdl = p->pdl;
+}
+
+static kvjit_fast_key store_key(const int64_t *v, int batch_class) { return kvjit_store_kv_key(v, batch_class); }
+
+const kvjit_op kvjit_op_store_kv = {
+    .info = {"store_kv_cache", "copy each new token's K/V rows into the cache at its slot (quantizing to fp8 on the way)",
+             store_fields, STORE_F_COUNT, KVJIT_STORE_KV_CLASSES},
+    .family = KVJIT_FAMILY_STORE_KV,
+    .plan_size = sizeof(kvjit_store_kv_plan),
+    .kernel = KVJIT_STORE_KV_KERNEL,
+    .oob_counter = KVJIT_STORE_KV_OOB_COUNTER,
+    .max_arch = KVJIT_STORE_KV_MAX_ARCH,
+    .check = store_check,
+    .written = store_written,
+    .plan = store_plan,
+    .source = store_source,
+    .desc = store_desc,
+    .geometry = store_geometry,
+    .key = store_key,
+};
+
+/* ---- the calls ------------------------------------------------------------------------------- */
+
+/*
+ * A call that cannot go on (no driver, no context, batch 0) still reports the rules between its
+ * variant's fields first, as it did before it needed a driver: those errors name the argument.
+ */
+static kvjit_status variant_error_or(const kvjit_store_kv_request *r, kvjit_status status) {
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+  int64_t values[STORE_F_COUNT];
+  memcpy(values, r->values, sizeof values);
+  values[STORE_F_ARCH] = 0;
+  kvjit_status st = kvjit_op_check_values(&kvjit_op_store_kv, values, KVJIT_OP_ALL_GIVEN);
+  if (st != KVJIT_OK) return st;
+  if (status == KVJIT_OK) return KVJIT_OK;
+  return kvjit_fail(status, "%s", detail);
+}
+
+static kvjit_status too_many_blocks(int64_t batch, const kvjit_op_entry *e) {
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: %lld items x split %u need more than 2^31-1 blocks",
+                    (long long)batch, e->geo.split);
+}
+
+kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args *args) {
+  kvjit_store_kv_request r;
+  kvjit_status st = kvjit_store_kv_validate(ctx, args, &r);
+  if (st != KVJIT_OK) return st;
+  if (args->batch == 0) return variant_error_or(&r, KVJIT_OK);
+  const kvjit_driver *drv;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return variant_error_or(&r, st);
+  int sm = 0;
+  if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return variant_error_or(&r, st);
+  if (sm > KVJIT_STORE_KV_MAX_ARCH) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_1023", sm);
+  r.values[STORE_F_ARCH] = sm;
+  const kvjit_op_entry *e;
+  if ((st = kvjit_op_find_entry(ctx, &kvjit_op_store_kv, r.values, r.batch_class, &e)) != KVJIT_OK) return st;
+  const uint64_t blocks = kvjit_op_blocks(&e->geo, args->batch);
+  if (blocks == 0) return too_many_blocks(args->batch, e);
+  return kvjit_op_launch(drv, e, blocks, 1, args->stream, &r.params);
+}
+
+kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_kv_args *args) {
+  kvjit_store_kv_request r;
+  kvjit_status st = kvjit_store_kv_validate(ctx, args, &r);
+  if (st != KVJIT_OK) return st;
+  const kvjit_driver *drv;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return variant_error_or(&r, st);
+  /* Loading needs no context (cuLibraryLoadData): without one, prepare for device 0. */
+  int sm = 0;
+  if ((st = kvjit_driver_current_sm(drv, &sm, NULL)) != KVJIT_OK) return variant_error_or(&r, st);
+  r.values[STORE_F_ARCH] = sm;
+  /* batch 0: every class, for callers that do not know their batch sizes before capture. */
+  const int first = args->batch > 0 ? r.batch_class : 0;
+  const int last = args->batch > 0 ? r.batch_class : KVJIT_STORE_KV_CLASSES - 1;
+  if ((st = kvjit_op_prepare(ctx, &kvjit_op_store_kv, r.values, first, last)) != KVJIT_OK) return st;
+  if (args->batch > 0) {
+    const kvjit_op_entry *e;
+    if ((st = kvjit_op_find_entry(ctx, &kvjit_op_store_kv, r.values, r.batch_class, &e)) != KVJIT_OK) return st;
+    if (kvjit_op_blocks(&e->geo, args->batch) == 0) return too_many_blocks(args->batch, e);
+  }
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count, int reset) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
+  return kvjit_op_counters(ctx, &kvjit_op_store_kv, count, reset);
+}
+
+/* ---- variants -------------------------------------------------------------------------------- */
+
+/* The struct has grown before (the quantizing fields): a caller built against another layout is
+ * refused instead of read past its end. */
+static kvjit_status variant_values(const kvjit_store_kv_variant *v, int64_t *out) {
+  if (v->version != KVJIT_STORE_KV_VARIANT_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "variant->version: must be KVJIT_STORE_KV_VARIANT_VERSION (%d), got %u (initialise with "
+                      "KVJIT_STORE_KV_VARIANT_INIT)",
+                      KVJIT_STORE_KV_VARIANT_VERSION, v->version);
+  }
+  out[STORE_F_ARCH] = v->arch;
+  out[STORE_F_K_ROW] = v->k_row_bytes;
+  out[STORE_F_V_ROW] = v->v_row_bytes;
+  out[STORE_F_INDEX] = v->index_type;
+  out[STORE_F_PDL] = v->pdl;
+  out[STORE_F_SPLIT] = v->split;
+  out[STORE_F_VEC] = v->vector_bytes ? v->vector_bytes : 16;
+  out[STORE_F_DTYPE] = v->dtype;
+  out[STORE_F_CACHE_DTYPE] = v->cache_dtype;
+  out[STORE_F_SCALE] = v->scale_kind;
+  out[STORE_F_HEADS] = v->num_heads;
+  return kvjit_op_check_values(&kvjit_op_store_kv, out, KVJIT_OP_ALL_GIVEN);
+}
+
+kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
+                                          unsigned *compiled, unsigned *cached) {
+  if (compiled) *compiled = 0;
+  if (cached) *cached = 0;
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
+  int64_t values[STORE_F_COUNT];
+  kvjit_status st = variant_values(variant, values);
+  if (st != KVJIT_OK) return st;
+  return kvjit_op_prewarm(ctx, &kvjit_op_store_kv, values, compiled, cached);
+}
+
+kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out, size_t capacity) {
+  if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
+  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
+  int64_t values[STORE_F_COUNT];
+  kvjit_status st = variant_values(variant, values);
+  if (st != KVJIT_OK) return st;
+  return kvjit_op_format_line(&kvjit_op_store_kv, values, out, capacity);
+}
+
+kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line) {
+  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
+  if (line == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: NULL");
+  int64_t v[KVJIT_VARIANT_MAX_FIELDS];
+  const kvjit_op *op = NULL;
+  kvjit_status st = kvjit_op_parse_line(line, &op, v);
+  if (st != KVJIT_OK) return st;
+  if (op != &kvjit_op_store_kv) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: must start with \"store_kv_cache\", got a %s line",
+                      op->info.name);
+  }
+  kvjit_store_kv_variant r = KVJIT_STORE_KV_VARIANT_INIT;
+  r.arch = (int)v[STORE_F_ARCH];
+  r.k_row_bytes = v[STORE_F_K_ROW];
+  r.v_row_bytes = v[STORE_F_V_ROW];
+  r.index_type = (kvjit_index_type)v[STORE_F_INDEX];
+  r.pdl = (kvjit_pdl_mode)v[STORE_F_PDL];
+  r.split = (int)v[STORE_F_SPLIT];
+  r.vector_bytes = (int)v[STORE_F_VEC];
+  r.dtype = (kvjit_dtype)v[STORE_F_DTYPE];
+  r.cache_dtype = (kvjit_dtype)v[STORE_F_CACHE_DTYPE];
+  r.scale_kind = (kvjit_scale_kind)v[STORE_F_SCALE];
+  r.num_heads = v[STORE_F_HEADS];
+  *out = r;
+  kvjit_clear_error();
+  return KVJIT_OK;
+}

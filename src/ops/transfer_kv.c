@@ -1,0 +1,151 @@
+/*
+ * The transfer_kv op: its descriptor and its public entry points. Plans and sources are
+ * transfer_kv_plan.c; call validation transfer_kv_args.c. The hot path is the store's: validate
+ * -> current device's arch -> request key -> lock-free lookup -> launch (grid.y = layers).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops.h"
+#include "status.h"
+#include "transfer_kv_op.h"
+
+static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
+static const char *const location_words[] = {[KVJIT_LOCATION_DEVICE] = "device", [KVJIT_LOCATION_HOST] = "host"};
+static const char *const layers_words[] = {"one", "table"};
+static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+#define WORDS(t) (t), sizeof(t) / sizeof((t)[0])
+
+static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
+    [TRANSFER_F_ARCH] = {"arch", "compute capability (90 = sm_90); 0 = the current device's", KVJIT_FIELD_INT, 0, 0,
+                         KVJIT_TRANSFER_KV_MAX_ARCH, NULL, 0, 0, NULL},
+    [TRANSFER_F_K_ROW] = {"k_row_bytes", "bytes of one K row", KVJIT_FIELD_INT, 0, 1, KVJIT_TRANSFER_KV_MAX_ROW_BYTES,
+                          NULL, 0, 0, NULL},
+    [TRANSFER_F_V_ROW] = {"v_row_bytes", "bytes of one V row; 0 = K only", KVJIT_FIELD_INT, 0, 0,
+                          KVJIT_TRANSFER_KV_MAX_ROW_BYTES, NULL, 0, 0, NULL},
+    [TRANSFER_F_INDEX] = {"index", "type of the slot ids (both arrays)", KVJIT_FIELD_WORD, 0, 0, 0, WORDS(index_words),
+                          0, "int64"},
+    [TRANSFER_F_SRC] = {"src", "where the source caches are: device memory or pinned host memory", KVJIT_FIELD_WORD, 0,
+                        0, 0, WORDS(location_words), 0, "device,host"},
+    [TRANSFER_F_DST] = {"dst", "where the destination caches are", KVJIT_FIELD_WORD, 0, 0, 0, WORDS(location_words), 0,
+                        "device,host"},
+    [TRANSFER_F_LAYERS] = {"layers", "one layer per call, or a table of per-layer pointers (all layers at once)",
+                           KVJIT_FIELD_WORD, 0, 0, 0, WORDS(layers_words), 0, "one,table"},
+    [TRANSFER_F_PDL] = {"pdl", "programmatic dependent launch, as asked (auto: on from sm_90)", KVJIT_FIELD_WORD, 0, 0,
+                        0, WORDS(pdl_words), 0, "auto"},
+    [TRANSFER_F_SPLIT] = {"split", "parts each row is split into; 0 = automatic", KVJIT_FIELD_INT, 0, 0,
+                          KVJIT_TRANSFER_KV_MAX_SPLIT, NULL, 0, 0, "auto"},
+    [TRANSFER_F_VEC] = {"vec", "widest access, in bytes, the strides (and one layer's pointers) allow",
+                        KVJIT_FIELD_INT, KVJIT_FIELD_POW2, 1, 16, NULL, 0, 16, "16"},
+};
+
+static kvjit_status transfer_plan(const int64_t *v, int arch, int batch_class, void *out) {
+  return kvjit_transfer_kv_plan_make(out, arch, v[TRANSFER_F_K_ROW], v[TRANSFER_F_V_ROW], (int)v[TRANSFER_F_VEC],
+                                     (kvjit_index_type)v[TRANSFER_F_INDEX], (kvjit_pdl_mode)v[TRANSFER_F_PDL],
+                                     (int)v[TRANSFER_F_SPLIT], (kvjit_location)v[TRANSFER_F_SRC],
+                                     (kvjit_location)v[TRANSFER_F_DST], (int)v[TRANSFER_F_LAYERS], batch_class);
+}
+
+static kvjit_status transfer_check(int64_t *v, uint64_t given) {
+  (void)given;
+  kvjit_transfer_kv_plan plan;
+  return transfer_plan(v, v[TRANSFER_F_ARCH] ? (int)v[TRANSFER_F_ARCH] : KVJIT_TRANSFER_KV_MAX_ARCH, 0, &plan);
+}
+
+static char *transfer_source(const void *plan) { return kvjit_transfer_kv_source(plan); }
+
+static void transfer_desc(const void *plan, const char *source, kvjit_program_desc *desc) {
+  kvjit_transfer_kv_desc(plan, source, desc);
+}
+
+static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
+  const kvjit_transfer_kv_plan *p = plan;
+  out->block = (uint32_t)p->block;
+  out->group_shift = (uint32_t)__builtin_ctz((unsigned)p->lanes);
+  out->split = (uint32_t)p->split;
+  out->items = (uint32_t)p->items;
+  out->pdl = p->pdl;
+}
+
+static kvjit_fast_key transfer_key(const int64_t *v, int batch_class) { return kvjit_transfer_kv_key(v, batch_class); }
+
+const kvjit_op kvjit_op_transfer_kv = {
+    .info = {"transfer_kv", "copy K/V rows from slots of one cache to slots of another (device or pinned host memory)",
+             transfer_fields, TRANSFER_F_COUNT, KVJIT_TRANSFER_KV_CLASSES},
+    .family = KVJIT_FAMILY_TRANSFER_KV,
+    .plan_size = sizeof(kvjit_transfer_kv_plan),
+    .kernel = KVJIT_TRANSFER_KV_KERNEL,
+    .oob_counter = KVJIT_TRANSFER_KV_OOB_COUNTER,
+    .max_arch = KVJIT_TRANSFER_KV_MAX_ARCH,
+    .check = transfer_check,
+    .written = NULL,
+    .plan = transfer_plan,
+    .source = transfer_source,
+    .desc = transfer_desc,
+    .geometry = transfer_geometry,
+    .key = transfer_key,
+};
+
+/* As the store's: a call that cannot go on still reports its variant's own errors first. */
+static kvjit_status variant_error_or(const kvjit_transfer_kv_request *r, kvjit_status status) {
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+  int64_t values[TRANSFER_F_COUNT];
+  memcpy(values, r->values, sizeof values);
+  values[TRANSFER_F_ARCH] = 0;
+  kvjit_status st = kvjit_op_check_values(&kvjit_op_transfer_kv, values, KVJIT_OP_ALL_GIVEN);
+  if (st != KVJIT_OK) return st;
+  if (status == KVJIT_OK) return KVJIT_OK;
+  return kvjit_fail(status, "%s", detail);
+}
+
+static kvjit_status too_many_blocks(int64_t batch, const kvjit_op_entry *e) {
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: %lld items x split %u need more than 2^31-1 blocks",
+                    (long long)batch, e->geo.split);
+}
+
+kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
+  kvjit_transfer_kv_request r;
+  kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
+  if (st != KVJIT_OK) return st;
+  if (args->batch == 0) return variant_error_or(&r, KVJIT_OK);
+  const kvjit_driver *drv;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return variant_error_or(&r, st);
+  int sm = 0;
+  if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return variant_error_or(&r, st);
+  if (sm > KVJIT_TRANSFER_KV_MAX_ARCH) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_1023", sm);
+  r.values[TRANSFER_F_ARCH] = sm;
+  const kvjit_op_entry *e;
+  if ((st = kvjit_op_find_entry(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, &e)) != KVJIT_OK) return st;
+  const uint64_t blocks = kvjit_op_blocks(&e->geo, args->batch);
+  if (blocks == 0) return too_many_blocks(args->batch, e);
+  return kvjit_op_launch(drv, e, blocks, r.layers, args->stream, &r.params);
+}
+
+kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
+  kvjit_transfer_kv_request r;
+  kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
+  if (st != KVJIT_OK) return st;
+  const kvjit_driver *drv;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return variant_error_or(&r, st);
+  /* Loading needs no context (cuLibraryLoadData): without one, prepare for device 0. */
+  int sm = 0;
+  if ((st = kvjit_driver_current_sm(drv, &sm, NULL)) != KVJIT_OK) return variant_error_or(&r, st);
+  r.values[TRANSFER_F_ARCH] = sm;
+  const int first = args->batch > 0 ? r.batch_class : 0;
+  const int last = args->batch > 0 ? r.batch_class : KVJIT_TRANSFER_KV_CLASSES - 1;
+  if ((st = kvjit_op_prepare(ctx, &kvjit_op_transfer_kv, r.values, first, last)) != KVJIT_OK) return st;
+  if (args->batch > 0) {
+    const kvjit_op_entry *e;
+    if ((st = kvjit_op_find_entry(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, &e)) != KVJIT_OK) return st;
+    if (kvjit_op_blocks(&e->geo, args->batch) == 0) return too_many_blocks(args->batch, e);
+  }
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
+  return kvjit_op_counters(ctx, &kvjit_op_transfer_kv, count, reset);
+}

@@ -1,0 +1,198 @@
+/*
+ * store_kv_cache's plans, pinned: the cache keys (which cover the generated source byte for byte,
+ * the program name, the options and the kernel name) and the launch geometry of a grid of
+ * variants x archs x batch classes, as they were before the op framework (commit 78d887e). A
+ * change here changes which cubins a shipped cache holds and what the H200 runs: it must be a
+ * decision, never a side effect of moving code.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "key.h"
+#include "kvjit.h"
+#include "store_kv_plan.h"
+#include "test_util.h"
+#include "xxh.h"
+
+typedef struct rows {
+  int64_t k, v;
+} rows;
+
+typedef struct quant_case {
+  kvjit_dtype src, cache;
+  kvjit_scale_kind scale;
+  int64_t heads;
+} quant_case;
+
+static const int archs[] = {80, 90, 100};
+static const rows row_cases[] = {{64, 64},     {96, 96},     {128, 128},   {196, 196},   {256, 256},   {512, 512},
+                                 {576, 0},     {1024, 1024}, {1152, 1152}, {1152, 1024}, {2048, 2048}, {4096, 4096},
+                                 {8192, 8192}, {16384, 16384}, {100, 100}, {1024, 512},  {4, 4}};
+static const int vecs[] = {16, 4, 1};
+static const kvjit_index_type indexes[] = {KVJIT_INDEX_INT32, KVJIT_INDEX_INT64};
+static const kvjit_pdl_mode pdls[] = {KVJIT_PDL_AUTO, KVJIT_PDL_ON, KVJIT_PDL_OFF};
+static const int splits[] = {0, 2, 3};
+static const quant_case quants[] = {
+    {KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
+    {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0},
+    {KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 2},
+    {KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_NONE, 0},
+    {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8},
+};
+static const int64_t batches[] = {1, 7, 16, 17, 1000, 32769, 65537};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* What the grid gave at 78d887e, before the framework. */
+#define PIN_VALID 24896
+#define PIN_REFUSED 30184
+#define PIN_DIGEST 0x853b6c21176bfb85ull
+
+/* The cache key of a plan's program for a cubin of NVRTC 13.0 (fixed, so the pin needs no NVRTC). */
+static kvjit_key plan_cache_key(const kvjit_store_kv_plan *plan) {
+  char *source = kvjit_store_kv_source(plan);
+  assert_non_null(source);
+  kvjit_program_desc desc;
+  kvjit_store_kv_desc(plan, source, &desc);
+  kvjit_key_target target = {plan->arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
+  kvjit_key key;
+  kvjit_key_compute(&key, &desc, &target);
+  free(source);
+  return key;
+}
+
+/* One plan of the grid, or the status that refused it. */
+static kvjit_status grid_plan(size_t a, size_t r, size_t w, size_t i, size_t p, size_t s, size_t q, int cls,
+                              kvjit_store_kv_plan *plan) {
+  const quant_case *qc = &quants[q];
+  kvjit_store_kv_quant quant;
+  int quantize = 0;
+  kvjit_status st = kvjit_store_kv_quant_resolve(&quant, &quantize, qc->src, qc->cache, qc->scale, qc->heads);
+  if (st != KVJIT_OK) return st;
+  return kvjit_store_kv_plan_make_quant(plan, archs[a], row_cases[r].k, row_cases[r].v, vecs[w], indexes[i], pdls[p],
+                                        splits[s], cls, quantize ? &quant : NULL);
+}
+
+/* Every plan of the grid folded into one digest: the status of each combination, and for each
+ * valid one its cache key and its block count at several batch sizes. */
+static void test_grid_digest(void **state) {
+  (void)state;
+  XXH3_state_t *h = XXH3_createState();
+  assert_non_null(h);
+  XXH3_64bits_reset(h);
+  size_t valid = 0, refused = 0;
+  for (size_t a = 0; a < COUNT(archs); a++)
+    for (size_t r = 0; r < COUNT(row_cases); r++)
+      for (size_t w = 0; w < COUNT(vecs); w++)
+        for (size_t i = 0; i < COUNT(indexes); i++)
+          for (size_t p = 0; p < COUNT(pdls); p++)
+            for (size_t s = 0; s < COUNT(splits); s++)
+              for (size_t q = 0; q < COUNT(quants); q++)
+                for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
+                  kvjit_store_kv_plan plan;
+                  int32_t st = (int32_t)grid_plan(a, r, w, i, p, s, q, cls, &plan);
+                  XXH3_64bits_update(h, &st, sizeof st);
+                  if (st != KVJIT_OK) {
+                    refused++;
+                    continue;
+                  }
+                  valid++;
+                  kvjit_key key = plan_cache_key(&plan);
+                  XXH3_64bits_update(h, &key.high, sizeof key.high);
+                  XXH3_64bits_update(h, &key.low, sizeof key.low);
+                  int32_t launch[2] = {plan.block, plan.pdl};
+                  XXH3_64bits_update(h, launch, sizeof launch);
+                  for (size_t b = 0; b < COUNT(batches); b++) {
+                    uint64_t blocks = kvjit_store_kv_blocks(&plan, batches[b]);
+                    XXH3_64bits_update(h, &blocks, sizeof blocks);
+                  }
+                }
+  uint64_t digest = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  printf("store plan grid: %zu valid, %zu refused, digest %016llx\n", valid, refused, (unsigned long long)digest);
+  assert_int_equal(valid, PIN_VALID);
+  assert_int_equal(refused, PIN_REFUSED);
+  assert_true(digest == PIN_DIGEST);
+}
+
+
+typedef struct key_set {
+  char keys[16][33];
+  size_t count;
+} key_set;
+
+static int collect_key(const kvjit_cache_entry_info *entry, void *user) {
+  key_set *set = user;
+  if (set->count < 16) snprintf(set->keys[set->count++], 33, "%s", entry->key);
+  return 0;
+}
+
+static int has_key(const key_set *set, const char *hex) {
+  for (size_t i = 0; i < set->count; i++)
+    if (strcmp(set->keys[i], hex) == 0) return 1;
+  return 0;
+}
+
+/* The whole prewarm path (variant -> plans per class -> source -> labeled compile -> entry)
+ * writes exactly the pinned keys: one entry per distinct plan of the variant's four classes. */
+static void test_prewarm_writes_pinned_keys(void **state) {
+  (void)state;
+  int major = 0, minor = 0;
+  if (kvjit_nvrtc_version(&major, &minor) != KVJIT_OK || major != 13 || minor != 0) {
+    printf("pinned keys are for NVRTC 13.0, this is %d.%d: skipped\n", major, minor);
+    skip();
+  }
+  static const struct {
+    kvjit_store_kv_variant variant;
+    const char *keys[4];
+  } cases[] = {
+      {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BYTES,
+        KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
+       {"ab25c1f4eccad03b60c06edbc9b9f3a3", "8273aedc94bad63edce6e4a363a4fdd9", "122ca8926232ee82a33779aca541eb81",
+        NULL}},
+      {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 2048, 2048, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
+        KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8},
+       {"2dcdeeae0a01b81e5e324bc743239d11", "c620ead9b8f6fa6be11b0c78b3c1a1c7", NULL, NULL}},
+      {{KVJIT_STORE_KV_VARIANT_VERSION, 80, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 8, KVJIT_DTYPE_BYTES,
+        KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
+       {"47c814b0ccc95d144822944391890481", "b379396694206d96f54a50a190815343", "47e846936eb34345660f12c9fa57fd1c",
+        "a3dfb0b42274430ba23821c0c8def2b9"}},
+  };
+  for (size_t c = 0; c < COUNT(cases); c++) {
+    char dir[256];
+    assert_int_equal(test_dir_make(dir, sizeof dir, "pins"), 0);
+    kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
+    opt.cache_dir = dir;
+    opt.disable_cache = 0;
+    opt.log = 0;
+    kvjit_context *ctx = NULL;
+    assert_int_equal(kvjit_context_create(&ctx, &opt), KVJIT_OK);
+    unsigned compiled = 0, cached = 0;
+    kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &cases[c].variant, &compiled, &cached);
+    if (st != KVJIT_OK) fail_msg("case %zu: %s", c, kvjit_last_error());
+    key_set set = {.count = 0};
+    assert_int_equal(kvjit_cache_list(ctx, 0, 0, collect_key, &set, NULL), KVJIT_OK);
+    size_t want = 0;
+    for (size_t k = 0; k < 4 && cases[c].keys[k] != NULL; k++, want++)
+      if (!has_key(&set, cases[c].keys[k])) fail_msg("case %zu: no entry %s", c, cases[c].keys[k]);
+    assert_int_equal(set.count, want);
+    assert_int_equal(compiled, want);
+    kvjit_context_destroy(ctx);
+    assert_int_equal(test_dir_remove(dir), 0);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_grid_digest),
+      cmocka_unit_test(test_prewarm_writes_pinned_keys),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

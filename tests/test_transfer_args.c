@@ -1,0 +1,174 @@
+/*
+ * transfer_kv arguments without a GPU: every bad argument is refused with the right status and a
+ * message naming it, before any driver is needed; batch 0 is a no-op.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kvjit.h"
+
+/* Never dereferenced: every call below fails validation, has batch 0 or finds no driver. */
+#define FAKE(n) ((void *)(uintptr_t)(0x7f0000000000ull + (n)*0x100000ull))
+
+static kvjit_context *ctx;
+
+static int setup(void **state) {
+  (void)state;
+  kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
+  opt.disable_cache = 1;
+  opt.log = 0;
+  return kvjit_context_create(&ctx, &opt) == KVJIT_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  kvjit_context_destroy(ctx);
+  return 0;
+}
+
+static kvjit_transfer_kv_args good_args(void) {
+  kvjit_transfer_kv_args a = KVJIT_TRANSFER_KV_ARGS_INIT;
+  a.src_k = FAKE(1);
+  a.src_v = FAKE(2);
+  a.dst_k = FAKE(3);
+  a.dst_v = FAKE(4);
+  a.src_indices = FAKE(5);
+  a.dst_indices = FAKE(6);
+  a.batch = 4;
+  a.k_row_bytes = 256;
+  a.src_num_slots = 64;
+  a.dst_num_slots = 128;
+  return a;
+}
+
+static void expect_bad(const kvjit_transfer_kv_args *a, const char *what, kvjit_status status, const char *needle) {
+  kvjit_status st = kvjit_transfer_kv(ctx, a);
+  if (st != status || strstr(kvjit_last_error(), needle) == NULL) {
+    fail_msg("%s: transfer returned %s \"%s\", expected %s naming \"%s\"", what, kvjit_status_name(st),
+             kvjit_last_error(), kvjit_status_name(status), needle);
+  }
+  st = kvjit_transfer_kv_prepare(ctx, a);
+  if (st != status || strstr(kvjit_last_error(), needle) == NULL) {
+    fail_msg("%s: prepare returned %s \"%s\", expected %s naming \"%s\"", what, kvjit_status_name(st),
+             kvjit_last_error(), kvjit_status_name(status), needle);
+  }
+}
+
+#define BAD(field_change, needle_text)                                                           \
+  do {                                                                                           \
+    kvjit_transfer_kv_args a = good_args();                                                      \
+    field_change;                                                                                \
+    expect_bad(&a, #field_change, KVJIT_ERR_INVALID_ARGUMENT, needle_text);                      \
+  } while (0)
+
+static void test_null_objects(void **state) {
+  (void)state;
+  kvjit_transfer_kv_args a = good_args();
+  assert_int_equal(kvjit_transfer_kv(NULL, &a), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "ctx"));
+  assert_int_equal(kvjit_transfer_kv(ctx, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "args"));
+  assert_int_equal(kvjit_transfer_kv_prepare(NULL, &a), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_transfer_kv_prepare(ctx, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  uint64_t n = 0;
+  assert_int_equal(kvjit_transfer_kv_oob_count(NULL, &n, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_transfer_kv_oob_count(ctx, NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "count"));
+}
+
+static void test_bad_arguments(void **state) {
+  (void)state;
+  BAD(a.version = 0, "args->version");
+  BAD(a.version = 2, "got 2");
+  BAD(a.batch = -1, "batch: must be >= 0, got -1");
+  BAD(a.k_row_bytes = 0, "k_row_bytes");
+  BAD(a.k_row_bytes = (int64_t)1 << 31, "k_row_bytes");
+  BAD(a.src_v = NULL, "src_v, dst_v");
+  BAD(a.dst_v = NULL, "src_v, dst_v");
+  BAD(a.v_row_bytes = -1, "v_row_bytes");
+  BAD(a.index_type = (kvjit_index_type)0, "index_type");
+  BAD(a.src_index_stride = -1, "src_index_stride");
+  BAD(a.dst_index_stride = -1, "dst_index_stride");
+  BAD(a.src = (kvjit_location)2, "src: must be");
+  BAD(a.dst = (kvjit_location)-1, "dst: must be");
+  BAD(a.pdl = (kvjit_pdl_mode)3, "pdl");
+  BAD(a.split = -1, "split");
+  BAD(a.split = (1 << 20) + 1, "split");
+  BAD(a.split = 3, "split: 3 does not divide k_row_bytes 256");
+  BAD((a.v_row_bytes = 384, a.split = 256), "v_row_bytes 384");
+  BAD(a.num_layers = -1, "num_layers");
+  BAD(a.num_layers = 65536, "num_layers");
+  BAD(a.src_k_stride = 255, "src_k_stride");
+  BAD(a.dst_k_stride = 100, "dst_k_stride");
+  BAD((a.v_row_bytes = 512, a.src_v_stride = 256), "src_v_stride");
+  BAD((a.v_row_bytes = 512, a.dst_v_stride = 511), "dst_v_stride");
+  BAD(a.src_num_slots = 0, "src_num_slots");
+  BAD(a.dst_num_slots = -2, "dst_num_slots");
+  BAD(a.src_k = NULL, "src_k: NULL");
+  BAD(a.dst_k = NULL, "dst_k: NULL");
+  BAD(a.src_indices = NULL, "src_indices: NULL");
+  BAD(a.dst_indices = NULL, "dst_indices: NULL");
+  BAD(a.src_indices = (const char *)FAKE(5) + 4, "src_indices");
+  BAD((a.index_type = KVJIT_INDEX_INT32, a.dst_indices = (const char *)FAKE(6) + 2), "dst_indices");
+  BAD((a.num_layers = 4, a.dst_k = (char *)FAKE(3) + 4), "layer table is not 8-byte aligned");
+  /* 64-bit overflow of the offsets the kernel forms. */
+  BAD((a.src_num_slots = (int64_t)1 << 40, a.src_k_stride = (int64_t)1 << 30), "src_num_slots");
+  BAD((a.dst_num_slots = (int64_t)1 << 40, a.dst_k_stride = (int64_t)1 << 30), "dst_num_slots");
+  BAD((a.batch = (int64_t)1 << 40, a.src_index_stride = (int64_t)1 << 30), "src_indices");
+  /* K only ignores v_row_bytes and the V strides. */
+  BAD((a.src_v = NULL, a.dst_v = NULL, a.dst_k_stride = 8), "dst_k_stride");
+  BAD((a.pdl = KVJIT_PDL_ON, a.split = 7), "split: 7");
+}
+
+/* What passes validation and only lacks a driver, in every shape. */
+static void test_valid_needs_driver(void **state) {
+  (void)state;
+  kvjit_transfer_kv_args good[6];
+  for (int i = 0; i < 6; i++) good[i] = good_args();
+  good[1].src = KVJIT_LOCATION_HOST;
+  good[2].dst = KVJIT_LOCATION_HOST;
+  good[2].index_type = KVJIT_INDEX_INT32;
+  good[3].src_v = good[3].dst_v = NULL; /* K only */
+  good[3].v_row_bytes = -5;             /* ignored */
+  good[4].num_layers = 61;              /* tables; the caches they hold are checked on the device */
+  good[5].src_k = (const char *)good[5].src_k + 2; /* 2-byte accesses */
+  good[5].v_row_bytes = 98;
+  for (int i = 0; i < 6; i++) {
+    kvjit_status st = kvjit_transfer_kv(ctx, &good[i]);
+    if (st != KVJIT_ERR_NO_DRIVER && st != KVJIT_ERR_NO_DEVICE)
+      fail_msg("case %d: %s \"%s\", expected only a missing driver", i, kvjit_status_name(st), kvjit_last_error());
+  }
+  uint64_t n = 0;
+  kvjit_status st = kvjit_transfer_kv_oob_count(ctx, &n, 1);
+  assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
+}
+
+static void test_batch_zero_is_a_no_op(void **state) {
+  (void)state;
+  kvjit_transfer_kv_args a = KVJIT_TRANSFER_KV_ARGS_INIT;
+  a.k_row_bytes = 256;
+  a.src_num_slots = a.dst_num_slots = 1;
+  assert_int_equal(kvjit_transfer_kv(ctx, &a), KVJIT_OK);
+  a.split = 3; /* still checked */
+  assert_int_equal(kvjit_transfer_kv(ctx, &a), KVJIT_ERR_INVALID_ARGUMENT);
+  a.split = 0;
+  a.src_k_stride = 3;
+  assert_int_equal(kvjit_transfer_kv(ctx, &a), KVJIT_ERR_INVALID_ARGUMENT);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_null_objects),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_valid_needs_driver),
+      cmocka_unit_test(test_batch_zero_is_a_no_op),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
