@@ -133,7 +133,7 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
     uint8_t *data = NULL;
     kvjit_entry_view view;
     /* Read again through the cache, checked in full: it may have changed since the listing. */
-    if (kvjit_cache_read(cache, &list.keys[i], &data, &view) != KVJIT_OK) continue;
+    if (kvjit_cache_read_local(cache, &list.keys[i], &data, &view) != KVJIT_OK) continue;
     size_t len = (size_t)(view.payload - data) + (size_t)view.payload_len;
     uint8_t lenbuf[8];
     wr64(lenbuf, len);
@@ -277,7 +277,7 @@ kvjit_status kvjit_pack_import(kvjit_cache *cache, const char *path, uint64_t *i
     }
     uint8_t *have = NULL;
     kvjit_entry_view have_view;
-    if (kvjit_cache_read(cache, &view.key, &have, &have_view) == KVJIT_OK) {
+    if (kvjit_cache_read_local(cache, &view.key, &have, &have_view) == KVJIT_OK) {
       free(have);
       if (present) (*present)++;
     } else if (kvjit_cache_write(cache, &view.key, data, len) == KVJIT_OK) {

@@ -5,14 +5,12 @@
  * usage: test_remote FAULT_SERVER.py NGINX_DAV.sh   (exit 77 without nginx or python3)
  */
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,11 +18,11 @@
 
 #include "entry.h"
 #include "remote.h"
-#include "test_util.h"
+#include "remote_servers.h"
 
 static const char *fault_script, *nginx_script;
-static char tmp[256], nginx_url[512], fault_base[128];
-static pid_t fault_pid = -1;
+static remote_servers servers;
+static char *nginx_url = servers.nginx_url, *fault_base = servers.fault_base;
 
 static double now_ms(void) {
   struct timespec ts;
@@ -59,45 +57,12 @@ static kvjit_remote *open_remote(const char *urls, int rw, unsigned timeout_ms, 
 
 static int setup(void **state) {
   (void)state;
-  if (test_dir_make(tmp, sizeof tmp, "remote") != 0) return -1;
-  /* The fault server. */
-  char port_file[300];
-  snprintf(port_file, sizeof port_file, "%s/port", tmp);
-  fault_pid = fork();
-  if (fault_pid == 0) {
-    execlp("python3", "python3", fault_script, port_file, (char *)NULL);
-    _exit(127);
-  }
-  int port = 0;
-  for (int i = 0; i < 200 && port == 0; i++) {
-    FILE *f = fopen(port_file, "r");
-    if (f) {
-      if (fscanf(f, "%d", &port) != 1) port = 0;
-      fclose(f);
-    }
-    if (port == 0) usleep(20000);
-  }
-  if (port == 0) return -1;
-  snprintf(fault_base, sizeof fault_base, "http://127.0.0.1:%d", port);
-  /* nginx. */
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "bash '%s' start '%s/nginx'", nginx_script, tmp);
-  FILE *p = popen(cmd, "r");
-  if (p == NULL || fgets(nginx_url, sizeof nginx_url, p) == NULL) return -1;
-  nginx_url[strcspn(nginx_url, "\n")] = '\0';
-  return pclose(p) == 0 ? 0 : -1;
+  return remote_servers_start(&servers, fault_script, nginx_script, "remote");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "bash '%s' stop '%s/nginx'", nginx_script, tmp);
-  if (system(cmd) != 0) fprintf(stderr, "nginx stop failed\n");
-  if (fault_pid > 0) {
-    kill(fault_pid, SIGTERM);
-    waitpid(fault_pid, NULL, 0);
-  }
-  test_dir_remove(tmp);
+  remote_servers_stop(&servers, nginx_script);
   return 0;
 }
 
@@ -286,7 +251,7 @@ int main(int argc, char **argv) {
   }
   fault_script = argv[1];
   nginx_script = argv[2];
-  if (system("command -v python3 >/dev/null && { command -v nginx || test -x /usr/sbin/nginx; } >/dev/null") != 0) {
+  if (!remote_servers_available()) {
     fprintf(stderr, "test_remote: no python3 or nginx: skipped\n");
     return 77;
   }

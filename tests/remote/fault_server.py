@@ -12,7 +12,7 @@ segment picks the behaviour; the rest is the object's name (e.g. /store/v2/<key>
   429       answers 429 to everything
   truncate  GET promises the stored object's length but sends half of it, then closes
   corrupt   GET serves the stored object with one payload byte flipped
-  otherkey  GET serves the first object ever stored, whatever the name (another key's entry)
+  otherkey  GET serves another stored object than the one named (another key's entry)
   huge      GET announces a 2 GiB body and starts sending zeros
 Objects are shared between behaviours: PUT to /store/..., then GET /corrupt/... serves it flipped.
 """
@@ -23,7 +23,6 @@ import threading
 import time
 
 objects = {}
-first = []
 lock = threading.Lock()
 
 
@@ -60,8 +59,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(429)
         with lock:
             objects[name] = body
-            if not first:
-                first.append(body)
         self.answer(201)
 
     def do_GET(self):
@@ -85,7 +82,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 pass
             return
         with lock:
-            body = (first[0] if first else None) if mode == "otherkey" else objects.get(name)
+            if mode == "otherkey":
+                body = next((v for k, v in objects.items() if k != name), None)
+            else:
+                body = objects.get(name)
         if body is None:
             return self.answer(404)
         if mode == "truncate":
