@@ -76,28 +76,29 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
     entry_table_free(&table);
     return 0;
   }
-  int width = 8;
+  int cwidth = 8, pwidth = 7;
   for (size_t i = 0; i < table.count; i++) {
     int len = (int)strlen(table.rows[i].compiler);
-    if (len > width) width = len < 24 ? len : 24;
+    if (len > cwidth) cwidth = len < 24 ? len : 24;
+    len = (int)strlen(table.rows[i].program);
+    if (len > pwidth) pwidth = len < 48 ? len : 48;
   }
   uint64_t total = 0;
   int64_t now = (int64_t)time(NULL);
   /* The key's first 12 hex digits tell entries apart; WHAT is an op's variant as its manifest
-   * line, or the program and its kernels for the generic loader; --long prints the path. */
+   * line, or the kernels of a generic loader program; --long prints the path. */
   enum { KEY_DIGITS = 12, INDENT = 11 + 1 + 7 + 1 + 5 + 1 + 3 + 1 + KEY_DIGITS };
   if (table.count != 0)
-    printf("%-11s %7s %5s %-3s %-*s %-*s %s\n", "TARGET", "SIZE", "AGE", "DIR", KEY_DIGITS, "KEY", width, "COMPILER",
-           o->long_format ? "WHAT / PATH" : "WHAT");
+    printf("%-11s %7s %5s %-3s %-*s %-*s %-*s %s\n", "TARGET", "SIZE", "AGE", "DIR", KEY_DIGITS, "KEY", cwidth,
+           "COMPILER", pwidth, "PROGRAM", o->long_format ? "WHAT / PATH" : "WHAT");
   for (size_t i = 0; i < table.count; i++) {
     const entry_row *r = &table.rows[i];
     char arch[32], size[32], age[32];
-    printf("%-11s %7s %5s %-3s %-*.*s %-*s ", arch_name(r->arch, arch, sizeof arch),
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s\n", arch_name(r->arch, arch, sizeof arch),
            human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
-           r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, width, r->compiler[0] ? r->compiler : "-");
-    if (r->variant[0]) printf("%s\n", r->variant);
-    else printf("%s: %s\n", r->program, r->kernels);
-    if (o->long_format) printf("%*s %s\n", INDENT + 1 + width, "", r->path);
+           r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, cwidth, r->compiler[0] ? r->compiler : "-",
+           pwidth, r->program, r->variant[0] ? r->variant : r->kernels);
+    if (o->long_format) printf("%*s %s\n", INDENT + 2 + cwidth + pwidth, "", r->path);
     total += r->bytes;
   }
   char size[32];
@@ -323,7 +324,7 @@ int cmd_cache(int argc, char **argv) {
 
   /* ls and path only look: they create nothing, not even a missing dir. The others look first. */
   bool looks_only = command->action == cache_ls || command->action == cache_path || is_export;
-  if (!looks_only) {
+  if (!looks_only && command->action != cache_import) { /* import makes the dir it fills */
     int answer = 0;
     rc = look_before(cmd, &o, is_verify, &answer);
     if (rc == -1) return answer;
