@@ -228,6 +228,15 @@ typedef struct kvjit_cache_info {
 
 KVJIT_API kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info *out);
 
+/**
+ * The context's remote cache tier, for `kvjit info`: its URLs as configured ("" when there is none;
+ * never the auth header), whether compiles are written to it, and with @p probe set, whether it
+ * answers now (one HEAD of a key no entry has; 1 answered, 0 did not or is backing off).
+ * @param urls, read_write, reachable optional.
+ */
+KVJIT_API kvjit_status kvjit_context_remote(kvjit_context *ctx, const char **urls, int *read_write, int probe,
+                                            int *reachable);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Parsing: the grammar of every number and switch kvjit reads from text                       */
 /* ------------------------------------------------------------------------------------------ */

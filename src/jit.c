@@ -212,6 +212,18 @@ kvjit_status kvjit_context_reset_stats(kvjit_context *ctx) {
   return KVJIT_OK;
 }
 
+kvjit_status kvjit_context_remote(kvjit_context *ctx, const char **urls, int *read_write, int probe, int *reachable) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  if (urls) *urls = kvjit_cache_remote_urls(ctx->cache);
+  if (read_write) *read_write = kvjit_cache_remote_writable(ctx->cache);
+  if (reachable) *reachable = 0;
+  if (probe && reachable && kvjit_cache_remote_urls(ctx->cache)[0]) {
+    const kvjit_key nobody = {0, 0}; /* no program hashes to it: a 404 from a working remote */
+    *reachable = kvjit_cache_find(ctx->cache, &nobody) == 0;
+  }
+  return KVJIT_OK;
+}
+
 kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info *out) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
   kvjit_cache_get_info(ctx->cache, out);
