@@ -68,7 +68,8 @@ KVJIT_API const char *kvjit_version_string(void);
   X(ERR_CORRUPT, -11, "corrupt cache entry")                                                     \
   X(ERR_BUSY, -12, "resource busy")                                                              \
   X(ERR_INTERNAL, -13, "internal error")                                                         \
-  X(ERR_NO_NVRTC, -14, "NVRTC (libnvrtc) could not be loaded: compiling is unavailable")
+  X(ERR_NO_NVRTC, -14, "NVRTC (libnvrtc) could not be loaded: compiling is unavailable")         \
+  X(ERR_NOT_CACHED, -15, "not in any cache, and compiling is switched off (KVJIT_COMPILE=never)")
 
 /** Result of every fallible kvjit call. */
 typedef enum kvjit_status {
@@ -98,7 +99,15 @@ typedef struct kvjit_context kvjit_context;
 #define KVJIT_FROM_ENV (-1)
 
 /** Version 2 added read_only; version 1 structs (without it) are still accepted. */
-#define KVJIT_CONTEXT_OPTIONS_VERSION 2
+#define KVJIT_CONTEXT_OPTIONS_VERSION 3
+
+/** What a context does when a program is in no cache (its option, or $KVJIT_COMPILE). */
+typedef enum kvjit_compile_mode {
+  KVJIT_COMPILE_FROM_ENV = -1, /**< $KVJIT_COMPILE: always, warn or never (default always) */
+  KVJIT_COMPILE_ALWAYS = 0,    /**< compile it (the default) */
+  KVJIT_COMPILE_WARN = 1,      /**< compile it, with one stderr line naming what missed */
+  KVJIT_COMPILE_NEVER = 2      /**< fail with KVJIT_ERR_NOT_CACHED naming what missed; compile nothing */
+} kvjit_compile_mode;
 
 /**
  * Options of kvjit_context_create(). Strings are copied; an empty string means the same as NULL
@@ -134,11 +143,23 @@ typedef struct kvjit_context_options {
    * For inspecting a cache (`kvjit cache ls`, `kvjit info`). 0 (the default): normal use.
    */
   int read_only;
+  /* version 3 */
+  /** On a miss in every cache: compile (the default), compile and warn, or fail. */
+  kvjit_compile_mode compile_mode;
+  /**
+   * Remote cache tier: base URLs (http:// or https://) separated by spaces or commas, each
+   * optionally ending in "|ro" or "|rw". NULL or "": $KVJIT_REMOTE_CACHE. Entries are
+   * `<url>/v2/<key>.kvjit` (GET, HEAD, PUT). Timeouts, back-off and the auth header come from the
+   * environment (README, "The fleet").
+   */
+  const char *remote_cache;
+  /** 1: compiles are PUT to the remote tier; 0: read only; KVJIT_FROM_ENV: $KVJIT_REMOTE_CACHE_MODE. */
+  int remote_read_write;
 } kvjit_context_options;
 
 #define KVJIT_CONTEXT_OPTIONS_INIT                                                               \
   { KVJIT_CONTEXT_OPTIONS_VERSION, NULL, NULL, KVJIT_FROM_ENV, 0, KVJIT_FROM_ENV, 0, NULL,         \
-    KVJIT_FROM_ENV, 0 }
+    KVJIT_FROM_ENV, 0, KVJIT_COMPILE_FROM_ENV, NULL, KVJIT_FROM_ENV }
 
 /**
  * Create a context. Needs no CUDA driver. An unusable cache dir is not an error: the context
@@ -151,7 +172,7 @@ KVJIT_API kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_con
 /** Unload everything the context loaded and free it. Accepts NULL. No launch may be in flight. */
 KVJIT_API void kvjit_context_destroy(kvjit_context *ctx);
 
-#define KVJIT_STATS_VERSION 1
+#define KVJIT_STATS_VERSION 2
 
 /**
  * Counters of a context since its creation (or the last kvjit_context_reset_stats()). The library
@@ -175,9 +196,19 @@ typedef struct kvjit_stats {
   /** compiles kept in memory, not published: an NVRTC state-leaking option (--Ofast-compile) was
    *  used earlier in the process, after which NVRTC compiles differently */
   uint64_t unpublished_compiles;
+  /* version 2 */
+  uint64_t not_cached;       /**< misses refused under KVJIT_COMPILE=never (KVJIT_ERR_NOT_CACHED) */
+  uint64_t remote_hits;      /**< entries fetched from the remote tier and accepted */
+  uint64_t remote_misses;    /**< remote lookups answered 404 */
+  uint64_t remote_errors;    /**< refusals, 5xx, no connection, truncated or bad entries */
+  uint64_t remote_timeouts;  /**< remote requests that ran out of time */
+  uint64_t remote_skipped;   /**< remote requests not made while a remote backed off */
+  uint64_t remote_writes;    /**< entries PUT to the remote tier */
+  uint64_t remote_bytes_in;  /**< bytes of entries fetched */
+  uint64_t remote_bytes_out; /**< bytes PUT */
 } kvjit_stats;
 
-#define KVJIT_STATS_INIT { KVJIT_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KVJIT_STATS_INIT { KVJIT_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Copy the counters into @p out (whose version must be set: KVJIT_STATS_INIT). */
 KVJIT_API kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out);
@@ -196,6 +227,15 @@ typedef struct kvjit_cache_info {
 } kvjit_cache_info;
 
 KVJIT_API kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info *out);
+
+/**
+ * The context's remote cache tier, for `kvjit info`: its URLs as configured ("" when there is none;
+ * never the auth header), whether compiles are written to it, and with @p probe set, whether it
+ * answers now (one HEAD of a key no entry has; 1 answered, 0 did not or is backing off).
+ * @param urls, read_write, reachable optional.
+ */
+KVJIT_API kvjit_status kvjit_context_remote(kvjit_context *ctx, const char **urls, int *read_write, int probe,
+                                            int *reachable);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Parsing: the grammar of every number and switch kvjit reads from text                       */
@@ -623,6 +663,16 @@ KVJIT_API kvjit_status kvjit_variant_format(const kvjit_variant *variant, char *
 KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *variant, unsigned *compiled,
                                              unsigned *cached);
 
+/**
+ * Would a server hit? Counts the kernels kvjit_variant_prewarm() would build by where a lookup
+ * finds them now: a local cache dir, the remote tier, or nowhere (then a server compiles; under
+ * KVJIT_COMPILE=never it fails). Nothing is compiled or fetched; no driver is needed when the
+ * variant's arch is set. A remote that is down counts its kernels as missing.
+ * @param local, remote, missing optional.
+ */
+KVJIT_API kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *variant, unsigned *local,
+                                            unsigned *remote, unsigned *missing);
+
 /** kvjit_variant_parse() then kvjit_variant_prewarm(): one manifest line of any op. */
 KVJIT_API kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled,
                                           unsigned *cached);
@@ -900,6 +950,9 @@ typedef struct kvjit_cache_entry_info {
   int64_t mtime;          /**< last use (seconds since the epoch) */
   kvjit_status status;    /**< KVJIT_OK, KVJIT_ERR_CORRUPT or KVJIT_ERR_IO (unreadable) */
   const char *reason;     /**< why it is bad ("" when good), e.g. "payload checksum mismatch" */
+  const char *op;         /**< the op that asked for it ("store_kv_cache"), "" for the generic loader */
+  const char *variant;    /**< the op's variant as its manifest line, "" when none */
+  const char *compiler;   /**< what compiled it, e.g. "NVRTC 13.0" */
 } kvjit_cache_entry_info;
 
 /** Called once per entry; return non-zero to stop. */
@@ -925,6 +978,23 @@ KVJIT_API kvjit_status kvjit_cache_prune(kvjit_context *ctx, uint64_t max_bytes,
 
 /** Remove every entry of the writable dir. */
 KVJIT_API kvjit_status kvjit_cache_clear(kvjit_context *ctx, uint64_t *removed_entries);
+
+/**
+ * Write every good entry of the writable dir (and of the read-only dirs with @p include_read_dirs)
+ * to one file, a pack (cache/FORMAT.md), for an image layer or an artifact store. The file appears
+ * whole or not at all (temp file + rename).
+ * @param entries optional; receives how many entries were written.
+ */
+KVJIT_API kvjit_status kvjit_cache_export(kvjit_context *ctx, const char *path, int include_read_dirs,
+                                          uint64_t *entries);
+
+/**
+ * Import a pack into the writable dir: the whole file's checksum is checked first (a damaged pack
+ * imports nothing: KVJIT_ERR_CORRUPT), then each entry like a disk read.
+ * @param imported, present, bad optional: entries published, already cached, failing their checks.
+ */
+KVJIT_API kvjit_status kvjit_cache_import(kvjit_context *ctx, const char *path, uint64_t *imported, uint64_t *present,
+                                          uint64_t *bad);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 if [ "${SANITIZE:-0}" = 1 ]; then
   build=${1:-build-asan}
   scripts/setup.sh "$build" --werror -Db_sanitize=address,undefined -Db_lundef=false --buildtype=debug
-  suites=(--suite unit --suite nvrtc --suite headers --suite cli)
+  suites=(--suite unit --suite nvrtc --suite headers --suite cli --suite remote)
 else
   build=${1:-build}
   scripts/setup.sh "$build" --werror

@@ -249,6 +249,7 @@ kvjit_status kvjit_cache_open(kvjit_cache **out, const kvjit_cache_config *confi
     setup_read_dirs(c, config->read_dirs);
     /* A read-only cache (an inspection) has nothing to degrade from. */
     if (c->degraded && !c->read_only) cache_warn(c, "cache is memory-only: ", c->degraded);
+    cache_remote_open(c, &config->remote);
   }
   *out = c;
   return KVJIT_OK;
@@ -256,6 +257,7 @@ kvjit_status kvjit_cache_open(kvjit_cache **out, const kvjit_cache_config *confi
 
 void kvjit_cache_close(kvjit_cache *c) {
   if (!c) return;
+  cache_remote_close(c);
   for (size_t i = 0; i < c->num_read; i++) free(c->read_dirs[i]);
   free(c->read_dirs);
   free(c->read_list);
@@ -506,7 +508,7 @@ static void entry_name(const kvjit_key *key, char name[64]) {
   snprintf(name, 64, "%s%s", hex, ENTRY_SUFFIX);
 }
 
-kvjit_status kvjit_cache_read(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+kvjit_status kvjit_cache_read_local(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
   char name[64];
   entry_name(key, name);
   for (size_t i = 0; i < c->num_read; i++) {

@@ -21,6 +21,7 @@
 #include "entry.h"
 #include "key.h"
 #include "kvjit.h"
+#include "remote.h"
 
 typedef struct kvjit_cache kvjit_cache;
 
@@ -33,6 +34,7 @@ typedef struct kvjit_cache_config {
   int allow_shared;
   int log;               /* -1 warnings only, 0 silent, 1 verbose */
   int read_only;         /* 1: create, write, move and remove nothing */
+  kvjit_remote_config remote; /* remote.urls NULL or "": no remote tier */
 } kvjit_cache_config;
 
 typedef struct kvjit_cache_counters {
@@ -47,12 +49,34 @@ const kvjit_cache_counters *kvjit_cache_get_counters(const kvjit_cache *cache);
 void kvjit_cache_get_info(const kvjit_cache *cache, kvjit_cache_info *out);
 
 /**
- * Find a good entry for @p key (read-only dirs first, then the writable one). Bad entries are
- * counted, quarantined when writable, and skipped.
+ * Find a good entry for @p key: read-only dirs first, then the writable one, then the remote tier
+ * (an entry fetched from it is checked like a disk entry, then written to the writable dir). Bad
+ * entries are counted, quarantined when writable, and skipped.
  * @param data receives the malloc'd file bytes (free them); @p view points into them.
  * @return KVJIT_OK or KVJIT_ERR_NOT_FOUND.
  */
 kvjit_status kvjit_cache_read(kvjit_cache *cache, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view);
+
+/** kvjit_cache_read() of the local dirs only (no network). */
+kvjit_status kvjit_cache_read_local(kvjit_cache *cache, const kvjit_key *key, uint8_t **data,
+                                    kvjit_entry_view *view);
+
+/** Where @p key would be found without compiling: 1 a local dir, 2 the remote, 0 nowhere,
+ *  -1 not locally and no remote could say (down or backing off). Nothing is fetched. */
+int kvjit_cache_find(kvjit_cache *cache, const kvjit_key *key);
+
+/** PUT a fresh entry to the remote tier when it takes writes (best effort, counted). */
+void kvjit_cache_push(kvjit_cache *cache, const kvjit_key *key, const uint8_t *data, size_t len);
+
+/** kvjit_cache_push() of an entry found locally, when the remote tier says it lacks it (prewarm). */
+void kvjit_cache_push_if_absent(kvjit_cache *cache, const kvjit_key *key, const uint8_t *data, size_t len);
+
+/** 1 when the remote tier takes writes. */
+int kvjit_cache_remote_writable(const kvjit_cache *cache);
+
+/** The remote tier's counters (all zero without one) and URLs ("" without one). */
+const kvjit_remote_counters *kvjit_cache_remote_counters(const kvjit_cache *cache);
+const char *kvjit_cache_remote_urls(const kvjit_cache *cache);
 
 /** A held per-key compile lock. */
 typedef struct kvjit_cache_lock {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "cache.h"
+#include "remote.h"
 
 #define CACHE_SUBDIR "v2"
 #define ENTRY_SUFFIX ".kvjit"
@@ -52,10 +53,16 @@ struct kvjit_cache {
   int read_only;
   kvjit_cache_counters counters;
   atomic_int write_warned;
+  kvjit_remote *remote;      /* the remote tier, or NULL (cache_remote.c) */
   pthread_mutex_t bad_lock; /* guards bad_memo / bad_next */
   file_id bad_memo[BAD_MEMO_SLOTS];
   size_t bad_count, bad_next;
 };
+
+/* The remote tier of a cache (cache_remote.c): set up at open (a remote that cannot be set up is
+ * a warning, never an error), torn down at close. */
+void cache_remote_open(kvjit_cache *c, const kvjit_remote_config *config);
+void cache_remote_close(kvjit_cache *c);
 
 /* One warning line (printed unless logging is off: KVJIT_LOG=0). */
 void cache_warn(const kvjit_cache *c, const char *what, const char *detail);

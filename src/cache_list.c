@@ -21,11 +21,27 @@ int cache_is_entry_name(const char *name) {
   return strlen(name) == ENTRY_NAME_LEN && strcmp(name + 32, ENTRY_SUFFIX) == 0 && kvjit_key_parse_hex(&k, name) == 0;
 }
 
-/* The header's program and kernel names into the info's buffers. */
-static void describe(const kvjit_entry_view *view, kvjit_cache_entry_info *info, char *program, size_t program_cap,
-                     char *kernels, size_t kernels_cap) {
+/* The texts an info points to, for one entry. */
+typedef struct entry_text {
+  char program[256], kernels[1024], op[64], variant[640], compiler[64], why[400];
+} entry_text;
+
+/* Header text as printable: control bytes (a hostile entry's) become '?'. */
+static void printable(char *dst, size_t cap, const char *src, size_t len) {
+  if (len >= cap) len = cap - 1;
+  for (size_t i = 0; i < len; i++) dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
+  dst[len] = '\0';
+}
+
+/* The header's program, kernel names, op, variant line and compiler into the info's buffers. */
+static void describe(const kvjit_entry_view *view, kvjit_cache_entry_info *info, entry_text *t) {
+  char *kernels = t->kernels;
+  const size_t kernels_cap = sizeof t->kernels;
   info->arch = kvjit_target_code(&view->target);
-  snprintf(program, program_cap, "%.*s", (int)(view->program_len < 255 ? view->program_len : 255), view->program);
+  printable(t->program, sizeof t->program, view->program, view->program_len);
+  printable(t->op, sizeof t->op, view->op, view->op_len);
+  printable(t->variant, sizeof t->variant, view->variant, view->variant_len);
+  printable(t->compiler, sizeof t->compiler, view->compiler, view->compiler_len);
   size_t used = 0;
   for (uint32_t i = 0; i < view->num_kernels && used + 2 < kernels_cap; i++) {
     const char *n, *l;
@@ -39,8 +55,9 @@ static void describe(const kvjit_entry_view *view, kvjit_cache_entry_info *info,
 
 /* One entry file: its info, judged by the header (listing) or by every check (verifying). */
 static kvjit_status judge(kvjit_cache *c, const char *path, const kvjit_key *key, int verify, kvjit_cache_entry_info *info,
-                          char *program, size_t program_cap, char *kernels, size_t kernels_cap, char *why,
-                          size_t why_cap, struct stat *st, int *have_st) {
+                          entry_text *t, struct stat *st, int *have_st) {
+  char *why = t->why;
+  const size_t why_cap = sizeof t->why;
   uint8_t *buf = NULL;
   size_t len = 0;
   int r = cache_read_entry_file(path, verify, &buf, &len, st, have_st, why, why_cap);
@@ -57,7 +74,7 @@ static kvjit_status judge(kvjit_cache *c, const char *path, const kvjit_key *key
   kvjit_entry_view view;
   kvjit_status st_ = verify ? kvjit_entry_parse(&view, buf, len, key, 1)
                             : kvjit_entry_parse_header(&view, buf, len, (uint64_t)st->st_size, key);
-  if (st_ == KVJIT_OK) describe(&view, info, program, program_cap, kernels, kernels_cap);
+  if (st_ == KVJIT_OK) describe(&view, info, t);
   if (st_ == KVJIT_OK && verify) st_ = kvjit_entry_check_payload(&view);
   if (st_ != KVJIT_OK) snprintf(why, why_cap, "%s", kvjit_last_error());
   free(buf);
@@ -80,21 +97,24 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
     if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
     kvjit_key key;
     kvjit_key_parse_hex(&key, e->d_name);
-    char hex[33], program[256], kernels[1024], why[400];
+    char hex[33];
     kvjit_key_hex(&key, hex);
-    program[0] = kernels[0] = why[0] = '\0';
+    entry_text t;
+    t.program[0] = t.kernels[0] = t.op[0] = t.variant[0] = t.compiler[0] = t.why[0] = '\0';
     kvjit_cache_entry_info info;
     memset(&info, 0, sizeof info);
     info.path = path;
     info.key = hex;
-    info.program = program;
-    info.kernels = kernels;
+    info.program = t.program;
+    info.kernels = t.kernels;
+    info.op = t.op;
+    info.variant = t.variant;
+    info.compiler = t.compiler;
     struct stat st;
     int have_st = 0;
-    info.status = judge(c, path, &key, verify, &info, program, sizeof program, kernels, sizeof kernels, why, sizeof why,
-                        &st, &have_st);
+    info.status = judge(c, path, &key, verify, &info, &t, &st, &have_st);
     if (info.status == KVJIT_ERR_NOT_FOUND) continue;
-    info.reason = why;
+    info.reason = t.why;
     if (info.status != KVJIT_OK) {
       if (bad) (*bad)++;
       if (verify) {

@@ -17,8 +17,10 @@
 
 #include "cache.h"
 #include "compile.h"
+#include "config.h"
 #include "entry.h"
 #include "fast_table.h"
+#include "pack.h"
 #include "includes.h"
 #include "names.h"
 #include "parse.h"
@@ -29,8 +31,6 @@
 #include "target.h"
 
 #define PROGRAM_BUCKETS 256u
-#define DEFAULT_MAX_BYTES (2ull << 30)
-#define DEFAULT_LOCK_TIMEOUT_MS 60000u
 
 struct kvjit_context {
   kvjit_cache *cache;
@@ -47,48 +47,11 @@ struct kvjit_context {
   atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, unpublished_compiles;
   atomic_int warned_unpublished;
   kvjit_stats base; /* the counters at the last kvjit_context_reset_stats() */
+  kvjit_compile_mode compile_mode;
+  atomic_uint_fast64_t not_cached; /* misses refused by KVJIT_COMPILE=never */
 };
 
 /* ---- context ------------------------------------------------------------------------------ */
-
-/* A tri-state option: KVJIT_FROM_ENV, 0 or 1. */
-static kvjit_status check_switch(const char *field, int value) {
-  if (value == KVJIT_FROM_ENV || value == 0 || value == 1) return KVJIT_OK;
-  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->%s: %d, expected 0, 1 or KVJIT_FROM_ENV (-1)", field, value);
-}
-
-/* Options, then the environment through the strict parser (parse.h), then defaults. */
-static kvjit_status context_config(const kvjit_context_options *options, int *log, kvjit_cache_config *cc) {
-  kvjit_status st;
-  if ((st = check_switch("log", options->log)) != KVJIT_OK ||
-      (st = check_switch("disable_cache", options->disable_cache)) != KVJIT_OK ||
-      (st = check_switch("allow_shared_dirs", options->allow_shared_dirs)) != KVJIT_OK) {
-    return st;
-  }
-  int read_only = options->version >= 2 ? options->read_only : 0; /* a version 1 struct ends before it */
-  if (read_only != 0 && read_only != 1) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->read_only: %d, expected 0 or 1", read_only);
-  }
-  /* KVJIT_LOG first: it decides whether the other variables' warnings are printed. */
-  *log = options->log != KVJIT_FROM_ENV ? options->log : kvjit_env_bool("KVJIT_LOG", KVJIT_FROM_ENV, KVJIT_FROM_ENV);
-  memset(cc, 0, sizeof *cc);
-  cc->log = *log;
-  cc->read_only = read_only;
-  cc->write_dir = options->cache_dir && options->cache_dir[0] ? options->cache_dir : NULL;
-  cc->read_dirs = options->cache_path;
-  cc->disabled = options->disable_cache != KVJIT_FROM_ENV ? options->disable_cache
-                                                          : kvjit_env_bool("KVJIT_CACHE_DISABLE", 0, *log);
-  cc->max_bytes = options->cache_max_bytes != 0
-                      ? options->cache_max_bytes
-                      : kvjit_env_size("KVJIT_CACHE_MAX_SIZE", 1, UINT64_MAX, DEFAULT_MAX_BYTES, *log);
-  cc->lock_timeout_ms = options->lock_timeout_ms != 0
-                            ? options->lock_timeout_ms
-                            : (unsigned)kvjit_env_duration_ms("KVJIT_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS, *log);
-  cc->allow_shared = options->allow_shared_dirs != KVJIT_FROM_ENV
-                         ? options->allow_shared_dirs
-                         : kvjit_env_bool("KVJIT_CACHE_ALLOW_SHARED", 0, *log);
-  return KVJIT_OK;
-}
 
 kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_options *options) {
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -98,10 +61,11 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   kvjit_status vst = kvjit_check_version(options->version, KVJIT_CONTEXT_OPTIONS_VERSION, "options",
                                          "KVJIT_CONTEXT_OPTIONS_INIT");
   if (vst != KVJIT_OK) return vst;
-  int log = KVJIT_FROM_ENV;
-  kvjit_cache_config cc;
-  vst = context_config(options, &log, &cc);
+  kvjit_context_config config;
+  vst = kvjit_context_config_make(options, &config);
   if (vst != KVJIT_OK) return vst;
+  const kvjit_cache_config cc = config.cache;
+  const int log = config.log;
   kvjit_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
@@ -113,7 +77,9 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
 
   ctx->log = log;
   ctx->cache_disabled = cc.disabled;
+  ctx->compile_mode = config.compile_mode;
   kvjit_status st = kvjit_cache_open(&ctx->cache, &cc);
+  kvjit_context_config_free(&config);
   if (st != KVJIT_OK) {
     kvjit_context_destroy(ctx);
     return st;
@@ -203,10 +169,20 @@ static void counters_now(const kvjit_context *ctx, kvjit_stats *out) {
   out->loads = atomic_load(&ctx->loads);
   out->evictions = atomic_load(&cc->evictions);
   out->unpublished_compiles = atomic_load(&ctx->unpublished_compiles);
+  out->not_cached = atomic_load(&ctx->not_cached);
+  const kvjit_remote_counters *rc = kvjit_cache_remote_counters(ctx->cache);
+  out->remote_hits = atomic_load(&rc->hits);
+  out->remote_misses = atomic_load(&rc->misses);
+  out->remote_errors = atomic_load(&rc->errors);
+  out->remote_timeouts = atomic_load(&rc->timeouts);
+  out->remote_skipped = atomic_load(&rc->skipped);
+  out->remote_writes = atomic_load(&rc->writes);
+  out->remote_bytes_in = atomic_load(&rc->bytes_in);
+  out->remote_bytes_out = atomic_load(&rc->bytes_out);
 }
 
 /* Where each version's fields end: a caller of version V gets exactly those (never more). */
-static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, sizeof(kvjit_stats)};
+static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, offsetof(kvjit_stats, not_cached), sizeof(kvjit_stats)};
 
 kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
@@ -233,6 +209,18 @@ kvjit_status kvjit_context_reset_stats(kvjit_context *ctx) {
   pthread_mutex_lock(&ctx->lock);
   ctx->base = now;
   pthread_mutex_unlock(&ctx->lock);
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_context_remote(kvjit_context *ctx, const char **urls, int *read_write, int probe, int *reachable) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  if (urls) *urls = kvjit_cache_remote_urls(ctx->cache);
+  if (read_write) *read_write = kvjit_cache_remote_writable(ctx->cache);
+  if (reachable) *reachable = 0;
+  if (probe && reachable && kvjit_cache_remote_urls(ctx->cache)[0]) {
+    const kvjit_key nobody = {0, 0}; /* no program hashes to it: a 404 from a working remote */
+    *reachable = kvjit_cache_find(ctx->cache, &nobody) == 0;
+  }
   return KVJIT_OK;
 }
 
@@ -350,6 +338,8 @@ static kvjit_status publish(kvjit_context *ctx, const kvjit_request *req, const 
   kvjit_status st = kvjit_entry_encode(&buf, &len, &meta, payload, payload_len);
   if (st != KVJIT_OK) return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_last_error());
   st = kvjit_cache_write(ctx->cache, key, buf, len);
+  /* A fresh compile goes to the remote tier too: the next host that misses fetches it. */
+  kvjit_cache_push(ctx->cache, key, buf, len);
   free(buf);
   return st;
 }
@@ -382,6 +372,26 @@ static kvjit_status compile_now(kvjit_context *ctx, const kvjit_request *req, co
   return st;
 }
 
+/* A miss in every cache, under KVJIT_COMPILE=warn or never: one line naming it (warn), or
+ * KVJIT_ERR_NOT_CACHED naming it (never). An op's miss is named by its variant's manifest line. */
+static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                                 const kvjit_key_target *target, const kvjit_key *key) {
+  char hex[33], name[32], what[640];
+  kvjit_key_hex(key, hex);
+  kvjit_target_name(kvjit_target_code(target), name, sizeof name);
+  if (label && label->variant && label->variant[0]) {
+    snprintf(what, sizeof what, "%s (key %.12s)", label->variant, hex);
+  } else {
+    snprintf(what, sizeof what, "program %s for %s (key %.12s)", req->desc->name, name, hex);
+  }
+  if (ctx->compile_mode == KVJIT_COMPILE_NEVER) {
+    atomic_fetch_add(&ctx->not_cached, 1);
+    return kvjit_fail(KVJIT_ERR_NOT_CACHED, "not cached, and KVJIT_COMPILE=never: %s", what);
+  }
+  if (ctx->log != 0) kvjit_log_line("cache miss, compiling (KVJIT_COMPILE=warn): %s", what);
+  return KVJIT_OK;
+}
+
 /* Get the payload for key: disk, or compile (under the cross-process lock) and publish. */
 static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key, uint8_t **file,
@@ -395,13 +405,14 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req,
   }
   kvjit_cache_lock lock;
   int locked = kvjit_cache_lock_key(ctx->cache, key, &lock);
-  /* Whoever held the lock may have published it meanwhile. */
-  if (kvjit_cache_read(ctx->cache, key, file, view) == KVJIT_OK) {
+  /* Whoever held the lock may have published it meanwhile (the remote was asked just before). */
+  if (kvjit_cache_read_local(ctx->cache, key, file, view) == KVJIT_OK) {
     if (locked) kvjit_cache_unlock_key(&lock);
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  kvjit_status st = compile_now(ctx, req, label, target, key, compiled, published);
+  kvjit_status st = ctx->compile_mode == KVJIT_COMPILE_ALWAYS ? KVJIT_OK : miss_allowed(ctx, req, label, target, key);
+  if (st == KVJIT_OK) st = compile_now(ctx, req, label, target, key, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
   *origin = KVJIT_FROM_COMPILE;
   return st;
@@ -857,7 +868,13 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   kvjit_origin got;
   kvjit_status published;
   st = obtain_payload(ctx, &req, label, &target, &key, &file, &view, &compiled, &got, &published);
-  if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
+  if (got == KVJIT_FROM_DISK) {
+    atomic_fetch_add(&ctx->disk_hits, 1);
+    /* A prewarm into a shared remote: entries cached here before the remote existed go up too. */
+    if (st == KVJIT_OK && kvjit_cache_remote_writable(ctx->cache)) {
+      kvjit_cache_push_if_absent(ctx->cache, &key, file, (size_t)(view.payload - file) + (size_t)view.payload_len);
+    }
+  }
   if (st != KVJIT_OK) remember_failure(ctx, &req, &target, &key, st, compiled.log);
   if (st == KVJIT_OK) st = not_cached(ctx, &req, published);
   free(file);
@@ -866,6 +883,21 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
 done:
   kvjit_request_free(&req);
   if (st == KVJIT_OK) kvjit_clear_error();
+  return st;
+}
+
+kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, int *where) {
+  *where = 0;
+  kvjit_request req;
+  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
+  if (st != KVJIT_OK) return st;
+  int code, ptx_fallback = 0;
+  kvjit_key_target target;
+  kvjit_key key;
+  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK && (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
+    *where = kvjit_cache_find(ctx->cache, &key);
+  }
+  kvjit_request_free(&req);
   return st;
 }
 
@@ -965,4 +997,17 @@ kvjit_status kvjit_cache_prune(kvjit_context *ctx, uint64_t max_bytes, uint64_t 
 kvjit_status kvjit_cache_clear(kvjit_context *ctx, uint64_t *removed_entries) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
   return kvjit_cache_remove_all(ctx->cache, removed_entries);
+}
+
+kvjit_status kvjit_cache_export(kvjit_context *ctx, const char *path, int include_read_dirs, uint64_t *entries) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  if (path == NULL || path[0] == '\0') return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "path: empty");
+  return kvjit_pack_export(ctx->cache, path, include_read_dirs, entries);
+}
+
+kvjit_status kvjit_cache_import(kvjit_context *ctx, const char *path, uint64_t *imported, uint64_t *present,
+                                uint64_t *bad) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  if (path == NULL || path[0] == '\0') return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "path: empty");
+  return kvjit_pack_import(ctx->cache, path, imported, present, bad);
 }

@@ -48,6 +48,13 @@ kvjit_status kvjit_program_get_labeled(kvjit_context *ctx, kvjit_program **out, 
 kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
                                            const kvjit_program_label *label);
 
+/**
+ * Where a compile-only lookup of @p desc would find its program, computing its key but fetching
+ * and compiling nothing: *where = 1 a local dir, 2 the remote tier, 0 nowhere, -1 not locally and
+ * no remote could say. For coverage checks (`kvjit cache check`, `prewarm -n`).
+ */
+kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, int *where);
+
 /** Device address of a __device__ variable of a loaded program, in the current CUDA context. */
 kvjit_status kvjit_program_global(const kvjit_program *program, CUdeviceptr *ptr, size_t *bytes, const char *name);
 

@@ -200,6 +200,46 @@ kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int6
   return KVJIT_OK;
 }
 
+kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *local,
+                             unsigned *remote, unsigned *missing) {
+  *local = *remote = *missing = 0;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  memcpy(values, checked, op->info.num_fields * sizeof values[0]);
+  kvjit_status st;
+  if (values[0] == 0) {
+    const kvjit_driver *drv;
+    int arch = 0;
+    if ((st = kvjit_driver_get(&drv)) != KVJIT_OK || (st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) {
+      return st;
+    }
+    values[0] = arch;
+    if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
+  }
+  /* The programs a runtime lookup would ask for: one per distinct plan, as kvjit_op_prewarm(). */
+  enum { MAX_CLASSES = 8 };
+  plan_buffer done[MAX_CLASSES];
+  int num_done = 0;
+  for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
+    if ((st = make_plan(op, values, cls, &done[num_done])) != KVJIT_OK) return st;
+    int seen = 0;
+    for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
+    if (seen) continue;
+    char *source = NULL;
+    kvjit_program_desc desc;
+    if ((st = plan_program(op, &done[num_done], &source, &desc)) != KVJIT_OK) return st;
+    num_done++;
+    int where = 0;
+    st = kvjit_program_find(ctx, &desc, &where);
+    free(source);
+    if (st != KVJIT_OK) return st;
+    if (where == 1) (*local)++;
+    else if (where == 2) (*remote)++;
+    else (*missing)++; /* nowhere, or a remote that could not say: a server would compile it */
+  }
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
 /* ---- launch ---------------------------------------------------------------------------------- */
 
 uint64_t kvjit_op_blocks(const kvjit_op_geometry *geo, int64_t items) {

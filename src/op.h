@@ -128,6 +128,11 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
 kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, unsigned *compiled,
                               unsigned *cached);
 
+/** Where the kernels kvjit_op_prewarm() would build are cached: counted per distinct plan as found
+ *  in a local dir, on the remote tier, or nowhere (a remote that cannot answer counts as nowhere). */
+kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, unsigned *local,
+                             unsigned *remote, unsigned *missing);
+
 /** Sum (and with @p reset zero) the op's counters over its programs loaded for the current device. */
 kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t *count, int reset);
 

@@ -35,6 +35,13 @@ kvjit() {
   "$KVJIT" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
 }
 
+# kvjit, with the "  # cached" / "  # missing ..." marks of --dry-run lines taken off (the cases
+# that check the lines themselves; test_fleet_audit_check_export_import checks the marks).
+kvjit_n() {
+  kvjit "$@"
+  sed -i 's/  # [^#]*$//' "$TMP/out"
+}
+
 expect_rc() { [[ $RC -eq $1 ]] || fail "exit status $RC, expected $1"; }
 expect_out() { grep -Eq -- "$1" "$TMP/out" || fail "stdout lacks /$1/"; }
 expect_err() { grep -Eq -- "$1" "$TMP/err" || fail "stderr lacks /$1/"; }
@@ -104,7 +111,7 @@ test_dry_run() {
   local dir="$TMP/dry"
   # The default job: llama-3.1-8b, bf16+fp8, tp 1,2,4,8 -> plain rows 2048..128 B, plus the fp8
   # cache fed from bf16 rows (2048..256 B, quantized with a per-tensor scale), x int32/int64.
-  kvjit prewarm --arch sm_90 --dry-run --cache-dir "$dir"
+  kvjit_n prewarm --arch sm_90 --dry-run --cache-dir "$dir"
   expect_rc 0
   [[ $(dry_run_count) -eq 18 ]] || fail "default: $(dry_run_count) variants, expected 18"
   expect_out '^# .*18 variants'
@@ -112,46 +119,46 @@ test_dry_run() {
   [[ $(entry_count "$dir") -eq 0 ]] || fail "--dry-run compiled something"
 
   # Same rows from 8B and 70B, bf16 and fp16: deduplicated.
-  kvjit prewarm --arch sm_90,sm_100 -n --model llama-3.1-8b,llama-3.1-70b --dtype bf16,fp16,fp8
+  kvjit_n prewarm --arch sm_90,sm_100 -n --model llama-3.1-8b,llama-3.1-70b --dtype bf16,fp16,fp8
   expect_rc 0
   [[ $(dry_run_count) -eq 36 ]] || fail "two archs: $(dry_run_count) variants, expected 36"
 
   # fp8 caches: the plain fp8 row (128 B at tp 8) and each source dtype x scale kind.
-  kvjit prewarm --arch sm_90 -n --model llama-3.1-8b --dtype fp8_e5m2 --quantize-from bf16,fp32 --scale tensor,head \
+  kvjit_n prewarm --arch sm_90 -n --model llama-3.1-8b --dtype fp8_e5m2 --quantize-from bf16,fp32 --scale tensor,head \
     --tp 8 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 5 ]] || fail "fp8: $(dry_run_count) variants, expected 5"
   expect_out ' k_row_bytes=512 v_row_bytes=512 .* dtype=f32 cache_dtype=fp8_e5m2 scale=head num_heads=1$'
-  kvjit prewarm --arch sm_90 -n --model llama-3.1-8b --dtype fp8 --quantize-from none --tp 8 --index int64
+  kvjit_n prewarm --arch sm_90 -n --model llama-3.1-8b --dtype fp8 --quantize-from none --tp 8 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "fp8 without quantizing: $(dry_run_count) variants, expected 1"
-  kvjit prewarm --arch sm_90 -n --k-row-bytes 256 --scale head
+  kvjit_n prewarm --arch sm_90 -n --k-row-bytes 256 --scale head
   expect_rc 2
   expect_err 'cannot be combined'
 
   # tp above the KV heads replicates: one head per rank (qwen2.5-7b has 4).
-  kvjit prewarm --arch sm_90 -n --model qwen2.5-7b --dtype bf16 --tp 4,8 --index int64
+  kvjit_n prewarm --arch sm_90 -n --model qwen2.5-7b --dtype bf16 --tp 4,8 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "qwen tp 4,8: $(dry_run_count) variants, expected 1"
   expect_out '^store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16$'
 
   # A custom shape; MLA-like K only.
-  kvjit prewarm --arch sm_90 -n --kv-heads 1 --head-dim 576 --v-head-dim 0 --dtype bf16 --tp 1,8 --index int64
+  kvjit_n prewarm --arch sm_90 -n --kv-heads 1 --head-dim 576 --v-head-dim 0 --dtype bf16 --tp 1,8 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "K only: $(dry_run_count) variants, expected 1"
   expect_out ' k_row_bytes=1152 v_row_bytes=0 '
 
   # Row sizes, every K x V pair, x index x pdl; pdl=on is dropped before sm_90.
-  kvjit prewarm --arch sm_80 -n --k-row-bytes 256,512 --v-row-bytes 0,128 --index int32,int64 --pdl on,off
+  kvjit_n prewarm --arch sm_80 -n --k-row-bytes 256,512 --v-row-bytes 0,128 --index int32,int64 --pdl on,off
   expect_rc 0
   [[ $(dry_run_count) -eq 8 ]] || fail "rows: $(dry_run_count) variants, expected 8"
   expect_err 'skipped 8 combinations'
 
   # --split all: auto plus 1, 2, 4, 8, 16 (parts of >= 16 B); an explicit split must divide the rows.
-  kvjit prewarm --arch sm_90 -n --k-row-bytes 256 --index int64 --split all
+  kvjit_n prewarm --arch sm_90 -n --k-row-bytes 256 --index int64 --split all
   expect_rc 0
   [[ $(dry_run_count) -eq 6 ]] || fail "split all: $(dry_run_count) variants, expected 6"
-  kvjit prewarm --arch sm_90 -n --k-row-bytes 192,256 --index int64 --split 3
+  kvjit_n prewarm --arch sm_90 -n --k-row-bytes 192,256 --index int64 --split 3
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "split 3: $(dry_run_count) variants, expected 1"
   expect_out ' k_row_bytes=192 .* split=3 '
@@ -178,7 +185,7 @@ EOF
   expect_out 'kvjit_store_kv_cache_fp8.cu'
 
   # --dry-run prints manifest lines: its output replays to the same variants, all cached.
-  kvjit prewarm --arch sm_90 -n "${SMALL[@]}"
+  kvjit_n prewarm --arch sm_90 -n "${SMALL[@]}"
   cp "$TMP/out" "$TMP/dry-manifest.txt"
   kvjit prewarm --manifest "$TMP/dry-manifest.txt" --arch sm_90 --cache-dir "$dir"
   expect_rc 0
@@ -378,23 +385,23 @@ test_bad_flags() {
 
 test_op_transfer_kv_dry_run() {
   # Choices of the op's own fields; the model options give the rows (plain rows only: no quantizing).
-  kvjit prewarm --op transfer_kv --arch sm_90 -n --k-row-bytes 2048 --src device --dst host --layers one,table
+  kvjit_n prewarm --op transfer_kv --arch sm_90 -n --k-row-bytes 2048 --src device --dst host --layers one,table
   expect_rc 0
   [[ $(dry_run_count) -eq 2 ]] || fail "transfer rows: $(dry_run_count) variants, expected 2"
   expect_out '^transfer_kv arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16$'
   expect_out ' layers=table '
   # Defaults of the op: int64, both sides x both sides, both layer modes; bf16 and fp8 rows at tp 8.
-  kvjit prewarm --op transfer_kv --arch sm_90 -n --model llama-3.1-8b --tp 8
+  kvjit_n prewarm --op transfer_kv --arch sm_90 -n --model llama-3.1-8b --tp 8
   expect_rc 0
   [[ $(dry_run_count) -eq 16 ]] || fail "transfer defaults: $(dry_run_count) variants, expected 16"
   expect_out ' k_row_bytes=128 v_row_bytes=128 index=int64 src=host dst=host layers=table '
   # pdl=on before sm_90 is skipped and said so.
-  kvjit prewarm --op transfer_kv --arch sm_80 -n --k-row-bytes 512 --src host --dst device --layers one --pdl on,off
+  kvjit_n prewarm --op transfer_kv --arch sm_80 -n --k-row-bytes 512 --src host --dst device --layers one --pdl on,off
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "pdl on sm_80: $(dry_run_count) variants, expected 1"
   expect_err 'skipped 1 combinations the op refuses \(the first: pdl'
   # The store is still the default op, and by name the same.
-  kvjit prewarm --op store_kv_cache --arch sm_90 -n --k-row-bytes 256 --index int64
+  kvjit_n prewarm --op store_kv_cache --arch sm_90 -n --k-row-bytes 256 --index int64
   expect_rc 0
   [[ $(dry_run_count) -eq 1 ]] || fail "store by name: $(dry_run_count) variants, expected 1"
 }
@@ -432,7 +439,7 @@ test_op_prewarm_and_mixed_manifest() {
   [[ $VARIANTS -eq 6 && $FAILED -eq 0 && $CACHED -eq 1 && $COMPILED -eq 5 ]] ||
     fail "mixed replay: $VARIANTS/$COMPILED/$CACHED/$FAILED"
   # --dry-run of an op replays to the same variants, all cached.
-  kvjit prewarm --op transfer_kv --arch sm_90 -n --k-row-bytes 1024 --src device --dst host --layers one
+  kvjit_n prewarm --op transfer_kv --arch sm_90 -n --k-row-bytes 1024 --src device --dst host --layers one
   cp "$TMP/out" "$TMP/ops-dry.txt"
   kvjit prewarm --manifest "$TMP/ops-dry.txt" --arch sm_90 --cache-dir "$dir"
   expect_rc 0
@@ -702,6 +709,63 @@ test_closed_stdio() {
   kvjit cache verify --cache-dir "$dir"
   expect_rc 0
   expect_out ' 0 bad'
+}
+
+# Issue 20: what a cache holds, whether a server would hit, a cache as one file.
+test_fleet_audit_check_export_import() {
+  local dir="$TMP/fleet" other="$TMP/fleet-other" pack="$TMP/fleet.kvjitpak"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 0
+  local n
+  n=$(entry_count "$dir")
+  # ls says what each entry is: the target, the compiler, the variant's manifest line.
+  kvjit cache ls --cache-dir "$dir"
+  expect_rc 0
+  expect_out '^TARGET .* COMPILER +PROGRAM +WHAT'
+  expect_out '^sm_90 .* NVRTC [0-9]+\.[0-9]+ +kvjit_store_kv_cache.cu +store_kv_cache arch=90 k_row_bytes=256 '
+  kvjit cache ls --json --cache-dir "$dir"
+  expect_rc 0
+  python3 -c 'import json, sys; rows = json.load(open(sys.argv[1])); assert len(rows) == int(sys.argv[2]), rows
+assert all(r["op"] == "store_kv_cache" and r["variant"].startswith("store_kv_cache arch=90") and r["target"] == "sm_90" for r in rows)' \
+    "$TMP/out" "$n" || fail "ls --json is not what ls shows"
+  # Would a server hit? Yes for what was built, no (exit 1, the variant named) for the rest.
+  kvjit cache check --arch sm_90 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 0
+  expect_out "check: 2 variants, $n kernels: $n cached locally, 0 on the remote, 0 would miss"
+  kvjit cache check --arch sm_90 --cache-dir "$dir" --k-row-bytes 256,1024 --index int64
+  expect_rc 1
+  expect_out '^miss: store_kv_cache arch=90 k_row_bytes=1024 '
+  kvjit cache check --arch sm_90,sm_100 --cache-dir "$dir" "${SMALL[@]}"
+  expect_rc 1
+  expect_out '^miss: store_kv_cache arch=100 '
+  kvjit cache check --cache-dir "$dir" --k-row-bytes banana
+  expect_rc 2
+  # prewarm -n marks each line, and the lines stay manifest lines.
+  kvjit prewarm -n --arch sm_90 --cache-dir "$dir" --k-row-bytes 256,1024 --index int64
+  expect_rc 0
+  expect_out 'k_row_bytes=256 .*# cached$'
+  expect_out 'k_row_bytes=1024 .*# missing 3 of 3 kernels$'
+  # Export and import: the other dir hits every variant with nothing compiled.
+  kvjit cache export "$pack" --cache-dir "$dir"
+  expect_rc 0
+  expect_out "exported $n entries"
+  kvjit cache import "$pack" --cache-dir "$other"
+  expect_rc 0
+  expect_out "imported $n entries .*0 already cached, 0 bad"
+  kvjit prewarm --arch sm_90 --cache-dir "$other" "${SMALL[@]}"
+  expect_rc 0
+  summary
+  [[ $COMPILED -eq 0 && $KERNELS_CACHED -eq $n ]] || fail "imported cache compiled $COMPILED variants"
+  # A damaged pack imports nothing; export and import take exactly one FILE.
+  printf 'X' | dd of="$pack" bs=1 seek=40 conv=notrunc status=none
+  kvjit cache import "$pack" --cache-dir "$TMP/fleet-third"
+  expect_rc 1
+  expect_err 'checksum mismatch'
+  [[ $(entry_count "$TMP/fleet-third") -eq 0 ]] || fail "a damaged pack imported entries"
+  kvjit cache export --cache-dir "$dir"
+  expect_rc 2
+  kvjit cache import a b --cache-dir "$dir"
+  expect_rc 2
 }
 
 # --- runner -----------------------------------------------------------------------------------

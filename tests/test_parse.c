@@ -297,8 +297,17 @@ static void test_context_options(void **state) {
   o.read_only = 5;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_ERR_INVALID_ARGUMENT);
   o.read_only = 1;
-  o.version = 3;
+  o.version = KVJIT_CONTEXT_OPTIONS_VERSION + 1;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_ERR_INVALID_ARGUMENT);
+  o.version = KVJIT_CONTEXT_OPTIONS_VERSION;
+  o.compile_mode = (kvjit_compile_mode)7;
+  assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "options->compile_mode: 7"));
+  o.compile_mode = KVJIT_COMPILE_NEVER;
+  o.remote_read_write = 3;
+  assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "options->remote_read_write: 3"));
+  o.remote_read_write = KVJIT_FROM_ENV;
   /* A version 1 struct (no read_only field) is still accepted: it gets a normal context. */
   o.version = 1;
   o.disable_cache = 1;

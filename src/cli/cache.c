@@ -1,4 +1,4 @@
-/* kvjit cache ls | verify | prune | clear | path. */
+/* kvjit cache ls | verify | prune | clear | path | export | import (check: prewarm.c). */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -19,6 +19,8 @@ typedef struct cache_cmd_opts {
   bool long_format;
   bool have_max_size;
   uint64_t max_size;
+  bool json;        /* ls --json */
+  const char *file; /* export / import: the pack */
 } cache_cmd_opts;
 
 /* A dir the library refuses (or cannot resolve) lists as empty: say why, once, on stderr. */
@@ -26,6 +28,39 @@ static void note_unused_dir(const char *cmd, kvjit_context *ctx) {
   kvjit_cache_info info;
   if (kvjit_context_cache_info(ctx, &info) == KVJIT_OK && info.write_dir == NULL && info.degraded_reason)
     fprintf(stderr, "kvjit %s: note: no writable cache dir listed (%s)\n", cmd, info.degraded_reason);
+}
+
+/* @p text as a JSON string (quotes, backslashes and control bytes escaped). */
+static void json_string(const char *text) {
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    if (*p == '"' || *p == '\\') printf("\\%c", *p);
+    else if (*p < 0x20) printf("\\u%04x", *p);
+    else putchar(*p);
+  }
+  putchar('"');
+}
+
+/* One JSON object per entry, in an array: what `cache ls` shows, for tools. */
+static void print_json(const entry_table *table) {
+  puts("[");
+  for (size_t i = 0; i < table->count; i++) {
+    const entry_row *r = &table->rows[i];
+    char target[32];
+    const char *fields[][2] = {{"key", r->key},         {"target", arch_name(r->arch, target, sizeof target)},
+                               {"op", r->op},           {"variant", r->variant},
+                               {"compiler", r->compiler}, {"program", r->program},
+                               {"kernels", r->kernels}, {"path", r->path},
+                               {"dir", r->read_only ? "ro" : "rw"}, {"status", kvjit_status_name(r->status)},
+                               {"reason", r->reason}};
+    fputs("  {", stdout);
+    for (size_t f = 0; f < ARRAY_SIZE(fields); f++) {
+      printf("%s\"%s\": ", f ? ", " : "", fields[f][0]);
+      json_string(fields[f][1]);
+    }
+    printf(", \"bytes\": %" PRIu64 ", \"mtime\": %" PRId64 "}%s\n", r->bytes, r->mtime, i + 1 < table->count ? "," : "");
+  }
+  puts("]");
 }
 
 static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
@@ -36,25 +71,34 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
     entry_table_free(&table);
     return rc;
   }
-  int width = 7;
+  if (o->json) {
+    print_json(&table);
+    entry_table_free(&table);
+    return 0;
+  }
+  int cwidth = 8, pwidth = 7;
   for (size_t i = 0; i < table.count; i++) {
-    int len = (int)strlen(table.rows[i].program);
-    if (len > width) width = len < 48 ? len : 48;
+    int len = (int)strlen(table.rows[i].compiler);
+    if (len > cwidth) cwidth = len < 24 ? len : 24;
+    len = (int)strlen(table.rows[i].program);
+    if (len > pwidth) pwidth = len < 48 ? len : 48;
   }
   uint64_t total = 0;
   int64_t now = (int64_t)time(NULL);
-  /* The key's first 12 hex digits tell entries of one program apart; --long prints the path. */
+  /* The key's first 12 hex digits tell entries apart; WHAT is an op's variant as its manifest
+   * line, or the kernels of a generic loader program; --long prints the path. */
   enum { KEY_DIGITS = 12, INDENT = 11 + 1 + 7 + 1 + 5 + 1 + 3 + 1 + KEY_DIGITS };
   if (table.count != 0)
-    printf("%-11s %7s %5s %-3s %-*s %-*s %s\n", "ARCH", "SIZE", "AGE", "DIR", KEY_DIGITS, "KEY", width, "PROGRAM",
-           o->long_format ? "KERNELS / PATH" : "KERNELS");
+    printf("%-11s %7s %5s %-3s %-*s %-*s %-*s %s\n", "TARGET", "SIZE", "AGE", "DIR", KEY_DIGITS, "KEY", cwidth,
+           "COMPILER", pwidth, "PROGRAM", o->long_format ? "WHAT / PATH" : "WHAT");
   for (size_t i = 0; i < table.count; i++) {
     const entry_row *r = &table.rows[i];
     char arch[32], size[32], age[32];
-    printf("%-11s %7s %5s %-3s %-*.*s %-*s %s\n", arch_name(r->arch, arch, sizeof arch),
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s\n", arch_name(r->arch, arch, sizeof arch),
            human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
-           r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, width, r->program, r->kernels);
-    if (o->long_format) printf("%*s %s\n", INDENT + 1 + width, "", r->path);
+           r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, cwidth, r->compiler[0] ? r->compiler : "-",
+           pwidth, r->program, r->variant[0] ? r->variant : r->kernels);
+    if (o->long_format) printf("%*s %s\n", INDENT + 2 + cwidth + pwidth, "", r->path);
     total += r->bytes;
   }
   char size[32];
@@ -163,6 +207,23 @@ static int cache_path(const char *cmd, kvjit_context *ctx, const cache_cmd_opts 
   return 0;
 }
 
+static int cache_export(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  uint64_t entries = 0;
+  kvjit_status status = kvjit_cache_export(ctx, o->file, o->all, &entries);
+  if (status != KVJIT_OK) return library_error(cmd, "exporting the cache", status);
+  printf("exported %" PRIu64 " entries to %s\n", entries, o->file);
+  return 0;
+}
+
+static int cache_import(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  uint64_t imported = 0, present = 0, bad = 0;
+  kvjit_status status = kvjit_cache_import(ctx, o->file, &imported, &present, &bad);
+  if (status != KVJIT_OK) return library_error(cmd, "importing the pack", status);
+  printf("imported %" PRIu64 " entries from %s (%" PRIu64 " already cached, %" PRIu64 " bad)\n", imported, o->file,
+         present, bad);
+  return bad != 0 ? EXIT_FAILURE : 0;
+}
+
 typedef int (*cache_action)(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o);
 
 static const struct cache_command {
@@ -171,9 +232,10 @@ static const struct cache_command {
   const char *summary;
   const char *help; /* options beyond the cache ones */
 } cache_commands[] = {
-    {"ls", cache_ls, "list entries: arch, size, age, dir (rw/ro), program, kernels",
+    {"ls", cache_ls, "list entries: target, size, age, dir (rw/ro), compiler, and what each is (an op's variant)",
      "  -a, --all               also list the read-only dirs ($KVJIT_CACHE_PATH)\n"
-     "  -l, --long              also print each entry's path\n"},
+     "  -l, --long              also print each entry's path\n"
+     "      --json              one JSON object per entry (an array), for tools\n"},
     {"verify", cache_verify, "check every entry's checksum; quarantine bad ones (exit 1 if any)",
      "  -a, --all               also check the read-only dirs (bad ones are reported, not moved)\n"},
     {"prune", cache_prune, "evict least recently used entries down to a size",
@@ -181,12 +243,16 @@ static const struct cache_command {
      "                          default: the budget, $KVJIT_CACHE_MAX_SIZE or 2G)\n"},
     {"clear", cache_clear, "remove every entry of the writable dir", ""},
     {"path", cache_path, "print the writable dir and the read-only dirs", ""},
+    {"export", cache_export, "write every good entry to one verified file: kvjit cache export FILE",
+     "  -a, --all               also export the read-only dirs' entries\n"},
+    {"import", cache_import, "import such a file into the writable dir: kvjit cache import FILE", ""},
 };
 
 static void print_cache_help(FILE *out) {
   fputs("Usage: kvjit cache COMMAND [options]\n\nCommands:\n", out);
   for (size_t i = 0; i < ARRAY_SIZE(cache_commands); i++)
     fprintf(out, "  %-8s %s\n", cache_commands[i].name, cache_commands[i].summary);
+  fprintf(out, "  %-8s %s\n", "check", "would a server hit? prewarm's variant options, looked up in the local dirs and the remote");
   fputs("\nEach takes --cache-dir DIR, --cache-path DIRS and --help.\n", out);
 }
 
@@ -199,6 +265,7 @@ int cmd_cache(int argc, char **argv) {
     print_cache_help(stdout);
     return 0;
   }
+  if (strcmp(argv[1], "check") == 0) return cmd_check(argc - 1, argv + 1);
   const struct cache_command *command = NULL;
   for (size_t i = 0; i < ARRAY_SIZE(cache_commands) && command == NULL; i++)
     if (strcmp(argv[1], cache_commands[i].name) == 0) command = &cache_commands[i];
@@ -206,9 +273,10 @@ int cmd_cache(int argc, char **argv) {
 
   char cmd[32];
   snprintf(cmd, sizeof cmd, "cache %s", command->name);
-  enum { OPT_MAX_SIZE = 300 };
+  enum { OPT_MAX_SIZE = 300, OPT_JSON };
   static const struct option long_options[] = {
       {"all", no_argument, NULL, 'a'},
+      {"json", no_argument, NULL, OPT_JSON},
       {"long", no_argument, NULL, 'l'},
       {"max-size", required_argument, NULL, OPT_MAX_SIZE},
       {"help", no_argument, NULL, 'h'},
@@ -216,6 +284,7 @@ int cmd_cache(int argc, char **argv) {
       {NULL, 0, NULL, 0},
   };
   bool is_ls = command->action == cache_ls, is_verify = command->action == cache_verify;
+  bool is_export = command->action == cache_export, takes_file = is_export || command->action == cache_import;
   cache_cmd_opts o;
   memset(&o, 0, sizeof o);
   argc--;
@@ -228,7 +297,8 @@ int cmd_cache(int argc, char **argv) {
              cmd, command->summary, command->help);
       return 0;
     }
-    if (c == 'a' && (is_ls || is_verify)) o.all = true;
+    if (c == 'a' && (is_ls || is_verify || is_export)) o.all = true;
+    else if (c == OPT_JSON && is_ls) o.json = true;
     else if (c == 'l' && is_ls) o.long_format = true;
     else if (c == OPT_MAX_SIZE && command->action == cache_prune) {
       o.have_max_size = true;
@@ -244,12 +314,17 @@ int cmd_cache(int argc, char **argv) {
       rc = usage_error(cmd, "--%s does not apply here", name);
     }
   }
+  if (rc == 0 && takes_file) {
+    if (optind + 1 != argc) rc = usage_error(cmd, "needs one FILE (the pack)");
+    else if (argv[optind][0] == '\0') rc = usage_error(cmd, "FILE: empty");
+    else o.file = argv[optind++];
+  }
   if (rc == 0) rc = check_no_operands(cmd, argc, argv);
   if (rc != 0) return rc;
 
   /* ls and path only look: they create nothing, not even a missing dir. The others look first. */
-  bool looks_only = command->action == cache_ls || command->action == cache_path;
-  if (!looks_only) {
+  bool looks_only = command->action == cache_ls || command->action == cache_path || is_export;
+  if (!looks_only && command->action != cache_import) { /* import makes the dir it fills */
     int answer = 0;
     rc = look_before(cmd, &o, is_verify, &answer);
     if (rc == -1) return answer;

@@ -78,6 +78,7 @@ typedef struct entry_row {
   bool read_only; /* found in a --cache-path dir, not the writable one */
   kvjit_status status;
   char *reason; /* why it is bad, "" when good */
+  char *op, *variant, *compiler; /* what the entry says it is (format 2) */
 } entry_row;
 
 typedef struct entry_table {
@@ -98,5 +99,7 @@ void entry_table_free(entry_table *table);
 int cmd_prewarm(int argc, char **argv); /* prewarm.c */
 int cmd_cache(int argc, char **argv);   /* cache.c */
 int cmd_info(int argc, char **argv);    /* info.c */
+/* kvjit cache check: prewarm's variant options, looked up instead of compiled (prewarm.c). */
+int cmd_check(int argc, char **argv);
 
 #endif

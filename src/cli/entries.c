@@ -10,6 +10,17 @@ bool under_dir(const char *path, const char *dir) {
   return strncmp(path, dir, len) == 0 && path[len] == '/';
 }
 
+static void entry_row_free(entry_row *r) {
+  free(r->path);
+  free(r->key);
+  free(r->program);
+  free(r->kernels);
+  free(r->reason);
+  free(r->op);
+  free(r->variant);
+  free(r->compiler);
+}
+
 static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
   entry_table *table = user;
   if (table->count == table->capacity) {
@@ -30,13 +41,13 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
       .read_only = table->write_dir == NULL || entry->path == NULL || !under_dir(entry->path, table->write_dir),
       .status = entry->status,
       .reason = strdup(entry->reason ? entry->reason : ""),
+      .op = strdup(entry->op ? entry->op : ""),
+      .variant = strdup(entry->variant ? entry->variant : ""),
+      .compiler = strdup(entry->compiler ? entry->compiler : ""),
   };
-  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL || row.reason == NULL) {
-    free(row.path);
-    free(row.key);
-    free(row.program);
-    free(row.kernels);
-    free(row.reason);
+  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL || row.reason == NULL ||
+      row.op == NULL || row.variant == NULL || row.compiler == NULL) {
+    entry_row_free(&row);
     goto oom;
   }
   table->rows[table->count++] = row;
@@ -47,13 +58,7 @@ oom:
 }
 
 void entry_table_free(entry_table *table) {
-  for (size_t i = 0; i < table->count; i++) {
-    free(table->rows[i].path);
-    free(table->rows[i].key);
-    free(table->rows[i].program);
-    free(table->rows[i].kernels);
-    free(table->rows[i].reason);
-  }
+  for (size_t i = 0; i < table->count; i++) entry_row_free(&table->rows[i]);
   free(table->rows);
 }
 

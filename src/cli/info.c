@@ -107,6 +107,13 @@ int cmd_info(int argc, char **argv) {
     else
       printf("  write: none (memory only: %s)\n", info.degraded_reason ? info.degraded_reason : "disabled");
     for_each_dir(info.read_dirs, print_dir_usage, &read);
+    const char *urls = "";
+    int read_write = 0, reachable = 0;
+    if (kvjit_context_remote(ctx, &urls, &read_write, 1, &reachable) == KVJIT_OK && urls[0] != '\0')
+      printf("  remote: %s (%s): %s\n", urls, read_write ? "read-write" : "read-only",
+             reachable ? "answers" : "does not answer (see the warning above)");
+    else
+      puts("  remote: none ($KVJIT_REMOTE_CACHE)");
   }
   entry_table_free(&table);
   kvjit_context_destroy(ctx);

@@ -100,15 +100,86 @@ static size_t prewarm_all(prewarm_run *run, long jobs) {
   return run->variants_failed;
 }
 
-static int print_dry_run(const variant_list *variants) {
+/* Where the kernels of @p v are cached, as a manifest comment: "cached", "cached (remote)" or
+ * "missing 2 of 4 kernels"; "" when it cannot be told. */
+static void locate_note(kvjit_context *ctx, const kvjit_variant *v, char *note, size_t capacity, unsigned *missing) {
+  unsigned local = 0, remote = 0;
+  *missing = 0;
+  note[0] = '\0';
+  if (ctx == NULL || kvjit_variant_locate(ctx, v, &local, &remote, missing) != KVJIT_OK) return;
+  if (*missing != 0) snprintf(note, capacity, "  # missing %u of %u kernels", *missing, local + remote + *missing);
+  else if (remote != 0) snprintf(note, capacity, "  # cached (%u of %u on the remote)", remote, local + remote);
+  else snprintf(note, capacity, "  # cached");
+}
+
+/* --dry-run: the variants as manifest lines, each marked with where it is cached (a read-only
+ * look at the local dirs and the remote: nothing is created, fetched or compiled). */
+static int print_dry_run(const char *cmd, const prewarm_opts *o, const variant_list *variants) {
+  kvjit_context *ctx = NULL;
+  if (open_context_mode(cmd, &o->cache, true, &ctx) != 0) ctx = NULL; /* lines without marks, then */
   printf("# kvjit prewarm --dry-run: %zu variants (one manifest line each)\n", variants->count);
   for (size_t i = 0; i < variants->count; i++) {
-    char line[LINE_CAPACITY];
+    char line[LINE_CAPACITY], note[64];
+    unsigned missing;
     if (kvjit_variant_format(&variants->items[i], line, sizeof line) != KVJIT_OK)
       describe_variant(&variants->items[i], line, sizeof line);
-    puts(line);
+    locate_note(ctx, &variants->items[i], note, sizeof note, &missing);
+    printf("%s%s\n", line, note);
   }
+  kvjit_context_destroy(ctx);
   return 0;
+}
+
+int cmd_check(int argc, char **argv) {
+  static const char cmd[] = "cache check";
+  prewarm_opts o;
+  bool help = false;
+  int rc = prewarm_parse_args(cmd, argc, argv, &o, &help);
+  if (rc != 0) return rc;
+  if (help) {
+    puts("Usage: kvjit cache check [--op NAME] [prewarm's variant options] [--arch LIST | --manifest FILE]\n"
+         "Would a server hit? Each variant prewarm would build is looked up - in the read-only dirs,\n"
+         "the writable dir and the remote tier ($KVJIT_REMOTE_CACHE) - with this NVRTC's keys, compiling\n"
+         "and fetching nothing. Lists each variant with kernels that would miss.\n"
+         "Exit status: 0 every kernel cached, 1 some would miss (or a lookup failed), 2 bad command line.");
+    return 0;
+  }
+  variant_list variants = {NULL, 0, 0};
+  rc = build_variants(cmd, &o, &variants);
+  kvjit_context *ctx = NULL;
+  if (rc == 0) rc = open_context_mode(cmd, &o.cache, true, &ctx);
+  unsigned total_local = 0, total_remote = 0, total_missing = 0;
+  size_t variants_missing = 0, failed = 0;
+  for (size_t i = 0; rc == 0 && i < variants.count; i++) {
+    unsigned local = 0, remote = 0, missing = 0;
+    char line[LINE_CAPACITY];
+    if (kvjit_variant_format(&variants.items[i], line, sizeof line) != KVJIT_OK)
+      describe_variant(&variants.items[i], line, sizeof line);
+    kvjit_status status = kvjit_variant_locate(ctx, &variants.items[i], &local, &remote, &missing);
+    if (status != KVJIT_OK) {
+      const char *detail = kvjit_last_error();
+      fprintf(stderr, "kvjit %s: %s: %s [%s]\n", cmd, line, detail[0] ? detail : kvjit_status_string(status),
+              kvjit_status_name(status));
+      failed++;
+      continue;
+    }
+    total_local += local;
+    total_remote += remote;
+    total_missing += missing;
+    if (missing != 0) {
+      variants_missing++;
+      printf("miss: %s  # %u of %u kernels\n", line, missing, local + remote + missing);
+    }
+  }
+  if (rc == 0) {
+    printf("check: %zu variants, %u kernels: %u cached locally, %u on the remote, %u would miss (%zu variants)%s\n",
+           variants.count, total_local + total_remote + total_missing, total_local, total_remote, total_missing,
+           variants_missing, failed ? "; some lookups failed" : "");
+    if (total_missing != 0 || failed != 0) rc = EXIT_FAILURE;
+  }
+  kvjit_context_destroy(ctx);
+  free(variants.items);
+  return rc;
 }
 
 static const char prewarm_help[] =
@@ -146,7 +217,8 @@ static const char prewarm_help[] =
     "                          cache/MANIFEST.md; lines of any op), each line once per --arch\n"
     "\n"
     "  -j, --jobs N            parallel compiles (default: the number of cores)\n"
-    "  -n, --dry-run           print the variants as manifest lines; compile nothing\n" CACHE_OPTIONS_HELP
+    "  -n, --dry-run           print the variants as manifest lines, each marked cached or\n"
+    "                          missing (local dirs and the remote); compile nothing\n" CACHE_OPTIONS_HELP
     "  -h, --help              this help\n"
     "\n"
     "Model presets (KV heads x head dim):\n";
@@ -173,7 +245,7 @@ int cmd_prewarm(int argc, char **argv) {
 
   variant_list variants = {NULL, 0, 0};
   rc = build_variants(cmd, &o, &variants);
-  if (rc == 0 && o.dry_run) rc = print_dry_run(&variants);
+  if (rc == 0 && o.dry_run) rc = print_dry_run(cmd, &o, &variants);
   if (rc != 0 || o.dry_run) {
     free(variants.items);
     return rc;

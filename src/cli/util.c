@@ -139,6 +139,8 @@ int open_context_mode(const char *cmd, const cache_opts *opts, bool read_only, k
   options.cache_dir = opts->cache_dir;
   options.cache_path = opts->cache_path;
   options.read_only = read_only;
+  /* The CLI compiles only when told to (prewarm): KVJIT_COMPILE=never is for servers. */
+  options.compile_mode = KVJIT_COMPILE_ALWAYS;
   kvjit_status status = kvjit_context_create(out, &options);
   if (status != KVJIT_OK) return library_error(cmd, "cannot create the context", status);
   return 0;

@@ -1,0 +1,81 @@
+/*
+ * The cache's remote tier (remote.h does the HTTP): the last place a lookup tries, after the
+ * read-only dirs and the writable one. Fetched bytes are never trusted: they pass every check a
+ * disk entry passes (entry.c's parse with the expected key and payload checksum, payload.c's
+ * symbols) before they are used, and are then written to the writable dir so the next process
+ * finds them locally. A bad fetch is counted against the remote and treated as a miss.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_internal.h"
+#include "status.h"
+
+void cache_remote_open(kvjit_cache *c, const kvjit_remote_config *config) {
+  c->remote = NULL;
+  if (config->urls == NULL || config->urls[0] == '\0') return;
+  kvjit_status st = kvjit_remote_open(&c->remote, config);
+  /* A remote tier is an optimisation: one that cannot be set up leaves the cache local. */
+  if (st != KVJIT_OK) cache_warn(c, "remote cache not used: ", kvjit_last_error());
+}
+
+void cache_remote_close(kvjit_cache *c) {
+  kvjit_remote_close(c->remote);
+  c->remote = NULL;
+}
+
+int kvjit_cache_remote_writable(const kvjit_cache *c) { return kvjit_remote_writable(c->remote); }
+
+const kvjit_remote_counters *kvjit_cache_remote_counters(const kvjit_cache *c) {
+  static const kvjit_remote_counters none;
+  return c->remote ? kvjit_remote_get_counters(c->remote) : &none;
+}
+
+const char *kvjit_cache_remote_urls(const kvjit_cache *c) { return kvjit_remote_urls(c->remote); }
+
+/* Fetch @p key from the remote tier and check it as a disk read would. */
+static kvjit_status fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+  uint8_t *buf = NULL;
+  size_t len = 0, from = 0;
+  if (!kvjit_remote_get(c->remote, key, &buf, &len, &from)) return KVJIT_ERR_NOT_FOUND;
+  kvjit_entry_view v;
+  if (kvjit_entry_parse(&v, buf, len, key, 1) != KVJIT_OK || kvjit_entry_check_payload(&v) != KVJIT_OK) {
+    kvjit_remote_reject(c->remote, from, kvjit_last_error());
+    free(buf);
+    return KVJIT_ERR_NOT_FOUND;
+  }
+  kvjit_remote_accept(c->remote, from);
+  /* Keep it locally (within the budget); a failure here only means the next process fetches again. */
+  if (kvjit_cache_writable(c)) (void)kvjit_cache_write(c, key, buf, len);
+  *data = buf;
+  *view = v;
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_cache_read(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+  if (kvjit_cache_read_local(c, key, data, view) == KVJIT_OK) return KVJIT_OK;
+  if (c->remote == NULL) return KVJIT_ERR_NOT_FOUND;
+  return fetch(c, key, data, view);
+}
+
+int kvjit_cache_find(kvjit_cache *c, const kvjit_key *key) {
+  uint8_t *data = NULL;
+  kvjit_entry_view view;
+  if (kvjit_cache_read_local(c, key, &data, &view) == KVJIT_OK) {
+    free(data);
+    return 1;
+  }
+  if (c->remote == NULL) return 0;
+  int has = kvjit_remote_has(c->remote, key);
+  return has == 1 ? 2 : has;
+}
+
+void kvjit_cache_push(kvjit_cache *c, const kvjit_key *key, const uint8_t *data, size_t len) {
+  if (kvjit_remote_writable(c->remote)) kvjit_remote_put(c->remote, key, data, len);
+}
+
+void kvjit_cache_push_if_absent(kvjit_cache *c, const kvjit_key *key, const uint8_t *data, size_t len) {
+  if (!kvjit_remote_writable(c->remote)) return;
+  /* Only when the remote says it lacks the entry: an unreachable remote is not written blind. */
+  if (kvjit_remote_has(c->remote, key) == 0) kvjit_remote_put(c->remote, key, data, len);
+}
