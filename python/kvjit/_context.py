@@ -35,6 +35,26 @@ def _tri_state(value, name):
     raise ValueError(f"{name}: expected True, False or None (from the environment), got {value!r}")
 
 
+def _compile_mode(value):
+    """compile_mode: "always", "warn", "never" or None ($KVJIT_COMPILE)."""
+    if value is None:
+        return _lib.COMPILE_FROM_ENV
+    if type(value) is str and value in _lib.COMPILE_MODES:
+        return _lib.COMPILE_MODES[value]
+    raise ValueError(f"compile_mode: expected 'always', 'warn', 'never' or None (from $KVJIT_COMPILE), got {value!r}")
+
+
+def _text_bytes(value, name):
+    """A text option (URLs) as bytes: None stays None; a NUL, which C would cut it at, is refused."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a str or None, got {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{name}: contains a NUL byte")
+    return value.encode()
+
+
 def _unsigned(value, name, bits, what):
     """A C unsigned of @p bits bits: TypeError for a non-int, ValueError out of range (never a
     silent wrap: 2**64 + 5 is not 5)."""
@@ -64,7 +84,8 @@ class Context:
     """
 
     def __init__(self, cache_dir=None, *, cache_path=None, disable_cache=None, cache_max_bytes=0, log=None,
-                 lock_timeout_ms=0, manifest_path=None, allow_shared_dirs=None):
+                 lock_timeout_ms=0, manifest_path=None, allow_shared_dirs=None, compile_mode=None,
+                 remote_cache=None, remote_read_write=None):
         self._handle = None
         lib = _lib.load()
         _unsigned(cache_max_bytes, "cache_max_bytes", 64, "bytes; 0: the default budget")
@@ -79,6 +100,10 @@ class Context:
             lock_timeout_ms,
             _path_bytes(manifest_path, "manifest_path"),
             _tri_state(allow_shared_dirs, "allow_shared_dirs"),
+            0,
+            _compile_mode(compile_mode),
+            _text_bytes(remote_cache, "remote_cache"),
+            _tri_state(remote_read_write, "remote_read_write"),
         )
         handle = ctypes.c_void_p()
         lib.check(lib.fn["kvjit_context_create"](ctypes.byref(handle), ctypes.byref(opts)))

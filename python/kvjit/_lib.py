@@ -29,6 +29,7 @@ ERR_CORRUPT = -11
 ERR_BUSY = -12
 ERR_INTERNAL = -13
 ERR_NO_NVRTC = -14
+ERR_NOT_CACHED = -15
 
 STATUS_NAMES = {
     OK: "OK",
@@ -46,6 +47,7 @@ STATUS_NAMES = {
     ERR_BUSY: "ERR_BUSY",
     ERR_INTERNAL: "ERR_INTERNAL",
     ERR_NO_NVRTC: "ERR_NO_NVRTC",
+    ERR_NOT_CACHED: "ERR_NOT_CACHED",
 }
 
 # ---- enums -------------------------------------------------------------------------------------
@@ -72,7 +74,9 @@ SCALE_NONE = 0
 SCALE_PER_TENSOR = 1
 SCALE_PER_HEAD = 2
 
-CONTEXT_OPTIONS_VERSION = 1
+CONTEXT_OPTIONS_VERSION = 3
+COMPILE_MODES = {"always": 0, "warn": 1, "never": 2}  # kvjit_compile_mode; None: $KVJIT_COMPILE
+COMPILE_FROM_ENV = -1
 PROGRAM_DESC_VERSION = 1
 STORE_KV_ARGS_VERSION = 2
 
@@ -162,6 +166,12 @@ class ContextOptions(ctypes.Structure):
         ("lock_timeout_ms", ctypes.c_uint),
         ("manifest_path", ctypes.c_char_p),
         ("allow_shared_dirs", ctypes.c_int),
+        # version 2
+        ("read_only", ctypes.c_int),
+        # version 3
+        ("compile_mode", ctypes.c_int),
+        ("remote_cache", ctypes.c_char_p),
+        ("remote_read_write", ctypes.c_int),
     ]
 
 
@@ -169,8 +179,11 @@ STATS_FIELDS = (
     "memory_hits", "disk_hits", "compiles", "compile_failures", "compile_ns", "bad_entries",
     "disk_writes", "write_failures", "lock_waits", "lock_timeouts", "loads", "evictions",
     "unpublished_compiles",
+    # version 2
+    "not_cached", "remote_hits", "remote_misses", "remote_errors", "remote_timeouts", "remote_skipped",
+    "remote_writes", "remote_bytes_in", "remote_bytes_out",
 )
-STATS_VERSION = 1
+STATS_VERSION = 2
 
 
 class Stats(ctypes.Structure):
@@ -444,7 +457,8 @@ class Library:
         version-2 fields sit after the version-1 ones and are then simply not read).
         """
         handle = ctypes.c_void_p()
-        opts = ContextOptions(CONTEXT_OPTIONS_VERSION, None, None, 1, 0, 0, 0, None, FROM_ENV)
+        opts = ContextOptions(CONTEXT_OPTIONS_VERSION, None, None, 1, 0, 0, 0, None, FROM_ENV, 0, COMPILE_FROM_ENV,
+                              None, FROM_ENV)
         if self.fn["kvjit_context_create"](ctypes.byref(handle), ctypes.byref(opts)) != OK:
             return STORE_KV_ARGS_VERSION
         try:

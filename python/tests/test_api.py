@@ -111,11 +111,12 @@ def test_struct_layouts():
     assert _lib.StoreKvArgs.stream.offset == 144 and _lib.StoreKvArgs.dtype.offset == 152
     assert _lib.StoreKvArgs.k_scale.offset == 168 and _lib.StoreKvArgs.num_heads.offset == 184
     assert ctypes.sizeof(_lib.StoreKvVariant) == 64 and _lib.StoreKvVariant.num_heads.offset == 56
-    assert ctypes.sizeof(_lib.ContextOptions) == 64 and _lib.ContextOptions.allow_shared_dirs.offset == 56
+    assert ctypes.sizeof(_lib.ContextOptions) == 88 and _lib.ContextOptions.allow_shared_dirs.offset == 56
+    assert _lib.ContextOptions.remote_read_write.offset == 80
     assert ctypes.sizeof(_lib.ProgramDesc) == 80 and _lib.ProgramDesc.arch.offset == 72
     assert ctypes.sizeof(_lib.LaunchConfig) == 72 and _lib.LaunchConfig.stream.offset == 32
     assert _lib.LaunchConfig.num_args.offset == 64
-    assert ctypes.sizeof(_lib.Stats) == 112 and ctypes.sizeof(_lib.CacheInfo) == 32
+    assert ctypes.sizeof(_lib.Stats) == 184 and ctypes.sizeof(_lib.CacheInfo) == 32
     # The packer writes the same bytes as the ctypes struct.
     values = list(range(1, 27))
     s = _lib.StoreKvArgs.from_buffer_copy(_lib.STORE_KV_PACKER.pack(*values))
@@ -526,3 +527,28 @@ def test_dlpack_tensors():
         store(dict(t, v_cache=FakeDLPack((1000, H, D), 4, 16, VC, device_id=1)))
     with raises(TypeError, match="^k_cache: dtype f16 differs"):
         store(dict(t, k_cache=FakeDLPack((1000, H, D), 2, 16, KC)))
+
+
+def test_never_compile_and_the_remote_counters():
+    """Context(compile_mode="never"): a miss is kvjit.Error ERR_NOT_CACHED naming the variant,
+    nothing is compiled; the stats carry the remote tier's counters (zero without one)."""
+    line = "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16"
+    with tempdir() as d:
+        never = kvjit.Context(d, cache_path="", compile_mode="never", log=False)
+        try:
+            with raises(kvjit.Error, match="not cached"):
+                kvjit.prewarm_line(line, context=never)
+            st = never.stats()
+            assert st["compiles"] == 0 and st["not_cached"] == 1 and st["remote_hits"] == 0
+        finally:
+            never.close()
+        always = kvjit.Context(d, cache_path="", compile_mode="always", log=False)
+        try:
+            assert kvjit.prewarm_line(line, context=always)["compiled"] > 0
+        finally:
+            always.close()
+        again = kvjit.Context(d, cache_path="", compile_mode="never", log=False)
+        try:
+            assert kvjit.prewarm_line(line, context=again)["compiled"] == 0
+        finally:
+            again.close()

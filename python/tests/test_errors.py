@@ -94,6 +94,11 @@ CASES = [
     # Context: options
     ("context-cache_dir-nul", "cache_dir", ValueError, lambda: kvjit.Context(cache_dir="a\0b"), None),
     ("context-cache_dir-type", "cache_dir", TypeError, lambda: kvjit.Context(cache_dir=12), None),
+    ("context-compile_mode-word", "compile_mode", ValueError, lambda: kvjit.Context(compile_mode="sometimes"), None),
+    ("context-compile_mode-int", "compile_mode", ValueError, lambda: kvjit.Context(compile_mode=2), None),
+    ("context-remote-nul", "remote_cache", ValueError, lambda: kvjit.Context(remote_cache="http://a\0b"), None),
+    ("context-remote-type", "remote_cache", TypeError, lambda: kvjit.Context(remote_cache=["http://a"]), None),
+    ("context-remote-rw", "remote_read_write", ValueError, lambda: kvjit.Context(remote_read_write=2), None),
     ("context-cache_path-nul", "cache_path", ValueError, lambda: kvjit.Context(cache_path=["/tmp", "x\0"]), None),
     ("context-cache_path-colon", "cache_path", ValueError, lambda: kvjit.Context(cache_path=["/a:b"]), None),
     ("context-cache_path-none-item", "cache_path", ValueError, lambda: kvjit.Context(cache_path=[None]), None),
