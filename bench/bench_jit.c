@@ -1,6 +1,6 @@
 /*
- * bench_jit: what kvjit's JIT costs. On one real store_kv_cache variant (the source src/codegen.c
- * generates): a cold NVRTC compile (first in the process, then later ones of distinct sources so
+ * bench_jit: what kvjit's JIT costs. On one real store_kv_cache variant (the template and the
+ * kernel instance src/ops/store_kv_plan.c names): a cold NVRTC compile (first in the process, then later ones of distinct sources so
  * each misses), a disk hit to a launchable kernel (fresh context over a warm cache dir), a memory
  * hit, a cold prewarm of the op, and `nvcc -cubin` of the same source as the peer.
  * With a driver also the memory hit of kvjit_program_get next to a prepared handle's. Without one
@@ -40,7 +40,8 @@ typedef struct program {
 
 static const gpu_driver *drv;
 static kvjit_store_kv_plan plan;
-static char *base_source;
+static kvjit_op_program base_program; /* the plan's program; its desc.kernels points into it */
+static const char *base_source;
 static char tmp_root[256];
 
 static void fail(const char *what, kvjit_status st) {
@@ -55,7 +56,8 @@ static void program_make(program *p, int salt) {
   p->source = malloc(n);
   if (!p->source) exit(2);
   snprintf(p->source, n, "%s\n// bench_jit salt %d.%d\n", base_source, (int)getpid(), salt);
-  kvjit_store_kv_desc(&plan, p->source, &p->desc);
+  p->desc = base_program.desc;
+  p->desc.source = p->source;
 }
 
 static kvjit_context *context_over(const char *dir) {
@@ -237,7 +239,8 @@ int main(int argc, char **argv) {
   kvjit_status st = kvjit_store_kv_plan_make(&plan, o.arch, o.row, o.row, 16, KVJIT_INDEX_INT64,
                                              o.arch >= 90 ? KVJIT_PDL_ON : KVJIT_PDL_OFF, 0, 0);
   if (st != KVJIT_OK) fail("kvjit_store_kv_plan_make", st);
-  if (!(base_source = kvjit_store_kv_source(&plan))) fail("kvjit_store_kv_source", KVJIT_ERR_OUT_OF_MEMORY);
+  if ((st = kvjit_store_kv_program(&plan, &base_program)) != KVJIT_OK) fail("kvjit_store_kv_program", st);
+  base_source = base_program.desc.source;
   printf("program: store_kv_cache variant row %lld B, int64, PDL %s, split %d, vec %d, lanes %d: %zu bytes of "
          "source\n\n",
          (long long)o.row, plan.pdl ? "on" : "off", plan.split, plan.vec, plan.lanes, strlen(base_source));
@@ -430,7 +433,8 @@ int main(int argc, char **argv) {
       if (!f) return 2;
       program p;
       program_make(&p, 1000 + i);
-      fputs(p.source, f);
+      /* nvcc has no name expressions: the same instance, instantiated explicitly. */
+      fprintf(f, "%s\ntemplate __global__ void %s(const kvjit_store_kv_params);\n", p.source, base_program.kernel);
       fclose(f);
       free(p.source);
       snprintf(cmd, sizeof cmd, "'%s' -cubin -arch=sm_%d -std=c++17 -o '%s/nvcc_%d.cubin' '%s' > '%s/nvcc.log' 2>&1",
@@ -492,7 +496,6 @@ int main(int argc, char **argv) {
 
   for (int i = 0; i <= reps; i++) free(progs[i].source);
   free(progs);
-  free(base_source);
   remove_tree(tmp_root);
   return 0;
 }

@@ -55,15 +55,6 @@ static kvjit_status make_plan(const kvjit_op *op, const int64_t *values, int bat
   return op->plan(values, (int)values[0], batch_class, plan->bytes);
 }
 
-/* Source and description of a plan; the caller frees *source. */
-static kvjit_status plan_program(const kvjit_op *op, const plan_buffer *plan, char **source,
-                                 kvjit_program_desc *desc) {
-  *source = op->source(plan->bytes);
-  if (*source == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: generating the source", op->info.name);
-  op->desc(plan->bytes, *source, desc);
-  return KVJIT_OK;
-}
-
 /* Write the variant's line to the manifest the first time this context loads it. */
 static void record_variant(kvjit_context *ctx, kvjit_fast_table *tables, const kvjit_op *op, const int64_t *values,
                            const char *line) {
@@ -95,16 +86,13 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   if ((st = make_plan(op, values, batch_class, &plan)) != KVJIT_OK) return st;
   char line[KVJIT_VARIANT_MAX_FIELDS * 32];
   if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
-  char *source = NULL;
-  kvjit_program_desc desc;
-  if ((st = plan_program(op, &plan, &source, &desc)) != KVJIT_OK) return st;
+  kvjit_op_program prog;
+  if ((st = op->program(plan.bytes, &prog)) != KVJIT_OK) return st;
   kvjit_program_label label = {op->info.name, line};
   kvjit_program *program = NULL;
-  st = kvjit_program_get_labeled(ctx, &program, NULL, &desc, &label);
-  free(source);
-  if (st != KVJIT_OK) return st;
+  if ((st = kvjit_program_get_labeled(ctx, &program, NULL, &prog.desc, &label)) != KVJIT_OK) return st;
   kvjit_kernel *kernel = NULL;
-  if ((st = kvjit_program_kernel(program, &kernel, op->kernel, 0)) != KVJIT_OK) return st;
+  if ((st = kvjit_program_kernel(program, &kernel, prog.kernel, 0)) != KVJIT_OK) return st;
   kvjit_op_entry *entry = malloc(sizeof *entry);
   if (entry == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", op->info.name);
   entry->kernel = kernel;
@@ -161,14 +149,11 @@ kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int6
     int seen = 0;
     for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
     if (seen) continue;
-    char *source = NULL;
-    kvjit_program_desc desc;
-    if ((st = plan_program(op, &done[num_done], &source, &desc)) != KVJIT_OK) return st;
+    kvjit_op_program prog;
+    if ((st = op->program(done[num_done].bytes, &prog)) != KVJIT_OK) return st;
     num_done++;
     kvjit_origin origin = KVJIT_FROM_COMPILE;
-    st = kvjit_program_compile_labeled(ctx, &origin, &desc, &label);
-    free(source);
-    if (st != KVJIT_OK) return st;
+    if ((st = kvjit_program_compile_labeled(ctx, &origin, &prog.desc, &label)) != KVJIT_OK) return st;
     if (origin == KVJIT_FROM_COMPILE) {
       if (compiled) (*compiled)++;
     } else if (cached) {
@@ -226,6 +211,11 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
 
 /* ---- counters --------------------------------------------------------------------------------- */
 
+int kvjit_op_is_instance(const char *name, const char *kernel) {
+  size_t n = strlen(kernel);
+  return name != NULL && strncmp(name, kernel, n) == 0 && (name[n] == '\0' || name[n] == '<');
+}
+
 typedef struct program_list {
   const kvjit_program **items;
   size_t count, capacity;
@@ -238,7 +228,7 @@ static void collect_program(void *value, void *user) {
   const kvjit_op_entry *entry = value;
   program_list *list = user;
   const kvjit_kernel *kernel = entry->kernel;
-  if (kernel->name == NULL || strcmp(kernel->name, list->kernel) != 0) return;
+  if (!kvjit_op_is_instance(kernel->name, list->kernel)) return;
   /* A program built for another arch is not loaded in this device's context. */
   if (kvjit_program_arch(kernel->program) != list->sm) return;
   for (size_t i = 0; i < list->count; i++) {

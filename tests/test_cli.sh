@@ -174,7 +174,7 @@ EOF
   expect_rc 0
   expect_out '^sm_90 '
   expect_out '^sm_100 '
-  expect_out 'kvjit_store_kv_cache_fp8.cu'
+  expect_out 'kvjit_store_kv<([0-9]+,){8}[123],[12],'  # a quantizing store (source dtype, fp8 kind)
 
   # --dry-run prints manifest lines: its output replays to the same variants, all cached.
   kvjit prewarm --arch sm_90 -n "${SMALL[@]}"

@@ -96,11 +96,7 @@ static int store_written(const int64_t *v, size_t field) {
   return v[STORE_F_CACHE_DTYPE] != KVJIT_DTYPE_BYTES;
 }
 
-static char *store_source(const void *plan) { return kvjit_store_kv_source(plan); }
-
-static void store_desc(const void *plan, const char *source, kvjit_program_desc *desc) {
-  kvjit_store_kv_desc(plan, source, desc);
-}
+static kvjit_status store_program(const void *plan, kvjit_op_program *out) { return kvjit_store_kv_program(plan, out); }
 
 static void store_geometry(const void *plan, kvjit_op_geometry *out) {
   const kvjit_store_kv_plan *p = plan;
@@ -124,8 +120,7 @@ const kvjit_op kvjit_op_store_kv = {
     .check = store_check,
     .written = store_written,
     .plan = store_plan,
-    .source = store_source,
-    .desc = store_desc,
+    .program = store_program,
     .geometry = store_geometry,
     .key = store_key,
 };
