@@ -566,7 +566,8 @@ KVJIT_API kvjit_status kvjit_variant_format(const kvjit_variant *variant, char *
 
 /**
  * Compile (no driver needed; arch 0 = the current device) into the disk cache every kernel the
- * variant may use, one per distinct plan of its batch classes.
+ * variant may use, one per distinct plan of its batch classes (as one program when there are
+ * several: see kvjit_variants_prewarm()).
  * @param compiled, cached optional: how many kernels were compiled now / were already cached.
  */
 KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *variant, unsigned *compiled,
@@ -575,6 +576,35 @@ KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_var
 /** kvjit_variant_parse() then kvjit_variant_prewarm(): one manifest line of any op. */
 KVJIT_API kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled,
                                           unsigned *cached);
+
+/** Most kernels one program of a prewarm holds (kvjit_variants_prewarm()). */
+#define KVJIT_PREWARM_GROUP_MAX 32
+
+/** What kvjit_variants_prewarm() did for one variant. */
+typedef struct kvjit_prewarm_result {
+  kvjit_status status; /**< KVJIT_OK, or why the variant (or one of its kernels) failed */
+  unsigned compiled;   /**< its kernels compiled by this call */
+  unsigned cached;     /**< its kernels found in the cache (or compiled for a variant before it) */
+  char error[256];     /**< the failure's message, "" when none */
+} kvjit_prewarm_result;
+
+/**
+ * Prewarm many variants (of any ops and archs) at once: what kvjit_variant_prewarm() does for each,
+ * with NVRTC's fixed cost paid once per program instead of once per kernel. The distinct kernels
+ * of one op and arch are compiled together, at most KVJIT_PREWARM_GROUP_MAX to a program (a
+ * bundle); each kernel is still found alone by a later lookup (cache/FORMAT.md: aliases), and a
+ * lookup that misses still compiles only its own kernel.
+ *
+ * For a pool of threads, the kernels are cut into @p parts shares of about equal size and this
+ * call builds share @p part only: @p parts threads calling it with part = 0 .. parts - 1 build
+ * every kernel once (one bundle per share and op at least, so parts beyond the cores only cost).
+ * @param results @p count entries: what this share did for each variant; a variant's totals are
+ *        the sums over the shares, its status the first failure.
+ * @return KVJIT_OK when every variant's kernels of this share built, else the first failure (each
+ *         variant's own in its result).
+ */
+KVJIT_API kvjit_status kvjit_variants_prewarm(kvjit_context *ctx, const kvjit_variant *variants, size_t count,
+                                              unsigned part, unsigned parts, kvjit_prewarm_result *results);
 
 #define KVJIT_OP_STATS_VERSION 1
 
@@ -847,7 +877,12 @@ typedef struct kvjit_cache_entry_info {
   int arch;               /**< target (kvjit_target_name() spells it: sm_90, sm_90a, compute_90) */
   uint64_t bytes;         /**< file size */
   int64_t mtime;          /**< last use (seconds since the epoch) */
-  kvjit_status status;    /**< KVJIT_OK or KVJIT_ERR_CORRUPT (with verify) */
+  /** KVJIT_OK; with verify KVJIT_ERR_CORRUPT (a bad entry), or KVJIT_ERR_NOT_FOUND for an alias
+   *  whose bundle is gone or does not hold its kernel (a lookup of it misses and compiles it). */
+  kvjit_status status;
+  /** An alias (a kernel prewarm compiled as part of a bundle, one program of many kernels): the
+   *  bundle entry's key, 32 hex digits; NULL for an entry with a binary of its own. */
+  const char *bundle;
 } kvjit_cache_entry_info;
 
 /** Called once per entry; return non-zero to stop. */
@@ -855,8 +890,9 @@ typedef int (*kvjit_cache_visit_fn)(const kvjit_cache_entry_info *entry, void *u
 
 /**
  * Visit each entry of the writable cache dir (and, when @p include_read_dirs, the read-only ones).
- * With @p verify, each payload checksum is checked and a bad writable entry is quarantined.
- * @param bad optional; receives the number of bad entries found.
+ * With @p verify, each payload checksum is checked and a bad writable entry is quarantined, and
+ * each alias's bundle is read and checked to hold its kernel (an orphan is reported, not moved).
+ * @param bad optional; receives the number of bad entries found (orphaned aliases not counted).
  */
 KVJIT_API kvjit_status kvjit_cache_list(kvjit_context *ctx, int include_read_dirs, int verify,
                                         kvjit_cache_visit_fn visit, void *user, uint64_t *bad);

@@ -342,14 +342,27 @@ static int try_dir(kvjit_cache *c, const char *dir, int writable, const char *na
 }
 
 kvjit_status kvjit_cache_read(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+  size_t cursor = 0;
+  return kvjit_cache_read_from(c, key, &cursor, data, view);
+}
+
+kvjit_status kvjit_cache_read_from(kvjit_cache *c, const kvjit_key *key, size_t *cursor, uint8_t **data,
+                                   kvjit_entry_view *view) {
   char name[64];
   char hex[33];
   kvjit_key_hex(key, hex);
   snprintf(name, sizeof name, "%s%s", hex, ENTRY_SUFFIX);
-  for (size_t i = 0; i < c->num_read; i++) {
-    if (try_dir(c, c->read_dirs[i], 0, name, key, data, view) == 1) return KVJIT_OK;
+  /* Dirs 0 .. num_read - 1 are the read-only ones, num_read the writable one. */
+  for (; *cursor < c->num_read; ++*cursor) {
+    if (try_dir(c, c->read_dirs[*cursor], 0, name, key, data, view) == 1) {
+      ++*cursor;
+      return KVJIT_OK;
+    }
   }
-  if (c->write_dir && try_dir(c, c->write_dir, 1, name, key, data, view) == 1) return KVJIT_OK;
+  if (*cursor == c->num_read) {
+    ++*cursor;
+    if (c->write_dir && try_dir(c, c->write_dir, 1, name, key, data, view) == 1) return KVJIT_OK;
+  }
   return KVJIT_ERR_NOT_FOUND;
 }
 
@@ -542,7 +555,7 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
     kvjit_entry_view view;
     kvjit_cache_entry_info info;
     memset(&info, 0, sizeof info);
-    char hex[33], program[256], kernels[1024];
+    char hex[33], program[256], kernels[1024], bundle[33];
     kvjit_key_hex(&key, hex);
     program[0] = kernels[0] = '\0';
     info.path = path;
@@ -560,6 +573,12 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
         info.status = KVJIT_ERR_CORRUPT;
       } else {
         info.arch = kvjit_target_code(&view.target);
+        if (view.target.kind == KVJIT_PAYLOAD_ALIAS) {
+          kvjit_entry_alias alias;
+          kvjit_entry_alias_get(&view, &alias);
+          kvjit_key_hex(&alias.bundle, bundle);
+          info.bundle = bundle;
+        }
         snprintf(program, sizeof program, "%.*s", (int)view.program_len, view.program);
         size_t used = 0;
         for (uint32_t i = 0; i < view.num_kernels && used + 2 < sizeof kernels; i++) {

@@ -50,6 +50,14 @@ void kvjit_cache_get_info(const kvjit_cache *cache, kvjit_cache_info *out);
  */
 kvjit_status kvjit_cache_read(kvjit_cache *cache, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view);
 
+/**
+ * kvjit_cache_read() from dir @p *cursor on (0: the first). On success *cursor is past the dir the
+ * entry came from, so that a caller that cannot use it (an alias whose bundle is gone) can look in
+ * the dirs after it.
+ */
+kvjit_status kvjit_cache_read_from(kvjit_cache *cache, const kvjit_key *key, size_t *cursor, uint8_t **data,
+                                   kvjit_entry_view *view);
+
 /** A held per-key compile lock. */
 typedef struct kvjit_cache_lock {
   int fd;

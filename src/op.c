@@ -1,6 +1,7 @@
 /*
  * The generic op layer (see op.h): the miss path that plans, loads and publishes a variant, the
- * manifest record, prepare, prewarm, the launch, the bad-slot counters and the op statistics.
+ * manifest record, prepare, the launch, the bad-slot counters and the op statistics. Prewarm is
+ * op_prewarm.c.
  */
 #include "op.h"
 
@@ -118,49 +119,6 @@ kvjit_status kvjit_op_prepare(kvjit_context *ctx, const kvjit_op *op, const int6
     kvjit_status st = kvjit_op_find_entry(ctx, op, values, cls, &entry);
     if (st != KVJIT_OK) return st;
   }
-  return KVJIT_OK;
-}
-
-kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *compiled,
-                              unsigned *cached) {
-  if (compiled) *compiled = 0;
-  if (cached) *cached = 0;
-  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
-  memcpy(values, checked, op->info.num_fields * sizeof values[0]);
-  kvjit_status st;
-  if (values[0] == 0) {
-    const kvjit_driver *drv;
-    if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return st;
-    int arch = 0;
-    if ((st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) return st;
-    values[0] = arch;
-    /* Again with the real arch (PDL on needs sm_90, ...). */
-    if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
-  }
-  char line[KVJIT_VARIANT_MAX_FIELDS * 32];
-  if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
-  kvjit_program_label label = {op->info.name, line};
-  /* Every kernel the automatic choice may pick: one plan per batch class, duplicates once. */
-  enum { MAX_CLASSES = 8 };
-  plan_buffer done[MAX_CLASSES];
-  int num_done = 0;
-  for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
-    if ((st = make_plan(op, values, cls, &done[num_done])) != KVJIT_OK) return st;
-    int seen = 0;
-    for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
-    if (seen) continue;
-    kvjit_op_program prog;
-    if ((st = op->program(done[num_done].bytes, &prog)) != KVJIT_OK) return st;
-    num_done++;
-    kvjit_origin origin = KVJIT_FROM_COMPILE;
-    if ((st = kvjit_program_compile_labeled(ctx, &origin, &prog.desc, &label)) != KVJIT_OK) return st;
-    if (origin == KVJIT_FROM_COMPILE) {
-      if (compiled) (*compiled)++;
-    } else if (cached) {
-      (*cached)++;
-    }
-  }
-  kvjit_clear_error();
   return KVJIT_OK;
 }
 

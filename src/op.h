@@ -123,9 +123,15 @@ uint64_t kvjit_op_blocks(const kvjit_op_geometry *geo, int64_t items);
 kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entry, uint64_t blocks, unsigned grid_y,
                              struct CUstream_st *stream, void *params);
 
+/* ---- prewarm (op_prewarm.c) ------------------------------------------------------------------ */
+
 /** Prewarm (kvjit_variant_prewarm()) of checked @p values. */
 kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, unsigned *compiled,
                               unsigned *cached);
+
+/** kvjit_variants_prewarm() of @p count checked variants: op @p ops[i], values @p values[i]. */
+kvjit_status kvjit_op_prewarm_set(kvjit_context *ctx, const kvjit_op *const *ops, const int64_t *const *values,
+                                  size_t count, unsigned part, unsigned parts, kvjit_prewarm_result *results);
 
 /** 1 when kernel name @p name (canonical) is @p kernel or an instance of template @p kernel. */
 int kvjit_op_is_instance(const char *name, const char *kernel);

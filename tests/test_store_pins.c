@@ -143,23 +143,29 @@ static void test_grid_digest(void **state) {
 
 typedef struct key_set {
   char keys[16][33];
+  char bundles[16][33]; /* an alias's bundle, "" for an entry of its own */
   size_t count;
 } key_set;
 
 static int collect_key(const kvjit_cache_entry_info *entry, void *user) {
   key_set *set = user;
-  if (set->count < 16) snprintf(set->keys[set->count++], 33, "%s", entry->key);
+  if (set->count < 16) {
+    snprintf(set->bundles[set->count], 33, "%s", entry->bundle ? entry->bundle : "");
+    snprintf(set->keys[set->count++], 33, "%s", entry->key);
+  }
   return 0;
 }
 
-static int has_key(const key_set *set, const char *hex) {
+/* Index of @p hex in @p set, or -1. */
+static int find_key(const key_set *set, const char *hex) {
   for (size_t i = 0; i < set->count; i++)
-    if (strcmp(set->keys[i], hex) == 0) return 1;
-  return 0;
+    if (strcmp(set->keys[i], hex) == 0) return (int)i;
+  return -1;
 }
 
-/* The whole prewarm path (variant -> plans per class -> source -> labeled compile -> entry)
- * writes exactly the pinned keys: one entry per distinct plan of the variant's four classes. */
+/* The whole prewarm path (variant -> plans per class -> programs -> one bundle -> entries) writes
+ * exactly the pinned keys: one alias per distinct plan of the variant's four classes, each under
+ * the key a runtime miss of that plan computes, all into one pinned bundle entry. */
 static void test_prewarm_writes_pinned_keys(void **state) {
   (void)state;
   int major = 0, minor = 0;
@@ -170,22 +176,25 @@ static void test_prewarm_writes_pinned_keys(void **state) {
   static const struct {
     kvjit_store_kv_variant variant;
     const char *keys[4];
+    const char *bundle;
   } cases[] = {
       {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BYTES,
         KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
        {"c50c046029f4ba4bf805c0912aceecbc", "96f629a51a07c0633f5f625ef5522c42", "78d6b3eed813a78bdd8454859dae2f44",
-        NULL}},
+        NULL},
+       "0c673a3edf8bb5bc40ce9c59757bca9f"},
       {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 2048, 2048, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
         KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8},
-       {"a1613945196e972b424a71ee3e58c883", "30667e166f7c75731dfeca55f0991acd", NULL, NULL}},
+       {"a1613945196e972b424a71ee3e58c883", "30667e166f7c75731dfeca55f0991acd", NULL, NULL},
+       "6c9022052f6a76cf42f54c298bf0100b"},
       {{KVJIT_STORE_KV_VARIANT_VERSION, 80, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 8, KVJIT_DTYPE_BYTES,
         KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
        {"a0d22fea0063fa63f4b1dfdacae650ef", "0c67a6d0a963a392d5ad30c445e975c7", "7aa9c49e8df64153374bfdd1aba99ae0",
-        "b33495ad471c23e84ce8f1b9d7caf8c9"}},
+        "b33495ad471c23e84ce8f1b9d7caf8c9"},
+       "f0ebe92aadbb9a09d50af544dbccad0e"},
   };
   int wrong = 0;
   for (size_t c = 0; c < COUNT(cases); c++) {
-    size_t missing = 0;
     char dir[256];
     assert_int_equal(test_dir_make(dir, sizeof dir, "pins"), 0);
     kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
@@ -199,11 +208,14 @@ static void test_prewarm_writes_pinned_keys(void **state) {
     if (st != KVJIT_OK) fail_msg("case %zu: %s", c, kvjit_last_error());
     key_set set = {.count = 0};
     assert_int_equal(kvjit_cache_list(ctx, 0, 0, collect_key, &set, NULL), KVJIT_OK);
-    size_t want = 0;
-    for (size_t k = 0; k < 4 && cases[c].keys[k] != NULL; k++, want++)
-      if (!has_key(&set, cases[c].keys[k])) missing++;
-    if (missing || set.count != want) {
-      for (size_t k = 0; k < set.count; k++) printf("case %zu: entry %s\n", c, set.keys[k]);
+    size_t want = 0, bad = 0;
+    for (size_t k = 0; k < 4 && cases[c].keys[k] != NULL; k++, want++) {
+      int at = find_key(&set, cases[c].keys[k]);
+      if (at < 0 || strcmp(set.bundles[at], cases[c].bundle) != 0) bad++;
+    }
+    int bundle = find_key(&set, cases[c].bundle);
+    if (bad || bundle < 0 || set.bundles[bundle][0] != '\0' || set.count != want + 1) {
+      for (size_t k = 0; k < set.count; k++) printf("case %zu: entry %s -> %s\n", c, set.keys[k], set.bundles[k]);
       wrong++;
     }
     assert_int_equal(compiled, want);

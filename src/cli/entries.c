@@ -29,8 +29,11 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
       .mtime = entry->mtime,
       .read_only = table->write_dir == NULL || entry->path == NULL || !under_dir(entry->path, table->write_dir),
       .status = entry->status,
+      .bundle = entry->bundle ? strdup(entry->bundle) : NULL,
   };
-  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL) {
+  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL ||
+      (entry->bundle && row.bundle == NULL)) {
+    free(row.bundle);
     free(row.path);
     free(row.key);
     free(row.program);
@@ -50,6 +53,7 @@ void entry_table_free(entry_table *table) {
     free(table->rows[i].key);
     free(table->rows[i].program);
     free(table->rows[i].kernels);
+    free(table->rows[i].bundle);
   }
   free(table->rows);
 }
