@@ -88,7 +88,7 @@ static void *prewarm_worker(void *arg) {
     if (share >= run->shares) break;
     double t0 = now_seconds();
     kvjit_status status = KVJIT_ERR_OUT_OF_MEMORY;
-    char detail[512] = "out of memory";
+    char detail[256] = "out of memory";
     if (results != NULL) {
       status = kvjit_variants_prewarm(run->ctx, run->variants->items, count, share, run->shares, results);
       /* The detail is thread-local: copy it before taking the lock. */
