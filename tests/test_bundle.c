@@ -6,6 +6,7 @@
  * verify reports orphans; the prewarm of many variants builds shares, each kernel once.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -487,6 +489,78 @@ static void test_variants_in_shares(void **state) {
   kvjit_context_destroy(ctx);
 }
 
+/* Processes and threads at once on one dir: groups of overlapping kernels built by several
+ * processes, and in each one threads asking for single kernels meanwhile. Every call succeeds,
+ * every kernel is then found alone, verify finds nothing bad and no orphan. */
+typedef struct racer {
+  const char *dir;
+  size_t kernel;
+  int failures;
+} racer;
+
+static void *race_one(void *arg) {
+  racer *r = arg;
+  kvjit_context *ctx = ctx_at(r->dir, NULL);
+  for (int round = 0; round < 3; round++) {
+    kvjit_program_desc d = desc_of((r->kernel + (size_t)round) % 7, 1, 90);
+    kvjit_program *p = NULL;
+    kvjit_origin origin;
+    if (kvjit_program_build(ctx, &p, &origin, &d) != KVJIT_OK || kvjit_program_num_kernels(p) != 1) r->failures++;
+  }
+  kvjit_context_destroy(ctx);
+  return NULL;
+}
+
+static int race_child(const char *dir, int which) {
+  kvjit_context *ctx = ctx_at(dir, NULL);
+  racer racers[2] = {{dir, (size_t)which, 0}, {dir, (size_t)which + 3, 0}};
+  pthread_t threads[2];
+  for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, race_one, &racers[t]);
+  kvjit_program_desc d = desc_of((size_t)which, 7 - (size_t)which, 90);
+  kvjit_program_label label = {"test", "race"};
+  kvjit_group_member members[8];
+  for (int i = 0; i < 8; i++) members[i].label = &label;
+  kvjit_status st = kvjit_program_compile_group(ctx, &d, members);
+  for (int t = 0; t < 2; t++) pthread_join(threads[t], NULL);
+  kvjit_context_destroy(ctx);
+  return st != KVJIT_OK || racers[0].failures || racers[1].failures;
+}
+
+static void test_processes_and_threads_at_once(void **state) {
+  (void)state;
+  char dir[512];
+  case_dir(dir, sizeof dir, "race");
+  kvjit_context *ctx = ctx_at(dir, NULL); /* makes the dir before the children race for it */
+  kvjit_context_destroy(ctx);
+  enum { CHILDREN = 3 };
+  pid_t pids[CHILDREN];
+  fflush(stdout);
+  for (int c = 0; c < CHILDREN; c++) {
+    pids[c] = fork();
+    assert_true(pids[c] >= 0);
+    if (pids[c] == 0) _exit(race_child(dir, c));
+  }
+  for (int c = 0; c < CHILDREN; c++) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[c], &status, 0), pids[c]);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+  }
+  ctx = ctx_at(dir, NULL);
+  for (size_t i = 0; i < 7; i++) {
+    kvjit_origin origin;
+    build_one(ctx, i, 90, &origin);
+    assert_int_equal(origin, KVJIT_FROM_DISK);
+  }
+  uint64_t bad = 7;
+  listing l = list(ctx, 1, &bad);
+  assert_int_equal(bad, 0);
+  for (size_t e = 0; e < l.count; e++) assert_int_equal(l.status[e], KVJIT_OK);
+  kvjit_stats s = stats_of(ctx);
+  assert_int_equal(s.compiles, 0);
+  kvjit_context_destroy(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_group_then_one_by_one),
@@ -498,6 +572,7 @@ int main(void) {
       cmocka_unit_test(test_ptx_target_builds_alone),
       cmocka_unit_test(test_failing_group_writes_nothing),
       cmocka_unit_test(test_variants_in_shares),
+      cmocka_unit_test(test_processes_and_threads_at_once),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
