@@ -4,7 +4,8 @@
  *    AddressSanitizer sees one byte past it) and, when it accepts, every field it hands out lies
  *    inside the buffer;
  *  - an entry encoded from fuzzed names and payload parses back to the same fields, and any single
- *    flipped byte of it is rejected (header and payload are both checksummed).
+ *    flipped byte of it is rejected (header and payload are both checksummed);
+ *  - an alias (payload kind 3) it accepts is well formed (one kernel, an index inside its bundle).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,6 +27,13 @@ static int inside(const void *p, size_t n, const uint8_t *buf, size_t len) {
 
 static void check_view(const kvjit_entry_view *v, const uint8_t *buf, size_t len) {
   CHECK(inside(v->program, v->program_len, buf, len));
+  if (v->target.kind == KVJIT_PAYLOAD_ALIAS) {
+    /* An alias the parser accepts is well formed: one kernel, its index inside its bundle. */
+    kvjit_entry_alias a;
+    kvjit_entry_alias_get(v, &a);
+    CHECK(v->num_kernels == 1 && v->payload_len == KVJIT_ENTRY_ALIAS_BYTES && a.index < a.count);
+    CHECK(!kvjit_key_equal(&a.bundle, &v->key));
+  }
   CHECK(inside(v->payload, (size_t)v->payload_len, buf, len));
   CHECK(v->payload + v->payload_len == buf + len);
   for (uint32_t i = 0; i < v->num_kernels; i++) {
