@@ -204,7 +204,7 @@ size_t jit_options_measure(jit_option_result *out, size_t capacity, const kvjit_
       if (pid == 0) {
         close(fds[0]);
         option_child(fds[1], desc, s, reps / ROUNDS);
-        _exit(0);
+        exit(0); /* not _exit(): NVRTC removes its automatic PCH files (MBs in /tmp) at exit */
       }
       close(fds[1]);
       double times[65];
