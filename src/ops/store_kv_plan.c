@@ -398,7 +398,10 @@ int kvjit_store_kv_kernel_name(const kvjit_store_kv_plan *plan, char *out, size_
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 
-static const char *const store_kv_options[] = {"-std=c++17"};
+/* -minimal: NVRTC leaves out of its built-in header what the template does not use (textures,
+ * device-side runtime calls and launches), a part of every compile's front end; the kernels' code
+ * is the same with and without it (tests/test_group_sass.c). */
+static const char *const store_kv_options[] = {"-std=c++17", "-minimal"};
 
 kvjit_status kvjit_store_kv_program(const kvjit_store_kv_plan *plan, kvjit_op_program *out) {
   /* One name for every store program: the template is the source of all of them, so plain and

@@ -87,7 +87,8 @@ int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out,
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 
-static const char *const transfer_kv_options[] = {"-std=c++17"};
+/* -minimal: as the store's (store_kv_plan.c). */
+static const char *const transfer_kv_options[] = {"-std=c++17", "-minimal"};
 
 kvjit_status kvjit_transfer_kv_program(const kvjit_transfer_kv_plan *plan, kvjit_op_program *out) {
   /* The name shows in `kvjit cache ls` and is part of the key: keep it stable. */
