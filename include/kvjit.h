@@ -348,7 +348,8 @@ KVJIT_API const char *kvjit_program_key(const kvjit_program *program);
 KVJIT_API int kvjit_program_arch(const kvjit_program *program);
 /**
  * The program's binary: a cubin, or NUL-terminated PTX when kvjit_program_arch() has
- * KVJIT_TARGET_PTX. Owned by the context.
+ * KVJIT_TARGET_PTX. Owned by the context. For a program found through an alias of a prewarm
+ * bundle (cache/FORMAT.md), the bundle's cubin, which holds its kernels among others.
  */
 KVJIT_API kvjit_status kvjit_program_binary(const kvjit_program *program, const void **data, size_t *bytes);
 /** Number of kernels of a built program (0 for a failed one). */
