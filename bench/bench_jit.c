@@ -448,7 +448,7 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < num_opts; i++) {
     char what[64];
     snprintf(what, sizeof what, "later compile, %s", opts[i].label);
-    printf("%-46s median %10.3f ms   min %10.3f   max %10.3f   (n=%zu)  first %.1f ms, %.2fx default\n", what,
+    printf("%-46s median %10.3f ms   min %10.3f   max %10.3f   (n=%zu)  first %.1f ms, %.2fx none\n", what,
            opts[i].later.median, opts[i].later.min, opts[i].later.max, opts[i].later.count, opts[i].first,
            opts[0].later.median > 0 ? opts[i].later.median / opts[0].later.median : 0.0);
   }
