@@ -596,7 +596,8 @@ typedef struct kvjit_prewarm_result {
  * bundle); each kernel is still found alone by a later lookup (cache/FORMAT.md: aliases), and a
  * lookup that misses still compiles only its own kernel.
  *
- * For a pool of threads, the kernels are cut into @p parts shares of about equal size and this
+ * For a pool of threads, the kernels are cut into @p parts shares of about equal compile time (by
+ * each op's estimate of its kernels' cost) and this
  * call builds share @p part only: @p parts threads calling it with part = 0 .. parts - 1 build
  * every kernel once (one bundle per share and op at least, so parts beyond the cores only cost).
  * @param results @p count entries: what this share did for each variant; a variant's totals are

@@ -64,6 +64,8 @@ typedef struct kvjit_op {
   kvjit_status (*plan)(const int64_t *values, int arch, int batch_class, void *plan);
   /** The program of a plan: the op's template and the kernel the plan names (op_program.h). */
   kvjit_status (*program)(const void *plan, kvjit_op_program *out);
+  /** Relative NVRTC time of a plan's kernel (prewarm cuts its shares by it); NULL: every plan 1. */
+  unsigned (*compile_cost)(const void *plan);
   void (*geometry)(const void *plan, kvjit_op_geometry *out);
   /** The exact key of (checked @p values with values[0] the arch, @p batch_class). */
   kvjit_fast_key (*key)(const int64_t *values, int batch_class);

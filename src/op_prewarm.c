@@ -33,6 +33,7 @@ typedef struct pw_kernel {
   size_t owner;          /* the first variant that plans it: its entry's label */
   size_t family;         /* kernels of one family can share a program */
   size_t seq;            /* planning order */
+  unsigned cost;         /* relative NVRTC time (op->compile_cost) */
   int in_share;          /* built by this call */
   uint64_t hash;
   kvjit_origin origin;
@@ -170,6 +171,8 @@ static kvjit_status plan_variant(pw_set *s, size_t index) {
     if ((st = op->plan(v->values, (int)v->values[0], cls, plan.bytes)) != KVJIT_OK) return st;
     pw_kernel k;
     if ((st = op->program(plan.bytes, &k.prog)) != KVJIT_OK) return st;
+    k.cost = op->compile_cost ? op->compile_cost(plan.bytes) : 1;
+    if (k.cost == 0) k.cost = 1;
     size_t at = add_kernel(s, &k, index);
     if (at == (size_t)-1) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prewarm: out of memory");
     int seen = 0;
@@ -246,15 +249,28 @@ kvjit_status kvjit_op_prewarm_set(kvjit_context *ctx, const kvjit_op *const *ops
       fail_into(v->error, sizeof v->error);
     }
   }
-  /* This share: kernels [K * part / parts, K * (part + 1) / parts) in family order. */
-  pw_kernel **order = malloc((s.num_kernels ? s.num_kernels : 1) * sizeof *order);
+    pw_kernel **order = malloc((s.num_kernels ? s.num_kernels : 1) * sizeof *order);
   if (order == NULL) {
     st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prewarm: out of memory");
     goto done;
   }
   memcpy(order, s.kernels, s.num_kernels * sizeof *order);
   qsort(order, s.num_kernels, sizeof *order, by_family);
-  const size_t from = s.num_kernels * part / parts, to = s.num_kernels * (part + 1) / parts;
+  /* This share: the kernels whose cost midpoint falls in [W * part / parts, W * (part + 1) / parts) of
+   * the total W, in family order, so that shares on threads take about the same time. */
+  uint64_t total = 0;
+  for (size_t k = 0; k < s.num_kernels; k++) total += order[k]->cost;
+  size_t from = 0, to = 0;
+  uint64_t before = 0;
+  for (size_t k = 0; k < s.num_kernels; k++) {
+    /* Kernel k goes to the share its cost's midpoint falls in. */
+    uint64_t mid2 = 2 * before + order[k]->cost;
+    unsigned share = (unsigned)(mid2 * parts / (2 * total));
+    if (share < part) from = k + 1;
+    if (share <= part) to = k + 1;
+    before += order[k]->cost;
+  }
+  if (to < from) to = from;
   for (size_t k = from; k < to; k++) order[k]->in_share = 1;
   for (size_t a = from, b; a < to; a = b) {
     for (b = a; b < to && order[b]->family == order[a]->family; b++) {
