@@ -97,14 +97,23 @@ typedef struct kvjit_context kvjit_context;
 /** Tri-state for options whose default comes from the environment. */
 #define KVJIT_FROM_ENV (-1)
 
-#define KVJIT_CONTEXT_OPTIONS_VERSION 1
+/** Version 2 added read_only; version 1 structs (without it) are still accepted. */
+#define KVJIT_CONTEXT_OPTIONS_VERSION 2
 
-/** Options of kvjit_context_create(). Strings are copied. */
+/**
+ * Options of kvjit_context_create(). Strings are copied; an empty string means the same as NULL
+ * (unset), except for cache_path, where "" is an empty list (no read-only dirs). Environment
+ * variables are read with the parsers below (kvjit_parse_size() ...): a bad value is ignored with
+ * one warning line naming it, and the default is used.
+ */
 typedef struct kvjit_context_options {
   unsigned version;           /**< KVJIT_CONTEXT_OPTIONS_VERSION */
-  /** Writable cache dir. NULL: $KVJIT_CACHE_DIR, else $XDG_CACHE_HOME/kvjit, else ~/.cache/kvjit. */
+  /**
+   * Writable cache dir. NULL or "": $KVJIT_CACHE_DIR, else $XDG_CACHE_HOME/kvjit, else
+   * ~/.cache/kvjit. A relative path is made absolute against the working directory at creation.
+   */
   const char *cache_dir;
-  /** Colon-separated read-only cache dirs searched first. NULL: $KVJIT_CACHE_PATH. */
+  /** Colon-separated read-only cache dirs searched first. NULL: $KVJIT_CACHE_PATH; "": none. */
   const char *cache_path;
   /** 1: no disk cache at all (memory only); 0: disk cache; KVJIT_FROM_ENV: $KVJIT_CACHE_DISABLE. */
   int disable_cache;
@@ -118,11 +127,18 @@ typedef struct kvjit_context_options {
   const char *manifest_path;
   /** 1: load entries from dirs other users can write. KVJIT_FROM_ENV: $KVJIT_CACHE_ALLOW_SHARED. */
   int allow_shared_dirs;
+  /* version 2 */
+  /**
+   * 1: never create or change anything on disk: no dir, lock, probe or quarantine file is made,
+   * nothing is written, evicted or moved aside (bad entries are skipped). Entries are still read.
+   * For inspecting a cache (`kvjit cache ls`, `kvjit info`). 0 (the default): normal use.
+   */
+  int read_only;
 } kvjit_context_options;
 
 #define KVJIT_CONTEXT_OPTIONS_INIT                                                               \
   { KVJIT_CONTEXT_OPTIONS_VERSION, NULL, NULL, KVJIT_FROM_ENV, 0, KVJIT_FROM_ENV, 0, NULL,         \
-    KVJIT_FROM_ENV }
+    KVJIT_FROM_ENV, 0 }
 
 /**
  * Create a context. Needs no CUDA driver. An unusable cache dir is not an error: the context
@@ -171,13 +187,45 @@ KVJIT_API kvjit_status kvjit_context_reset_stats(kvjit_context *ctx);
 
 /** Where the context caches, as resolved at creation. Strings are owned by the context. */
 typedef struct kvjit_cache_info {
-  const char *write_dir;      /**< writable dir, or NULL when memory-only */
+  /** writable dir, or NULL when memory-only; for a read_only context, the dir it reads (and
+   *  would write), also when it does not exist yet, or NULL when it is refused */
+  const char *write_dir;
   const char *read_dirs;      /**< colon-separated read-only dirs searched first ("" if none) */
   const char *degraded_reason; /**< why the writable dir is unusable, or NULL */
   uint64_t max_bytes;         /**< byte budget of write_dir */
 } kvjit_cache_info;
 
 KVJIT_API kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Parsing: the grammar of every number and switch kvjit reads from text                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * The environment, the CLI's flags and the Python binding all use these, so one value means the
+ * same everywhere. Each parses the whole string or fails with KVJIT_ERR_INVALID_ARGUMENT and a
+ * kvjit_last_error() naming the value; *out is written only on success. No sign, no spaces, no
+ * "0x", no fraction, no overflow.
+ */
+
+/**
+ * A byte count: decimal digits and an optional unit, case-insensitive: B, K, M, G, T, P, E, each
+ * a power of 1024, optionally followed by "B" or "iB" ("64K" = "64KiB" = "64KB" = 65536).
+ * "1048576", "500M", "2G". Larger than 2^64 - 1 is refused.
+ */
+KVJIT_API kvjit_status kvjit_parse_size(const char *text, uint64_t *out);
+
+/** A switch: 1, true, yes, on (*out = 1) or 0, false, no, off (*out = 0), case-insensitive. */
+KVJIT_API kvjit_status kvjit_parse_bool(const char *text, int *out);
+
+/** A count: plain decimal digits, in [@p min, @p max]. */
+KVJIT_API kvjit_status kvjit_parse_uint(const char *text, uint64_t min, uint64_t max, uint64_t *out);
+
+/** Longest duration kvjit_parse_duration_ms() takes: one day. */
+#define KVJIT_MAX_DURATION_MS 86400000u
+
+/** A duration in milliseconds: plain decimal digits, 0 to KVJIT_MAX_DURATION_MS. */
+KVJIT_API kvjit_status kvjit_parse_duration_ms(const char *text, uint64_t *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Targets and the driver                                                                      */
@@ -331,6 +379,9 @@ KVJIT_API kvjit_status kvjit_program_build(kvjit_context *ctx, kvjit_program **o
  * run NVRTC again; kvjit_program_build() then hands out its log).
  * @param origin optional; KVJIT_FROM_DISK when it was already cached, KVJIT_FROM_COMPILE when
  *               compiled now, KVJIT_FROM_MEMORY when this context had it (or its failure).
+ * @return KVJIT_ERR_IO when it compiled but its entry could not be written (full disk, a path too
+ *         long, no usable cache dir, a read-only context); with the disk cache disabled it only
+ *         compiles and returns KVJIT_OK.
  */
 KVJIT_API kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin,
                                              const kvjit_program_desc *desc);
@@ -879,9 +930,11 @@ typedef struct kvjit_cache_entry_info {
   int arch;               /**< target (kvjit_target_name() spells it: sm_90, sm_90a, compute_90) */
   uint64_t bytes;         /**< file size */
   int64_t mtime;          /**< last use (seconds since the epoch) */
-  /** KVJIT_OK; with verify KVJIT_ERR_CORRUPT (a bad entry), or KVJIT_ERR_NOT_FOUND for an alias
-   *  whose bundle is gone or does not hold its kernel (a lookup of it misses and compiles it). */
+  /** KVJIT_OK, KVJIT_ERR_CORRUPT or KVJIT_ERR_IO (unreadable); with verify also
+   *  KVJIT_ERR_NOT_FOUND for an alias whose bundle is gone or does not hold its kernel (a lookup of
+   *  it misses and compiles its kernel alone) */
   kvjit_status status;
+  const char *reason;     /**< why it is bad ("" when good), e.g. "payload checksum mismatch" */
   /** An alias (a kernel prewarm compiled as part of a bundle, one program of many kernels): the
    *  bundle entry's key, 32 hex digits; NULL for an entry with a binary of its own. */
   const char *bundle;
@@ -892,8 +945,11 @@ typedef int (*kvjit_cache_visit_fn)(const kvjit_cache_entry_info *entry, void *u
 
 /**
  * Visit each entry of the writable cache dir (and, when @p include_read_dirs, the read-only ones).
- * With @p verify, each payload checksum is checked and a bad writable entry is quarantined, and
- * each alias's bundle is read and checked to hold its kernel (an orphan is reported, not moved).
+ * Without @p verify only headers are read (a listing never reads a payload, an alias's 24 bytes
+ * aside). With @p verify, every check the loader makes is made (owner and mode, checksums, the key,
+ * that the payload is a binary of its arch defining each kernel) and a bad entry of the writable
+ * dir is quarantined; then each alias's bundle is read and checked to hold its kernel (an orphan
+ * is reported, not moved).
  * @param bad optional; receives the number of bad entries found (orphaned aliases not counted).
  */
 KVJIT_API kvjit_status kvjit_cache_list(kvjit_context *ctx, int include_read_dirs, int verify,

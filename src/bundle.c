@@ -47,10 +47,13 @@ int kvjit_bundle_entry_usable(kvjit_cache *cache, const kvjit_entry_view *alias,
   return ok;
 }
 
-void kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label, const kvjit_key_target *target,
-                              const kvjit_key *key, const kvjit_key *content, const char *program, const char *name,
-                              const char *lowered, const kvjit_entry_alias *alias) {
-  if (!kvjit_cache_writable(cache)) return;
+kvjit_status kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label,
+                                      const kvjit_key_target *target, const kvjit_key *key, const kvjit_key *content,
+                                      const char *program, const char *name, const char *lowered,
+                                      const kvjit_entry_alias *alias) {
+  if (!kvjit_cache_writable(cache)) {
+    return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(cache));
+  }
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
   kvjit_entry_meta meta = {.key = *key,
@@ -69,10 +72,11 @@ void kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *lab
   kvjit_entry_alias_encode(payload, alias);
   uint8_t *buf = NULL;
   size_t len = 0;
-  if (kvjit_entry_encode(&buf, &len, &meta, payload, sizeof payload) == KVJIT_OK) {
-    kvjit_cache_write(cache, key, buf, len);
-    free(buf);
-  }
+  kvjit_status st = kvjit_entry_encode(&buf, &len, &meta, payload, sizeof payload);
+  if (st != KVJIT_OK) return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_last_error());
+  st = kvjit_cache_write(cache, key, buf, len);
+  free(buf);
+  return st;
 }
 
 /* ---- group compiles -------------------------------------------------------------------------- */
@@ -150,7 +154,9 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     st = bundle_lowered(ctx, &key, count, lowered);
   } else {
     kvjit_compiled compiled;
-    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, &compiled);
+    kvjit_status published;
+    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, &compiled, &published);
+    if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
     publishable = compiled.publishable;
     for (size_t i = 0; i < count && st == KVJIT_OK; i++) {
       lowered[i] = compiled.lowered[i];
@@ -172,8 +178,9 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     /* Another process may have built this kernel meanwhile: its entry stays. */
     if (!kvjit_context_entry_usable(ctx, &member)) {
       kvjit_entry_alias alias = {key, (uint32_t)j, (uint32_t)count};
-      kvjit_bundle_write_alias(cache, members[todo[j]].label, target, &member, &group->content, desc->name, kernel,
-                               lowered[j], &alias);
+      kvjit_status written = kvjit_bundle_write_alias(cache, members[todo[j]].label, target, &member,
+                                                      &group->content, desc->name, kernel, lowered[j], &alias);
+      if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, written);
     }
     if (member_locked) kvjit_cache_unlock_key(&member_lock);
   }

@@ -33,11 +33,13 @@ int kvjit_bundle_entry_usable(kvjit_cache *cache, const kvjit_entry_view *alias,
 /**
  * Write the alias entry of one-kernel program @p key (kernel @p name, lowered @p lowered, content
  * digest @p content, program @p program, built for cubin @p target), pointing at kernel
- * alias->index of bundle alias->bundle. Best effort, as every publication.
+ * alias->index of bundle alias->bundle. KVJIT_ERR_IO (reason in the last error) when it is not on
+ * disk afterwards, as for every publication.
  */
-void kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label, const kvjit_key_target *target,
-                              const kvjit_key *key, const kvjit_key *content, const char *program, const char *name,
-                              const char *lowered, const kvjit_entry_alias *alias);
+kvjit_status kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label,
+                                      const kvjit_key_target *target, const kvjit_key *key, const kvjit_key *content,
+                                      const char *program, const char *name, const char *lowered,
+                                      const kvjit_entry_alias *alias);
 
 /** The kernel of one member of a group compile (kvjit_program_compile_group()). */
 typedef struct kvjit_group_member {

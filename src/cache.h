@@ -1,13 +1,16 @@
 /*
- * The on-disk cache: where it lives, reading and checking entries, publishing them atomically,
- * the per-key cross-process compile lock, quarantine and LRU eviction. Entry layout: entry.h.
+ * The on-disk cache: where it lives, reading and checking entries, publishing them atomically
+ * within a byte budget, the per-key cross-process compile lock, quarantine and LRU eviction.
+ * Entry layout: entry.h. Files: cache.c (dirs, lookups, bad entries), cache_store.c (publication,
+ * the ledger, eviction), cache_list.c (listing, verifying).
  *
  * Layout of a cache dir D (format version 2):
  *   D/v2/<32 hex key>.kvjit   entries (one per key)
  *   D/v2/.tmp-...             temp files being written (swept when stale)
- *   D/v2/quarantine/          bad entries moved aside
- *   D/v2/lock                 the lock file: one byte-range OFD lock per key
- * Readers never lock; writers publish with temp + fsync + rename.
+ *   D/v2/quarantine/          bad entries moved aside (the newest few, for a day)
+ *   D/v2/lock                 the lock file: one byte-range OFD lock per key, one for the dir,
+ *                             and the byte ledger in its first bytes
+ * Readers never lock; writers publish with temp + fsync + rename under the dir lock.
  */
 #ifndef KVJIT_CACHE_H
 #define KVJIT_CACHE_H
@@ -29,6 +32,7 @@ typedef struct kvjit_cache_config {
   unsigned lock_timeout_ms;
   int allow_shared;
   int log;               /* -1 warnings only, 0 silent, 1 verbose */
+  int read_only;         /* 1: create, write, move and remove nothing */
 } kvjit_cache_config;
 
 typedef struct kvjit_cache_counters {
@@ -71,11 +75,27 @@ typedef struct kvjit_cache_lock {
 int kvjit_cache_lock_key(kvjit_cache *cache, const kvjit_key *key, kvjit_cache_lock *lock);
 void kvjit_cache_unlock_key(kvjit_cache_lock *lock);
 
-/** Publish an encoded entry (temp + fsync + rename). Failure degrades quietly to memory-only. */
+/**
+ * Publish an encoded entry: temp file + fsync, then under the dir lock evict what the byte
+ * budget needs, rename into place and update the ledger. A failure is counted (write_failures),
+ * warned about once per cache, and returned (KVJIT_ERR_IO with the reason): the caller decides
+ * whether memory-only is good enough.
+ */
 kvjit_status kvjit_cache_write(kvjit_cache *cache, const kvjit_key *key, const uint8_t *data, size_t len);
 
-/** 1 when there is a usable writable dir. */
+/** 1 when there is a usable writable dir (never for a read-only cache). */
 int kvjit_cache_writable(const kvjit_cache *cache);
+
+/** Why nothing can be written: the degraded reason, "read-only", or NULL when writable. */
+const char *kvjit_cache_unwritable_reason(const kvjit_cache *cache);
+
+/**
+ * The entry kvjit_cache_read() returned for @p key turned out bad when loaded (the driver cannot
+ * find a kernel in it, or it lists other kernels than asked): count it, move it aside (writable
+ * dir) or remember it as bad (read-only layer) so that the next read misses and a rebuild
+ * replaces it. @p why goes into the log line.
+ */
+void kvjit_cache_reject(kvjit_cache *cache, const kvjit_key *key, const char *why);
 
 kvjit_status kvjit_cache_visit(kvjit_cache *cache, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
                                void *user, uint64_t *bad);

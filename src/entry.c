@@ -137,11 +137,12 @@ static const uint8_t *take_string(const uint8_t *p, const uint8_t *end, const ch
   return p + 2 + n;
 }
 
-kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
-                               int check_payload) {
-  kvjit_status st = kvjit_entry_check_prefix(data, len, len);
+kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data, size_t len, uint64_t file_len,
+                                      const kvjit_key *expect) {
+  kvjit_status st = kvjit_entry_check_prefix(data, len, file_len);
   if (st != KVJIT_OK) return st;
   uint32_t header = rd32(data + 12);
+  if (len < header || len > file_len) return corrupt("truncated header");
   if (rd64(data + header - 8) != XXH3_64bits(data, header - 8)) return corrupt("header checksum mismatch");
   kvjit_entry_view v;
   memset(&v, 0, sizeof v);
@@ -200,12 +201,22 @@ kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_
   if (!kvjit_key_equal(&derived, &v.key)) {
     return corrupt("header fields (target, NVRTC version, kernels) do not derive its key");
   }
-  v.payload = data + header;
+  v.payload = len == file_len ? data + header : NULL;
+  v.payload_checksum = checksum;
   if (expect != NULL && !kvjit_key_equal(expect, &v.key)) return corrupt("key mismatch (entry of another key)");
-  if (check_payload && XXH3_64bits(v.payload, (size_t)v.payload_len) != checksum) {
+  *out = v;
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
+                               int check_payload) {
+  kvjit_entry_view v;
+  kvjit_status st = kvjit_entry_parse_header(&v, data, len, len, expect);
+  if (st != KVJIT_OK) return st;
+  if (check_payload && XXH3_64bits(v.payload, (size_t)v.payload_len) != v.payload_checksum) {
     return corrupt("payload checksum mismatch");
   }
-  if (alias) {
+  if (v.target.kind == KVJIT_PAYLOAD_ALIAS) {
     kvjit_entry_alias a;
     kvjit_entry_alias_get(&v, &a);
     if (a.count == 0 || a.count > KVJIT_ENTRY_MAX_KERNELS || a.index >= a.count) return corrupt("malformed alias");

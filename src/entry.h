@@ -44,8 +44,9 @@ typedef struct kvjit_entry_view {
   size_t program_len, op_len, variant_len, compiler_len;
   uint32_t num_kernels;
   const uint8_t *kernel_table; /* num_kernels × (u16 len, name, u16 len, lowered) */
-  const uint8_t *payload;
+  const uint8_t *payload;      /* NULL when only the header was parsed */
   uint64_t payload_len;
+  uint64_t payload_checksum;   /* XXH3-64 the header records for the payload */
 } kvjit_entry_view;
 
 /** Serialise meta + payload into a new malloc'd buffer. */
@@ -68,6 +69,26 @@ kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t 
  */
 kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
                                int check_payload);
+
+/**
+ * Parse the header of an entry of @p file_len bytes from its first @p len bytes (at least the
+ * header size, at most the file): the checks of kvjit_entry_parse() except the payload's. The
+ * view's payload is NULL unless @p len is the whole file. For listing a cache without reading
+ * payloads.
+ */
+kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data, size_t len, uint64_t file_len,
+                                      const kvjit_key *expect);
+
+/**
+ * Check that the payload of a parsed entry (whole file) is what its header says: for a cubin, a
+ * well-formed ELF64 CUDA object for the header's arch in which every lowered name is a defined
+ * kernel entry symbol (walked through the section headers to .symtab and its string table, every
+ * offset bounds-checked); for PTX, a `.target sm_XY` of the header's arch and an `.entry NAME` for
+ * every lowered name. An entry whose names were forged to match checksums is caught here instead
+ * of failing in the driver.
+ * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
+ */
+kvjit_status kvjit_entry_check_payload(const kvjit_entry_view *view);
 
 /*
  * An alias (payload kind KVJIT_PAYLOAD_ALIAS): the entry of a one-kernel program that was compiled

@@ -21,8 +21,11 @@
 #include "entry.h"
 #include "fast_table.h"
 #include "includes.h"
+#include "names.h"
+#include "parse.h"
 #include "program.h"
 #include "request.h"
+#include "safe_fs.h"
 #include "status.h"
 #include "target.h"
 
@@ -40,41 +43,52 @@ struct kvjit_context {
   struct kvjit_program *retired; /* failed builds not remembered: freed with the context */
   kvjit_fast_table *fast;
   kvjit_include_memo *memo;
-  atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, load_bad,
-      unpublished_compiles;
+  int cache_disabled;          /* the disk cache was switched off (not degraded) */
+  atomic_int manifest_warned;  /* the one warning about an unwritable manifest was given */
+  atomic_uint_fast64_t memory_hits, disk_hits, compiles, compile_failures, compile_ns, loads, unpublished_compiles;
   atomic_int warned_unpublished;
   kvjit_stats base; /* the counters at the last kvjit_context_reset_stats() */
 };
 
 /* ---- context ------------------------------------------------------------------------------ */
 
-static int env_flag(const char *name, int fallback) {
-  const char *v = getenv(name);
-  if (v == NULL || v[0] == '\0') return fallback;
-  if (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) return 1;
-  if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) return 0;
-  return fallback;
+/* A tri-state option: KVJIT_FROM_ENV, 0 or 1. */
+static kvjit_status check_switch(const char *field, int value) {
+  if (value == KVJIT_FROM_ENV || value == 0 || value == 1) return KVJIT_OK;
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->%s: %d, expected 0, 1 or KVJIT_FROM_ENV (-1)", field, value);
 }
 
-/* "500M", "2G", "1048576" -> bytes; 0 when malformed. */
-static uint64_t parse_size(const char *s) {
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s) return 0;
-  uint64_t mul = 1;
-  switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    case 't': case 'T': mul = 1ull << 40; end++; break;
-    default: return 0;
+/* Options, then the environment through the strict parser (parse.h), then defaults. */
+static kvjit_status context_config(const kvjit_context_options *options, int *log, kvjit_cache_config *cc) {
+  kvjit_status st;
+  if ((st = check_switch("log", options->log)) != KVJIT_OK ||
+      (st = check_switch("disable_cache", options->disable_cache)) != KVJIT_OK ||
+      (st = check_switch("allow_shared_dirs", options->allow_shared_dirs)) != KVJIT_OK) {
+    return st;
   }
-  if (*end == 'i' || *end == 'B') end++;
-  if (*end == 'B') end++;
-  if (*end != '\0') return 0;
-  return (uint64_t)v * mul;
+  int read_only = options->version >= 2 ? options->read_only : 0; /* a version 1 struct ends before it */
+  if (read_only != 0 && read_only != 1) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->read_only: %d, expected 0 or 1", read_only);
+  }
+  /* KVJIT_LOG first: it decides whether the other variables' warnings are printed. */
+  *log = options->log != KVJIT_FROM_ENV ? options->log : kvjit_env_bool("KVJIT_LOG", KVJIT_FROM_ENV, KVJIT_FROM_ENV);
+  memset(cc, 0, sizeof *cc);
+  cc->log = *log;
+  cc->read_only = read_only;
+  cc->write_dir = options->cache_dir && options->cache_dir[0] ? options->cache_dir : NULL;
+  cc->read_dirs = options->cache_path;
+  cc->disabled = options->disable_cache != KVJIT_FROM_ENV ? options->disable_cache
+                                                          : kvjit_env_bool("KVJIT_CACHE_DISABLE", 0, *log);
+  cc->max_bytes = options->cache_max_bytes != 0
+                      ? options->cache_max_bytes
+                      : kvjit_env_size("KVJIT_CACHE_MAX_SIZE", 1, UINT64_MAX, DEFAULT_MAX_BYTES, *log);
+  cc->lock_timeout_ms = options->lock_timeout_ms != 0
+                            ? options->lock_timeout_ms
+                            : (unsigned)kvjit_env_duration_ms("KVJIT_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS, *log);
+  cc->allow_shared = options->allow_shared_dirs != KVJIT_FROM_ENV
+                         ? options->allow_shared_dirs
+                         : kvjit_env_bool("KVJIT_CACHE_ALLOW_SHARED", 0, *log);
+  return KVJIT_OK;
 }
 
 kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_options *options) {
@@ -85,6 +99,10 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   kvjit_status vst = kvjit_check_version(options->version, KVJIT_CONTEXT_OPTIONS_VERSION, "options",
                                          "KVJIT_CONTEXT_OPTIONS_INIT");
   if (vst != KVJIT_OK) return vst;
+  int log = KVJIT_FROM_ENV;
+  kvjit_cache_config cc;
+  vst = context_config(options, &log, &cc);
+  if (vst != KVJIT_OK) return vst;
   kvjit_context *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
@@ -94,32 +112,16 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   }
 
-  const char *log_env = getenv("KVJIT_LOG");
-  ctx->log = options->log != KVJIT_FROM_ENV ? options->log : (log_env && log_env[0] ? env_flag("KVJIT_LOG", 1) : -1);
-
-  kvjit_cache_config cc;
-  memset(&cc, 0, sizeof cc);
-  cc.write_dir = options->cache_dir;
-  cc.read_dirs = options->cache_path;
-  cc.disabled = options->disable_cache != KVJIT_FROM_ENV ? options->disable_cache : env_flag("KVJIT_CACHE_DISABLE", 0);
-  cc.max_bytes = options->cache_max_bytes;
-  if (cc.max_bytes == 0 && getenv("KVJIT_CACHE_MAX_SIZE")) cc.max_bytes = parse_size(getenv("KVJIT_CACHE_MAX_SIZE"));
-  if (cc.max_bytes == 0) cc.max_bytes = DEFAULT_MAX_BYTES;
-  cc.lock_timeout_ms = options->lock_timeout_ms;
-  if (cc.lock_timeout_ms == 0 && getenv("KVJIT_LOCK_TIMEOUT_MS")) {
-    cc.lock_timeout_ms = (unsigned)strtoul(getenv("KVJIT_LOCK_TIMEOUT_MS"), NULL, 10);
-  }
-  if (cc.lock_timeout_ms == 0) cc.lock_timeout_ms = DEFAULT_LOCK_TIMEOUT_MS;
-  cc.allow_shared = options->allow_shared_dirs != KVJIT_FROM_ENV ? options->allow_shared_dirs
-                                                                 : env_flag("KVJIT_CACHE_ALLOW_SHARED", 0);
-  cc.log = ctx->log;
+  ctx->log = log;
+  ctx->cache_disabled = cc.disabled;
   kvjit_status st = kvjit_cache_open(&ctx->cache, &cc);
   if (st != KVJIT_OK) {
     kvjit_context_destroy(ctx);
     return st;
   }
-  const char *manifest = options->manifest_path ? options->manifest_path : getenv("KVJIT_MANIFEST");
-  if (manifest && manifest[0]) {
+  const char *manifest = options->manifest_path && options->manifest_path[0] ? options->manifest_path
+                                                                             : kvjit_env_text("KVJIT_MANIFEST");
+  if (manifest) {
     ctx->manifest_path = strdup(manifest);
     if (ctx->manifest_path == NULL) {
       kvjit_context_destroy(ctx);
@@ -143,6 +145,10 @@ static void program_free(kvjit_program *p, const kvjit_driver *drv) {
   if (p->bundle == NULL) free(atomic_load(&p->kernels));
   free(p->payload);
   free(p->retired);
+  if (p->retired_lowered) {
+    for (size_t i = 0; i < p->num_kernels; i++) free(p->retired_lowered[i]);
+    free(p->retired_lowered);
+  }
   free(p->name);
   free(p->error);
   free(p->log);
@@ -191,7 +197,7 @@ static void counters_now(const kvjit_context *ctx, kvjit_stats *out) {
   out->compiles = atomic_load(&ctx->compiles);
   out->compile_failures = atomic_load(&ctx->compile_failures);
   out->compile_ns = atomic_load(&ctx->compile_ns);
-  out->bad_entries = atomic_load(&cc->bad_entries) + atomic_load(&ctx->load_bad);
+  out->bad_entries = atomic_load(&cc->bad_entries);
   out->disk_writes = atomic_load(&cc->disk_writes);
   out->write_failures = atomic_load(&cc->write_failures);
   out->lock_waits = atomic_load(&cc->lock_waits);
@@ -251,12 +257,20 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "%s\n", line);
   if (n <= 0 || (size_t)n >= sizeof buf) return;
-  /* One write() with O_APPEND: lines from concurrent processes never interleave. */
-  int fd = open(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  ssize_t w = write(fd, buf, (size_t)n);
-  (void)w;
-  close(fd);
+  /* One write() with O_APPEND: lines from concurrent processes never interleave. A FIFO, device or
+   * link is refused without blocking (kvjit_open_regular()). */
+  int fd = kvjit_open_regular(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT, 0644, NULL);
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    ssize_t w = write(fd, buf, (size_t)n);
+    err = w == n ? 0 : w < 0 ? errno : ENOSPC;
+    if (close(fd) != 0 && err == 0) err = errno;
+  }
+  int expected = 0;
+  if (err != 0 && ctx->log != 0 && atomic_compare_exchange_strong(&ctx->manifest_warned, &expected, 1)) {
+    kvjit_log_line("warning: cannot record store variants to the manifest %s: %s%s", ctx->manifest_path,
+                   err == EINVAL ? "not a regular file" : strerror(err), "; later lines are dropped silently");
+  }
 }
 
 /* ---- program table ------------------------------------------------------------------------- */
@@ -302,11 +316,13 @@ static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_targ
   return p;
 }
 
-/* Write a payload to the disk cache (best effort: a failure leaves it memory-only). */
-static void publish(kvjit_context *ctx, const kvjit_program_label *label, const kvjit_key_target *target,
-                    const kvjit_key *key, const kvjit_key *content, const char *program, size_t num_kernels,
-                    const char *const *kernels, const uint8_t *payload, size_t payload_len, const char *const *lowered,
-                    int publishable) {
+/* Write a payload to the disk cache. KVJIT_ERR_IO (reason in the last error) when it is not on
+ * disk afterwards: a runtime lookup carries on memory-only, a prewarm reports the failure. A
+ * compile kept in memory on purpose (after a state-leaking one) is KVJIT_OK: it is counted. */
+static kvjit_status publish(kvjit_context *ctx, const kvjit_program_label *label, const kvjit_key_target *target,
+                            const kvjit_key *key, const kvjit_key *content, const char *program, size_t num_kernels,
+                            const char *const *kernels, const uint8_t *payload, size_t payload_len,
+                            const char *const *lowered, int publishable) {
   if (!publishable) {
     /* NVRTC compiled this after a state-leaking option in this process: it may differ from what
      * a fresh process makes, so it stays in this process (issue 19; README "For kernel authors"). */
@@ -315,9 +331,11 @@ static void publish(kvjit_context *ctx, const kvjit_program_label *label, const 
       kvjit_log_line("a compile with --Ofast-compile ran in this process; NVRTC compiles differently after it, so "
                      "later compiles are kept in memory, not written to the cache");
     }
-    return;
+    return KVJIT_OK;
   }
-  if (!kvjit_cache_writable(ctx->cache)) return;
+  if (!kvjit_cache_writable(ctx->cache)) {
+    return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(ctx->cache));
+  }
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
   kvjit_entry_meta meta = {.key = *key,
@@ -333,10 +351,11 @@ static void publish(kvjit_context *ctx, const kvjit_program_label *label, const 
                            .lowered = lowered};
   uint8_t *buf = NULL;
   size_t len = 0;
-  if (kvjit_entry_encode(&buf, &len, &meta, payload, payload_len) == KVJIT_OK) {
-    kvjit_cache_write(ctx->cache, key, buf, len);
-    free(buf);
-  }
+  kvjit_status st = kvjit_entry_encode(&buf, &len, &meta, payload, payload_len);
+  if (st != KVJIT_OK) return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_last_error());
+  st = kvjit_cache_write(ctx->cache, key, buf, len);
+  free(buf);
+  return st;
 }
 
 static kvjit_status bundle_program(kvjit_context *ctx, const kvjit_entry_view *alias, const kvjit_entry_alias *a,
@@ -381,7 +400,9 @@ int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key) {
 
 /* NVRTC, counted and logged; the result is published when it may be. */
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                                const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled) {
+                                   const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled,
+                                   kvjit_status *published) {
+  *published = KVJIT_OK;
   kvjit_request_input input;
   kvjit_status st = kvjit_request_input_make(req, &input);
   if (st != KVJIT_OK) {
@@ -396,9 +417,9 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
-    publish(ctx, label, target, key, &req->content, req->desc->name, req->desc->num_kernels,
-            (const char *const *)req->kernels, compiled->payload, compiled->payload_len,
-            (const char *const *)compiled->lowered, compiled->publishable);
+    *published = publish(ctx, label, target, key, &req->content, req->desc->name, req->desc->num_kernels,
+                         (const char *const *)req->kernels, compiled->payload, compiled->payload_len,
+                         (const char *const *)compiled->lowered, compiled->publishable);
   } else if (st != KVJIT_ERR_NO_NVRTC) {
     atomic_fetch_add(&ctx->compile_failures, 1);
     if (ctx->log == 1) kvjit_log_line("compile of %s for %s failed: %s", req->desc->name, name, kvjit_last_error());
@@ -414,8 +435,9 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
 static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key, uint8_t **file,
                                    kvjit_entry_view *view, kvjit_compiled *compiled, kvjit_origin *origin,
-                                   kvjit_program **bundle) {
+                                   kvjit_status *published, kvjit_program **bundle) {
   memset(compiled, 0, sizeof *compiled);
+  *published = KVJIT_OK;
   if (read_resolved(ctx, key, file, view, bundle) == KVJIT_OK) {
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
@@ -428,7 +450,7 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req,
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, compiled);
+  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
   *origin = KVJIT_FROM_COMPILE;
   return st;
@@ -451,7 +473,10 @@ static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kv
   kvjit_compiled compiled;
   const size_t n = req->desc->num_kernels;
   kvjit_program *bundle = NULL;
-  kvjit_status st = obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, origin, &bundle);
+  kvjit_status st, published;
+  int retried = 0;
+again:
+  st = obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, origin, &published, &bundle);
   if (compiled.log) {
     const char *note = ptx_fallback ? "kvjit: the device is newer than NVRTC knows; built PTX for the newest arch "
                                       "NVRTC supports, finished by the driver\n"
@@ -461,7 +486,18 @@ static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kv
   }
   if (st != KVJIT_OK) goto done;
   if (*origin == KVJIT_FROM_DISK && view.num_kernels != n) {
-    st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s lists %u kernels, expected %zu", p->key_hex, view.num_kernels, n);
+    char why[96];
+    snprintf(why, sizeof why, "lists %u kernels, %zu asked for", view.num_kernels, n);
+    if (!retried) {
+      /* An entry of other kernels than asked (issue 15): moved aside (or remembered) and counted
+       * by kvjit_cache_reject(); then one more look, which rebuilds it. */
+      kvjit_cache_reject(ctx->cache, &p->key, why);
+      free(file);
+      file = NULL;
+      retried = 1;
+      goto again;
+    }
+    st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s %s, even rebuilt", p->key_hex, why);
     goto done;
   }
   p->names = calloc(n, sizeof *p->names);
@@ -664,21 +700,81 @@ void kvjit_context_count_disk_hits(kvjit_context *ctx, unsigned hits) { atomic_f
 
 /* ---- loading -------------------------------------------------------------------------------- */
 
-/* The driver rejected an entry read from disk: build it from source once and overwrite it. */
+/*
+ * The driver cannot use an entry read from disk, though it passed every check (issue 15: it rejects
+ * the image, or finds no kernel of a lowered name in it): move it aside, or remember it when it lies
+ * in a read-only layer, and count it (kvjit_cache_reject()); then look again once: the writable dir
+ * may hold a good copy that a layer's bad entry shadowed, else this builds from source and publishes
+ * over it. Readers may hold the old payload or names (kvjit_program_binary(), _lowered_name()):
+ * those stay until the context goes.
+ */
 static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
-                                     const kvjit_program_label *label) {
-  atomic_fetch_add(&ctx->load_bad, 1);
+                                     const kvjit_program_label *label, const char *why) {
+  kvjit_cache_reject(ctx->cache, &p->key, why);
+  uint8_t *file = NULL;
+  kvjit_entry_view view;
   kvjit_compiled compiled;
-  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled);
-  if (st == KVJIT_OK) {
-    /* Readers may hold the old payload (kvjit_program_binary): it stays until the context goes. */
-    free(p->retired);
-    p->retired = p->payload;
-    p->payload = compiled.payload;
-    p->payload_len = compiled.payload_len;
-    p->from_disk = 0;
+  kvjit_origin origin;
+  kvjit_status published;
+  kvjit_status st =
+      obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, &origin, &published, NULL);
+  if (st == KVJIT_OK && origin == KVJIT_FROM_DISK && view.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    /* An alias in another dir: this program needs a binary of its own, so build it. */
+    free(file);
+    file = NULL;
+    st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+    origin = KVJIT_FROM_COMPILE;
+  }
+  char **lowered = NULL;
+  uint8_t *payload = NULL;
+  size_t payload_len = 0;
+  if (st == KVJIT_OK && origin == KVJIT_FROM_DISK && view.num_kernels != p->num_kernels) {
+    st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry %s lists %u kernels, %zu asked for", p->key_hex, view.num_kernels,
+                    p->num_kernels);
+  }
+  if (st == KVJIT_OK && (lowered = calloc(p->num_kernels, sizeof *lowered)) == NULL) {
+    st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+  }
+  for (size_t i = 0; st == KVJIT_OK && i < p->num_kernels; i++) {
+    if (origin == KVJIT_FROM_DISK) {
+      const char *name, *low;
+      size_t name_len, low_len;
+      kvjit_entry_kernel(&view, (uint32_t)i, &name, &name_len, &low, &low_len);
+      lowered[i] = dup_n(low, low_len);
+    } else {
+      lowered[i] = strdup(compiled.lowered[i]);
+    }
+    if (lowered[i] == NULL) st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+  }
+  if (st == KVJIT_OK && origin == KVJIT_FROM_DISK) {
+    payload_len = (size_t)view.payload_len;
+    if ((payload = malloc(payload_len + 1)) == NULL) {
+      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+    } else {
+      memcpy(payload, view.payload, payload_len);
+      payload[payload_len] = 0;
+    }
+  } else if (st == KVJIT_OK) {
+    payload = compiled.payload;
+    payload_len = compiled.payload_len;
     compiled.payload = NULL;
   }
+  if (st == KVJIT_OK) {
+    free(p->retired);
+    p->retired = p->payload;
+    p->payload = payload;
+    p->payload_len = payload_len;
+    p->from_disk = origin == KVJIT_FROM_DISK;
+    char **old = p->lowered;
+    p->lowered = lowered;
+    lowered = p->retired_lowered;
+    p->retired_lowered = old;
+  }
+  if (lowered != NULL) {
+    for (size_t i = 0; i < p->num_kernels; i++) free(lowered[i]);
+    free(lowered);
+  }
+  free(file);
   kvjit_compiled_free(&compiled);
   return st;
 }
@@ -688,7 +784,8 @@ static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const
 static kvjit_status own_build(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
                               const kvjit_program_label *label) {
   kvjit_compiled compiled;
-  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled);
+  kvjit_status published; /* not on disk: this lookup carries on memory-only, as any miss does */
+  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
   if (st == KVJIT_OK) {
     p->payload = compiled.payload;
     p->payload_len = compiled.payload_len;
@@ -704,13 +801,16 @@ static kvjit_status own_build(kvjit_context *ctx, kvjit_program *p, const kvjit_
 static kvjit_status load_library(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
                                  const kvjit_program_label *label, const kvjit_driver *drv, CUlibrary *library,
                                  kvjit_kernel **kernels) {
+  int rebuilt = 0;
+again:;
   CUresult res = drv->cuLibraryLoadData(library, p->payload, NULL, NULL, 0, NULL, NULL, 0);
-  if (res != CUDA_SUCCESS && p->from_disk && req != NULL &&
+  if (res != CUDA_SUCCESS && p->from_disk && req != NULL && !rebuilt &&
       (res == CUDA_ERROR_INVALID_IMAGE || res == CUDA_ERROR_INVALID_PTX || res == CUDA_ERROR_NO_BINARY_FOR_GPU)) {
     /* A well-formed entry the driver rejects (e.g. a cubin built by a buggy toolchain). */
-    kvjit_status st = rebuild_rejected(ctx, p, req, label);
+    kvjit_status st = rebuild_rejected(ctx, p, req, label, "the driver rejects its image");
     if (st != KVJIT_OK) return st;
-    res = drv->cuLibraryLoadData(library, p->payload, NULL, NULL, 0, NULL, NULL, 0);
+    rebuilt = 1;
+    goto again;
   }
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLibraryLoadData");
   atomic_fetch_add(&ctx->loads, 1);
@@ -728,11 +828,18 @@ static kvjit_status load_library(kvjit_context *ctx, kvjit_program *p, const kvj
     res = drv->cuLibraryGetKernel(&k->handle, *library, p->lowered[i]);
     if (res != CUDA_SUCCESS) {
       char what[300];
-      snprintf(what, sizeof what, "cuLibraryGetKernel(\"%s\")", p->lowered[i]);
+      snprintf(what, sizeof what, "cuLibraryGetKernel(\"%.200s\")", p->lowered[i]);
       kvjit_status st = kvjit_cuda_fail(drv, res, what);
       free(*kernels);
       *kernels = NULL;
       drv->cuLibraryUnload(*library);
+      if (p->from_disk && req != NULL && !rebuilt) {
+        /* A lowered name of the entry that its payload does not define as a kernel after all. */
+        if ((st = rebuild_rejected(ctx, p, req, label, "the driver finds no kernel of a lowered name in it")) != KVJIT_OK)
+          return st;
+        rebuilt = 1;
+        goto again;
+      }
       return st;
     }
   }
@@ -888,6 +995,16 @@ static void remember_failure(kvjit_context *ctx, const kvjit_request *req, const
   if (p) program_free(p, NULL);
 }
 
+/* Compiling is for the disk cache: an entry that could not be written is a failure of
+ * kvjit_program_compile() (a prewarm must not say "compiled" of what the next process compiles
+ * again), unless the disk cache is switched off. */
+kvjit_status kvjit_context_not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published) {
+  if (published == KVJIT_OK || ctx->cache_disabled) return KVJIT_OK;
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+  return kvjit_fail(KVJIT_ERR_IO, "%s compiled but %s", req->desc->name, detail);
+}
+
 /* A program this context already has: make sure its entry is on disk. */
 static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
                                   const kvjit_program_label *label, kvjit_origin *origin) {
@@ -895,7 +1012,6 @@ static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kv
     if (origin) *origin = KVJIT_FROM_MEMORY;
     return kvjit_fail(p->status, "%s", p->error ? p->error : "earlier build failed");
   }
-  (void)req;
   if (kvjit_context_entry_usable(ctx, &p->key)) {
     atomic_fetch_add(&ctx->disk_hits, 1);
     if (origin) *origin = KVJIT_FROM_DISK;
@@ -904,21 +1020,22 @@ static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kv
   /* Evicted or never written (memory-only): publish what is in memory, unless it was compiled
    * after a state-leaking compile (then it stays here; it was counted when it was compiled). An
    * alias is written again after its bundle (itself again too when that is gone). */
+  kvjit_status st = KVJIT_OK;
   const kvjit_program *own = p->bundle ? p->bundle : p;
   if (own->publishable && !(p->bundle && kvjit_context_entry_usable(ctx, &own->key))) {
     kvjit_program_label bundle_label = {label ? label->op : NULL, NULL};
-    publish(ctx, p->bundle ? &bundle_label : label, &own->target, &own->key, &own->content, own->name,
-            own->num_kernels, (const char *const *)own->names, own->payload, own->payload_len,
-            (const char *const *)own->lowered, 1);
+    st = publish(ctx, p->bundle ? &bundle_label : label, &own->target, &own->key, &own->content, own->name,
+                 own->num_kernels, (const char *const *)own->names, own->payload, own->payload_len,
+                 (const char *const *)own->lowered, 1);
   }
-  if (p->bundle && own->publishable) {
+  if (st == KVJIT_OK && p->bundle && own->publishable) {
     kvjit_entry_alias a = {own->key, p->bundle_index, (uint32_t)own->num_kernels};
-    kvjit_bundle_write_alias(ctx->cache, label, &p->target, &p->key, &p->content, p->name, p->names[0], p->lowered[0],
-                             &a);
+    st = kvjit_bundle_write_alias(ctx->cache, label, &p->target, &p->key, &p->content, p->name, p->names[0],
+                                  p->lowered[0], &a);
   }
   atomic_fetch_add(&ctx->memory_hits, 1);
   if (origin) *origin = KVJIT_FROM_MEMORY;
-  return KVJIT_OK;
+  return kvjit_context_not_cached(ctx, req, st);
 }
 
 kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
@@ -947,9 +1064,11 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   kvjit_entry_view view;
   kvjit_compiled compiled;
   kvjit_origin got;
-  st = obtain_payload(ctx, &req, label, &target, &key, &file, &view, &compiled, &got, NULL);
+  kvjit_status published;
+  st = obtain_payload(ctx, &req, label, &target, &key, &file, &view, &compiled, &got, &published, NULL);
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
   if (st != KVJIT_OK) remember_failure(ctx, &req, &target, &key, st, compiled.log);
+  if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
   free(file);
   kvjit_compiled_free(&compiled);
   if (origin) *origin = got;

@@ -19,10 +19,12 @@
  * so a relaxed load suffices and a race only repeats the query. */
 static _Atomic int device_sm[MAX_DEVICES];
 
-kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
-  CUdevice dev = 0;
-  CUresult res = drv->cuCtxGetDevice(&dev);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxGetDevice (no current CUDA context?)");
+/* In a process that sees one device, every current context is that device's: its capability is
+ * known without asking the driver which device is current (a call that showed in the host cost,
+ * bench_store's "host:" lines). 0 until known, -1 with several devices. */
+static _Atomic int only_device_sm;
+
+static kvjit_status device_sm_of(const kvjit_driver *drv, CUdevice dev, int *sm) {
   if (dev >= 0 && dev < MAX_DEVICES) {
     int known = atomic_load_explicit(&device_sm[dev], memory_order_relaxed);
     if (known > 0) {
@@ -31,12 +33,31 @@ kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
     }
   }
   int major = 0, minor = 0;
-  res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  CUresult res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
   if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGetAttribute(COMPUTE_CAPABILITY)");
   *sm = major * 10 + minor;
   if (dev >= 0 && dev < MAX_DEVICES) atomic_store_explicit(&device_sm[dev], *sm, memory_order_relaxed);
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
+  int only = atomic_load_explicit(&only_device_sm, memory_order_relaxed);
+  if (only > 0) {
+    /* Without a current context the launch itself fails (CUDA_ERROR_INVALID_CONTEXT). */
+    *sm = only;
+    return KVJIT_OK;
+  }
+  CUdevice dev = 0;
+  CUresult res = drv->cuCtxGetDevice(&dev);
+  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxGetDevice (no current CUDA context?)");
+  kvjit_status st = device_sm_of(drv, dev, sm);
+  if (st == KVJIT_OK && only == 0) {
+    int count = 0;
+    int value = drv->cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1 ? *sm : -1;
+    atomic_store_explicit(&only_device_sm, value, memory_order_relaxed);
+  }
+  return st;
 }
 
 /* ---- plans and programs -------------------------------------------------------------------------- */

@@ -103,6 +103,10 @@ static kvjit_status unknown_op(const char *word) {
 
 kvjit_status kvjit_op_parse_line(const char *line, const kvjit_op **op_out, int64_t *values) {
   char buf[LINE_MAX_CHARS];
+  /* cache/MANIFEST.md: at most 511 characters, a comment included. */
+  if (strcspn(line, "\n\r") >= sizeof buf) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: longer than %zu characters", sizeof buf - 1);
+  }
   size_t len = strcspn(line, "#\n\r");
   if (line[len] == '\r' || line[len] == '\n') {
     /* Only a line ending may follow: "a\nb" is two lines. */
@@ -149,6 +153,17 @@ kvjit_status kvjit_op_parse_line(const char *line, const kvjit_op **op_out, int6
   }
   kvjit_status st = kvjit_op_check_values(op, values, given);
   if (st != KVJIT_OK) return st;
+  /* cache/MANIFEST.md: an optional key only where the canonical line has it (a plain store with
+   * dtype= parsed, but formatted back without it: the line did not round-trip). */
+  for (size_t f = 0; f < num_fields; f++) {
+    const kvjit_op_field *fd = &op->info.fields[f];
+    if (!(fd->flags & KVJIT_FIELD_OPTIONAL) || !(given & KVJIT_OP_GIVEN(f))) continue;
+    int written = op->written ? op->written(values, f) : values[f] != fd->default_value;
+    if (!written) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not part of this %s line (an optional key, only where the "
+                        "variant needs it: see cache/MANIFEST.md)", fd->name, op->info.name);
+    }
+  }
   *op_out = op;
   return KVJIT_OK;
 }

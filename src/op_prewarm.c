@@ -217,10 +217,18 @@ static void compile_family(kvjit_context *ctx, pw_set *s, pw_kernel **run, size_
     }
     desc.kernels = names;
     desc.num_kernels = count;
-    if (kvjit_program_compile_group(ctx, &desc, members) == KVJIT_OK) {
+    kvjit_status st = kvjit_program_compile_group(ctx, &desc, members);
+    if (st == KVJIT_OK) {
       for (size_t i = 0; i < count; i++) run[first + i]->origin = members[i].origin;
-    } else {
+    } else if (st == KVJIT_ERR_COMPILE || st == KVJIT_ERR_NVRTC) {
+      /* One kernel that does not compile fails its bundle: each alone, so the failure is its own. */
       for (size_t i = 0; i < count; i++) compile_alone(ctx, s, run[first + i]);
+    } else {
+      /* The same for every kernel (not cached, out of memory, no NVRTC): no use compiling alone. */
+      for (size_t i = 0; i < count; i++) {
+        run[first + i]->status = st;
+        fail_into(run[first + i]->error, sizeof run[first + i]->error);
+      }
     }
     first = end;
   }

@@ -44,6 +44,7 @@ struct kvjit_program {
   size_t num_kernels;
   char **names;               /* canonical name expressions */
   char **lowered;
+  char **retired_lowered;     /* names of a disk entry the driver could not use, kept until destroy */
   /* Loading: under the context's lock. */
   int loading;
   CUlibrary library;
@@ -92,10 +93,19 @@ int kvjit_context_has_program(kvjit_context *ctx, const kvjit_key *key);
  */
 int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key);
 
-/** NVRTC for @p req, counted and logged, its entry written under @p key when it may be. */
+/**
+ * NVRTC for @p req, counted and logged, its entry written under @p key when it may be; @p published
+ * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk.
+ */
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key,
-                                   struct kvjit_compiled *compiled);
+                                   struct kvjit_compiled *compiled, kvjit_status *published);
+
+/**
+ * A compile's publication @p published as its caller's status: KVJIT_OK when it is on disk or the
+ * cache is off by choice, else KVJIT_ERR_IO "REQ compiled but ..." (a prewarm reports it).
+ */
+kvjit_status kvjit_context_not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published);
 
 /** Count disk hits served outside jit.c (a group's kernels found cached). */
 void kvjit_context_count_disk_hits(kvjit_context *ctx, unsigned hits);

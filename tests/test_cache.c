@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -244,40 +245,79 @@ static void test_processes_compile_each_key_once(void **state) {
   assert_int_equal(count_files(vdir, ".kvjit"), 4);
 }
 
+/* A child that takes write locks on bytes [start, start + len) of @p lockpath (len 0: to the end)
+ * and then hangs until killed. */
+static pid_t hang_holding(const char *lockpath, off_t start, off_t len) {
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  pid_t holder = fork();
+  assert_true(holder >= 0);
+  if (holder == 0) {
+    close(go[0]);
+    int fd = open(lockpath, O_RDWR | O_CREAT, 0600);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(1);
+    if (write(go[1], "x", 1) != 1) _exit(1);
+    for (;;) pause();
+  }
+  close(go[1]);
+  char c;
+  ssize_t n = read(go[0], &c, 1);
+  close(go[0]);
+  if (n != 1) {
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    fail_msg("lock holder did not start");
+  }
+  return holder;
+}
+
 static void test_stale_lock_holder_does_not_hang(void **state) {
   (void)state;
   char dir[512], lockpath[600];
   snprintf(dir, sizeof dir, "%s/stale", tmpdir);
   kvjit_context *ctx = ctx_at(dir, NULL);
-  /* Hold every byte of the lock file from another process that then hangs: the wait is bounded. */
-  snprintf(lockpath, sizeof lockpath, "%s/v2/lock", dir);
-  int go[2];
-  assert_int_equal(pipe(go), 0);
-  pid_t holder = fork();
-  if (holder == 0) {
-    int fd = open(lockpath, O_RDWR | O_CREAT, 0600);
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fd < 0 || fcntl(fd, F_OFD_SETLK, &fl) != 0) _exit(1);
-    if (write(go[1], "x", 1) != 1) _exit(1);
-    pause();
-    _exit(0);
-  }
-  char c;
-  assert_int_equal(read(go[0], &c, 1), 1);
   kvjit_context_destroy(ctx);
+  /* Hold every per-key byte of the lock file from another process that then hangs: the wait is
+   * bounded, and the entry is still published (the dir lock is free). */
+  snprintf(lockpath, sizeof lockpath, "%s/v2/lock", dir);
+  pid_t holder = hang_holding(lockpath, 0, 1 << 20);
   kvjit_context_options o = isolated_options(dir, NULL);
   o.lock_timeout_ms = 300;
   assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
-  assert_int_equal(compile_n(ctx, 7), KVJIT_FROM_COMPILE);
+  char src[200];
+  kvjit_program_desc d = desc_n(7, src, sizeof src);
+  kvjit_origin origin = 0;
+  kvjit_status st = kvjit_program_compile(ctx, &origin, &d);
   kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
-  assert_int_equal(s.lock_timeouts, 1);
   kill(holder, SIGKILL);
   waitpid(holder, NULL, 0);
+  assert_int_equal(st, KVJIT_OK);
+  assert_int_equal(origin, KVJIT_FROM_COMPILE);
+  assert_int_equal(s.lock_timeouts, 1);
+  assert_int_equal(s.disk_writes, 1);
   /* Killed holder: its lock is gone with it; the next key locks at once. */
   assert_int_equal(compile_n(ctx, 8), KVJIT_FROM_COMPILE);
   kvjit_context_stats(ctx, &s);
   assert_int_equal(s.lock_timeouts, 1);
+
+  /* A hung holder of the dir lock: publication waits a bounded time, then says it could not
+   * write (the compile itself succeeded). */
+  holder = hang_holding(lockpath, 1 << 20, 1);
+  d = desc_n(9, src, sizeof src);
+  st = kvjit_program_compile(ctx, &origin, &d);
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+  kill(holder, SIGKILL);
+  waitpid(holder, NULL, 0);
+  assert_int_equal(st, KVJIT_ERR_IO);
+  assert_int_equal(origin, KVJIT_FROM_COMPILE);
+  assert_non_null(strstr(detail, "dir lock"));
+  kvjit_context_stats(ctx, &s);
+  assert_int_equal(s.write_failures, 1);
+  assert_int_equal(compile_n(ctx, 9), KVJIT_FROM_COMPILE); /* and publishes once the holder is gone */
+  assert_int_equal(compile_n(ctx, 9), KVJIT_FROM_DISK);
   kvjit_context_destroy(ctx);
 }
 
@@ -297,7 +337,13 @@ static void test_unusable_dirs_degrade_to_memory_only(void **state) {
     kvjit_context_cache_info(ctx, &info);
     assert_null(info.write_dir);
     assert_non_null(info.degraded_reason);
-    assert_int_equal(compile_n(ctx, 3), KVJIT_FROM_COMPILE); /* still compiles */
+    /* Still compiles, but says that the result is not cached. */
+    char src[200];
+    kvjit_program_desc d = desc_n(3, src, sizeof src);
+    kvjit_origin origin = 0;
+    assert_int_equal(kvjit_program_compile(ctx, &origin, &d), KVJIT_ERR_IO);
+    assert_int_equal(origin, KVJIT_FROM_COMPILE);
+    assert_non_null(strstr(kvjit_last_error(), "not cached"));
     kvjit_context_destroy(ctx);
   }
 }

@@ -8,6 +8,7 @@ set -euo pipefail
 
 KVJIT=${1:?usage: test_cli.sh /path/to/kvjit}
 [[ -x $KVJIT ]] || { echo "not ok - $KVJIT is not an executable" >&2; exit 1; }
+KVJIT=$(cd "$(dirname "$KVJIT")" && pwd)/$(basename "$KVJIT") # cases change directory
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/kvjit-cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
@@ -288,7 +289,9 @@ test_info_without_driver() {
   expect_out '^kvjit: +[0-9]+\.[0-9]+\.[0-9]+'
   expect_out '^nvrtc: +[0-9]+\.[0-9]+.* sm_90'
   expect_out '^driver: '
-  expect_out "write: $TMP/info: 0 entries, 0B, writable"
+  # info only looks: a dir that does not exist is reported missing, and stays so.
+  expect_out "write: $TMP/info: 0 entries, 0B, missing"
+  [[ ! -e "$TMP/info" ]] || fail "info created $TMP/info"
   if no_driver; then
     expect_out '^driver: +none$'
   fi
@@ -443,6 +446,264 @@ test_op_prewarm_and_mixed_manifest() {
   kvjit prewarm --manifest "$TMP/ops-bad.txt" --arch sm_90 --cache-dir "$dir"
   expect_rc 2
   expect_err "ops-bad.txt:1: src: bad value"
+}
+
+# --- issue 15: hostile environments ---------------------------------------------------------------
+
+# Any entry file of a dir (the first, sorted).
+first_entry() { entries "$1" | sort | head -1; }
+
+test_special_files() {
+  local dir="$TMP/special" victim
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256 --index int64 -j 1
+  expect_rc 0
+  victim=$(first_entry "$dir")
+  # A FIFO named like an entry: nothing blocks; verify names it, prewarm rebuilds it.
+  rm "$victim" && mkfifo "$victim"
+  RC=0
+  timeout 20 "$KVJIT" cache verify --cache-dir "$dir" >"$TMP/out" 2>"$TMP/err" || RC=$?
+  expect_rc 1
+  expect_out "^bad: $victim: not a regular file"
+  [[ ! -p "$victim" ]] || fail "the FIFO was left in place"
+  rm -f "$victim" && mkfifo "$victim"
+  RC=0
+  timeout 60 "$KVJIT" prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256 --index int64 -j 1 \
+    >"$TMP/out" 2>"$TMP/err" || RC=$?
+  expect_rc 0
+  [[ -f "$victim" ]] || fail "the entry was not rebuilt over the FIFO"
+  # A 1 GiB sparse file named like an entry: listed from its size alone, quickly, in little memory.
+  rm "$victim" && truncate -s 1G "$victim"
+  local start=$SECONDS
+  if [[ -x /usr/bin/time ]]; then
+    RC=0
+    timeout 20 /usr/bin/time -f '%M' -o "$TMP/rss" "$KVJIT" cache ls --cache-dir "$dir" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    (($(tail -1 "$TMP/rss") < 100000)) || fail "cache ls used $(tail -1 "$TMP/rss") KiB"
+  else
+    RC=0
+    timeout 20 "$KVJIT" cache ls --cache-dir "$dir" >"$TMP/out" 2>"$TMP/err" || RC=$?
+  fi
+  expect_rc 0
+  ((SECONDS - start < 5)) || fail "cache ls took $((SECONDS - start)) s"
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 1
+  expect_out "more than the format allows"
+  # --manifest: a FIFO, a device, NUL bytes, an endless line: exit 2 at once, never a long read.
+  mkfifo "$TMP/manifest.fifo"
+  local m
+  for m in "$TMP/manifest.fifo" /dev/zero; do
+    RC=0
+    timeout 10 "$KVJIT" prewarm --arch sm_90 --cache-dir "$dir" --manifest "$m" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    expect_rc 2
+    expect_err "not a regular file"
+  done
+  truncate -s 1M "$TMP/manifest.zeros"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --manifest "$TMP/manifest.zeros"
+  expect_rc 2
+  expect_err "manifest.zeros:1: longer than 511 characters"
+  printf 'store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16\0garbage\n' \
+    >"$TMP/manifest.nul"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --manifest "$TMP/manifest.nul"
+  expect_rc 2
+  expect_err "manifest.nul:1: a NUL byte"
+  head -c 3000000 /dev/zero | tr '\0' 'x' >"$TMP/manifest.long"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --manifest "$TMP/manifest.long"
+  expect_rc 2
+  expect_err "manifest.long:1: longer than 511"
+}
+
+test_hostile_numbers() {
+  local v
+  for v in 18014398509481985K 18446744073709551616 -1 1.5G 0x10 ' 1G' '1G ' 5Q +5 G 1GG; do
+    bad --max-size "$v" cache prune --cache-dir "$TMP/numbers" --max-size "$v"
+  done
+  for v in 10KIB 64KB 64KiB 1048576 500m; do
+    kvjit cache prune --cache-dir "$TMP/numbers" --max-size "$v"
+    expect_rc 0
+  done
+  for v in 4294967297 -1 0x2 +2 1.5 1025; do
+    bad -j "$v" prewarm --arch sm_90 -n -j "$v"
+  done
+  bad --k-row-bytes 99999999999999999999 prewarm --arch sm_90 -n --k-row-bytes 99999999999999999999
+  bad --tp 4294967297 prewarm --arch sm_90 -n --tp 4294967297
+  bad --kv-heads +8 prewarm --arch sm_90 -n --kv-heads +8 --head-dim 128
+  bad --vec 0x10 prewarm --arch sm_90 -n --vec 0x10
+  bad --split 1e3 prewarm --arch sm_90 -n --split 1e3
+  # The environment: one warning naming the variable and the value, and the default used.
+  local var value
+  for var in KVJIT_CACHE_MAX_SIZE KVJIT_LOCK_TIMEOUT_MS KVJIT_CACHE_DISABLE KVJIT_CACHE_ALLOW_SHARED; do
+    for value in 18014398509481985K -1 maybe; do
+      RC=0
+      env -u KVJIT_LOG "$var=$value" "$KVJIT" info --cache-dir "$TMP/numbers" >"$TMP/out" 2>"$TMP/err" || RC=$?
+      expect_rc 0
+      [[ $(grep -c . "$TMP/err") -eq 1 ]] || fail "$var=$value: expected one warning line"
+      expect_err "warning: ignoring $var=\"$value\" .*default"
+    done
+  done
+  KVJIT_CACHE_MAX_SIZE=10KIB kvjit info --cache-dir "$TMP/numbers"
+  expect_out 'budget 10.0K'
+  KVJIT_CACHE_MAX_SIZE=1.5G kvjit info --cache-dir "$TMP/numbers"
+  expect_out 'budget 2.0G'
+  [[ ! -s "$TMP/err" ]] || fail "KVJIT_LOG=0 did not silence the warning"
+  KVJIT_CACHE_DISABLE=maybe kvjit cache path --cache-dir "$TMP/numbers"
+  expect_out "^write: $TMP/numbers\$"
+}
+
+# Commands whose output cannot be written, and prewarms that cannot write, never report success.
+test_failures_are_not_success() {
+  local dir="$TMP/fail" cmd
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256 --index int64 -j 1
+  expect_rc 0
+  for cmd in "cache ls" "cache verify" "cache path" info "prewarm --arch sm_90 -n --k-row-bytes 256"; do
+    RC=0
+    # shellcheck disable=SC2086 # word splitting of $cmd is wanted
+    "$KVJIT" $cmd --cache-dir "$dir" >/dev/full 2>"$TMP/err" || RC=$?
+    [[ $RC -eq 1 ]] || fail "$cmd > /dev/full: exit $RC, expected 1"
+    expect_err 'cannot write to standard output: No space left on device'
+  done
+  # Options or a manifest that build nothing: exit 2, saying why.
+  bad 'nothing to build' '' prewarm --arch sm_90 -n --k-row-bytes 256 --split 3
+  bad 'nothing to build' '' prewarm --arch sm_80 -n --k-row-bytes 256 --pdl on
+  printf '# nothing here\n\n' >"$TMP/empty-manifest"
+  bad 'lists no variant' '' prewarm --arch sm_90 --manifest "$TMP/empty-manifest"
+  # A temp path past PATH_MAX: every variant fails, exit 1, with the reason.
+  local long="$TMP/long" part
+  part=$(printf 'd%.0s' {1..200})
+  while ((${#long} + 201 < 4050 - 3)); do long="$long/$part"; done
+  long="$long/$(printf 'e%.0s' $(seq 1 $((4050 - 3 - ${#long} - 1))))"
+  mkdir -p "$long"
+  kvjit prewarm --arch sm_90 --cache-dir "$long" --k-row-bytes 256 --index int64 -j 1
+  expect_rc 1
+  summary
+  [[ $FAILED -eq 1 && $COMPILED -eq 0 ]] || fail "long path: $COMPILED compiled, $FAILED failed"
+  expect_err 'File name too long'
+  # A full file system (where this user may mount one in a private namespace).
+  if unshare -m true 2>/dev/null; then
+    mkdir -p "$TMP/full"
+    RC=0
+    unshare -m bash -c "mount -t tmpfs -o size=16k,mode=0700 tmpfs '$TMP/full' && '$KVJIT' prewarm --arch sm_90 \
+      --cache-dir '$TMP/full' --k-row-bytes 128,256,512,1024 --index int64 -j 1" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    expect_rc 1
+    summary
+    ((FAILED > 0)) || fail "full tmpfs: nothing failed"
+    expect_err 'No space left on device'
+  fi
+  # verify of a read-only mount: every entry is checked, the bad ones reported and left in place.
+  if unshare -m true 2>/dev/null; then
+    local ro="$TMP/ro-mount" victim
+    kvjit prewarm --arch sm_90 --cache-dir "$ro" --k-row-bytes 256,512 --index int64 -j 1
+    expect_rc 0
+    victim=$(first_entry "$ro")
+    printf 'garbage' >"$victim"
+    RC=0
+    unshare -m bash -c "mount --bind '$ro' '$ro' && mount -o remount,bind,ro '$ro' && '$KVJIT' cache verify \
+      --cache-dir '$ro'" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    expect_rc 1
+    expect_err 'not writable: Read-only file system; bad entries are reported and left in place'
+    expect_out "^bad: $victim: .*left in place"
+    expect_out '^verified [1-9][0-9]* entries: 1 bad'
+  fi
+  # verify: a dir that does not exist or that the loader refuses says so, exit 1, creates nothing.
+  kvjit cache verify --cache-dir "$TMP/no/such/cache"
+  expect_rc 1
+  expect_err 'does not exist: nothing to verify'
+  [[ ! -e "$TMP/no" ]] || fail "verify created $TMP/no"
+  mkdir "$TMP/shared" && chmod 777 "$TMP/shared"
+  kvjit cache verify --cache-dir "$TMP/shared"
+  expect_rc 1
+  expect_err 'writable by other users'
+  [[ ! -e "$TMP/shared/v2" ]] || fail "verify made $TMP/shared/v2"
+  # verify applies the loader's trust: a mode 0666 entry is bad.
+  chmod 0666 "$(first_entry "$dir")"
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 1
+  expect_out 'writable by other users'
+}
+
+test_manifest_rules() {
+  local base='store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0'
+  local quant='dtype=bf16 cache_dtype=fp8_e4m3'
+  local long
+  long="$base vec=16 #$(printf 'x%.0s' {1..420})"
+  local -a lines=(
+    "$base vec=16 bogus=1|unknown key"
+    "$base vec=16 vec=8|given twice"
+    "$base|missing vec="
+    "$base vec=3|vec: bad value"
+    "$base vec=+16|vec: bad value"
+    "$base vec=0x10|vec: bad value"
+    "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=3 vec=16|does not divide"
+    "store_kv_cache arch=80 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=on split=0 vec=16|sm_90"
+    "$base vec=16 cache_dtype=fp8_e4m3|needs an f16, bf16 or f32 source"
+    "store_kv_cache arch=90 k_row_bytes=255 v_row_bytes=255 index=int64 pdl=auto split=0 vec=16 $quant|whole number"
+    "$base vec=16 $quant scale=head num_heads=3|does not divide"
+    "$base vec=16 $quant scale=tensor num_heads=2|without scale=head"
+    "$base vec=16 dtype=bf16|dtype: not part of this"
+    "$base vec=16 scale=none|scale: not part of this"
+    "$long|longer than 511"
+    "STORE_KV_CACHE arch=90|must start with"
+  )
+  local entry text why
+  for entry in "${lines[@]}"; do
+    text=${entry%|*} why=${entry##*|}
+    printf '# header\n%s\n' "$text" >"$TMP/rules.txt"
+    kvjit prewarm --arch sm_90 -n --manifest "$TMP/rules.txt"
+    [[ $RC -eq 2 ]] || fail "'$text': exit $RC, expected 2"
+    expect_err "rules.txt:2: .*$why"
+  done
+  printf '%s vec=16\r\n  # comment\r\n\t%s vec=8 %s scale=tensor # trailing\n' "$base" "$base" "$quant" >"$TMP/rules.txt"
+  kvjit prewarm --arch sm_90 -n --manifest "$TMP/rules.txt"
+  expect_rc 0
+  [[ $(dry_run_count) -eq 2 ]] || fail "good lines: $(dry_run_count) variants, expected 2"
+}
+
+test_paths() {
+  # An empty --cache-dir is unset: the environment's dir, never "/v2".
+  kvjit cache path --cache-dir ''
+  expect_rc 0
+  expect_out "^write: $KVJIT_CACHE_DIR\$"
+  # Read-only commands create nothing, not even a missing dir's parents.
+  kvjit cache ls --cache-dir "$TMP/nonexistent/x"
+  expect_rc 0
+  kvjit info --cache-dir "$TMP/nonexistent/x"
+  expect_rc 0
+  kvjit cache clear --cache-dir "$TMP/nonexistent/x"
+  expect_rc 0
+  expect_out 'does not exist: removed 0 entries'
+  [[ ! -e "$TMP/nonexistent" ]] || fail "a read-only command created $TMP/nonexistent"
+  # A dir others can write is refused before anything is made in it.
+  mkdir -p "$TMP/like-tmp" && chmod 1777 "$TMP/like-tmp"
+  kvjit prewarm --arch sm_90 --cache-dir "$TMP/like-tmp" --k-row-bytes 256 --index int64 -j 1
+  expect_rc 1
+  expect_err 'writable by other users'
+  [[ ! -e "$TMP/like-tmp/v2" ]] || fail "prewarm made $TMP/like-tmp/v2"
+  kvjit cache ls --cache-dir "$TMP/like-tmp"
+  expect_rc 0
+  expect_err 'note: no writable cache dir listed'
+  # Relative KVJIT_CACHE_DIR: made absolute. Relative HOME: ignored, with a warning.
+  mkdir -p "$TMP/cwd"
+  RC=0
+  (cd "$TMP/cwd" && KVJIT_CACHE_DIR=rel/dir "$KVJIT" cache path) >"$TMP/out" 2>"$TMP/err" || RC=$?
+  expect_rc 0
+  expect_out "^write: $TMP/cwd/rel/dir\$"
+  RC=0
+  (cd "$TMP/cwd" && env -u KVJIT_CACHE_DIR -u XDG_CACHE_HOME -u KVJIT_LOG HOME=relative-home "$KVJIT" cache path) \
+    >"$TMP/out" 2>"$TMP/err" || RC=$?
+  expect_rc 0
+  expect_err 'ignoring HOME="relative-home": not an absolute path'
+  if grep -q 'relative-home' "$TMP/out"; then fail "a relative HOME was used"; fi
+  [[ ! -e "$TMP/cwd/relative-home" ]] || fail "created a dir under the relative HOME"
+}
+
+test_closed_stdio() {
+  local dir="$TMP/stdio"
+  # stdout and stderr closed: the lock file must not become fd 1 and receive the summary.
+  RC=0
+  "$KVJIT" prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256 --index int64 -j 1 >&- 2>&- || RC=$?
+  expect_rc 0
+  if grep -aq 'prewarm' "$dir/v2/lock"; then fail "output went into the lock file"; fi
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+  expect_out ' 0 bad'
 }
 
 # --- runner -----------------------------------------------------------------------------------

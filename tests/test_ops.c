@@ -84,7 +84,7 @@ static const struct {
      "cache_dtype=fp8_e5m2 scale=none",
      "store_kv_cache arch=80 k_row_bytes=1024 v_row_bytes=512 index=int32 pdl=off split=2 vec=8 dtype=f32 "
      "cache_dtype=fp8_e5m2 scale=none"},
-    {"store_kv_cache  vec=16 split=0 pdl=auto index=int64 v_row_bytes=256 k_row_bytes=256 arch=90 dtype=bf16 # plain",
+    {"store_kv_cache  vec=16 split=0 pdl=auto index=int64 v_row_bytes=256 k_row_bytes=256 arch=90 # plain",
      "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16"},
     {"transfer_kv arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto "
      "split=0 vec=16",
@@ -188,6 +188,10 @@ static void test_line_errors(void **state) {
                     "pdl=on split=0 vec=16",
                     KVJIT_ERR_UNSUPPORTED, "pdl");
   expect_line_error("transfer_kv arch=90 k_row_bytes=256 v_row_bytes=256" T_REST " src=host", E, "src: given twice");
+  /* cache/MANIFEST.md: the optional keys only where the canonical line has them (issue 15). */
+  expect_line_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16 "
+                    "dtype=bf16",
+                    E, "dtype: not part of this store_kv_cache line");
   /* A store line through the store's own parser, a transfer line refused by it. */
   kvjit_store_kv_variant sv;
   assert_int_equal(kvjit_store_kv_variant_parse(&sv, "transfer_kv arch=90 k_row_bytes=256 v_row_bytes=256" T_REST),

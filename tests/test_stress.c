@@ -6,7 +6,9 @@
  *  - processes SIGKILLed at random points of compile and publication: no partial entry is ever
  *    visible, nobody waits on a dead holder's lock, stale temp files are swept;
  *  - a full file system (a 64 KiB tmpfs, where mounting is permitted) and KVJIT_CACHE_DIR naming a
- *    file: compiles still work, memory-only, with one warning.
+ *    file: compiles still work, memory-only, with one warning, and say that they were not cached;
+ *  - 8 processes writing into a 300 KiB budget at once (issue 15): the total, sampled under the
+ *    dir lock while they write and after, stays within one entry's size of the budget.
  * Every figure the issue asks for goes to stdout. KVJIT_STRESS_ROUNDS (default 3) and
  * KVJIT_STRESS_CRASHES (default 40) size it; CI runs the defaults.
  * NVRTC runs only in forked children, so the parent never has threads when it forks.
@@ -626,19 +628,23 @@ static int full_fs_child(const char *dir) {
   kvjit_cache_info info;
   kvjit_context_cache_info(ctx, &info);
   if (info.write_dir == NULL) return 3;
-  for (int i = 0; i < 40; i++) {
-    program p;
-    program_init(&p, 9000 + i);
-    kvjit_origin origin;
-    if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK) return 4;
+  /* A write that fails is reported (KVJIT_ERR_IO naming the errno), never "compiled" as if cached. */
+  uint64_t io_failures = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < 40; i++) {
+      program p;
+      program_init(&p, 9000 + i);
+      kvjit_origin origin;
+      kvjit_status st = kvjit_program_compile(ctx, &origin, &p.desc);
+      if (st == KVJIT_ERR_IO) {
+        if (origin != KVJIT_FROM_COMPILE || strstr(kvjit_last_error(), "No space left") == NULL) return 10;
+        io_failures++;
+      } else if (st != KVJIT_OK) {
+        return 4 + pass;
+      }
+    }
   }
   /* What did not fit is compiled again (memory-only); what did is a disk hit. */
-  for (int i = 0; i < 40; i++) {
-    program p;
-    program_init(&p, 9000 + i);
-    kvjit_origin origin;
-    if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK) return 5;
-  }
   kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
   uint64_t bad = 99;
@@ -647,7 +653,7 @@ static int full_fs_child(const char *dir) {
   char v1[600];
   snprintf(v1, sizeof v1, "%s/v2", dir);
   if (count_files(v1, ".tmp-") != 0) return 7;
-  if (s.disk_writes == 0 || s.write_failures == 0) return 8;
+  if (s.disk_writes == 0 || s.write_failures == 0 || s.write_failures != io_failures) return 8;
   /* Every failed write is compiled again on the second pass (and fails to write again). */
   if (s.disk_hits != s.disk_writes || s.compiles != 80 - s.disk_writes || s.write_failures != 80 - 2 * s.disk_writes) {
     printf("stress: full tmpfs: %llu compiles, %llu writes, %llu write failures, %llu disk hits\n",
@@ -693,7 +699,9 @@ static int env_file_child(const char *file) {
     program p;
     program_init(&p, 9500 + i % 2);
     kvjit_origin origin;
-    if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK || origin != KVJIT_FROM_COMPILE) return 4;
+    /* Compiled, but not cached: reported as such, with the reason. */
+    if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_ERR_IO || origin != KVJIT_FROM_COMPILE) return 4;
+    if (strstr(kvjit_last_error(), "not cached") == NULL) return 6;
   }
   kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &s);
@@ -718,12 +726,128 @@ static void test_cache_dir_env_names_a_file(void **state) {
   assert_int_equal(st.st_size, 1); /* the file is left alone */
 }
 
+/* ---- the byte budget under concurrent writers (issue 15) ---------------------------------------- */
+
+enum { BUDGET_PROCS = 8, BUDGET_PROGRAMS = 24, BUDGET_BYTES = 300 << 10 };
+
+/* One writer: its own programs, all compiled into a dir whose budget holds a fraction of them. */
+static int budget_child(const char *dir, int proc, int go_fd) {
+  char go;
+  if (read(go_fd, &go, 1) < 0) return 90; /* EOF: all start together */
+  kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
+  o.cache_dir = dir;
+  o.cache_path = "";
+  o.log = 0;
+  o.disable_cache = 0;
+  o.cache_max_bytes = BUDGET_BYTES;
+  kvjit_context *ctx = NULL;
+  if (kvjit_context_create(&ctx, &o) != KVJIT_OK) return 91;
+  for (int i = 0; i < BUDGET_PROGRAMS; i++) {
+    program p;
+    program_init(&p, 20000 + proc * 100 + i);
+    kvjit_origin origin;
+    if (kvjit_program_compile(ctx, &origin, &p.desc) != KVJIT_OK) return 92;
+  }
+  kvjit_stats s = KVJIT_STATS_INIT;
+  kvjit_context_stats(ctx, &s);
+  kvjit_context_destroy(ctx);
+  return s.disk_writes == BUDGET_PROGRAMS ? 0 : 93;
+}
+
+/* Bytes of the entries and quarantined files of @p v2, and the largest entry, read under the
+ * dir's own lock (byte 2^20 of the lock file) so that no publication is half-seen. -1: no lock
+ * file yet. */
+static int64_t locked_total(const char *v2, uint64_t *largest) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/lock", v2);
+  int fd = open(path, O_RDWR);
+  if (fd < 0) return -1;
+  struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1 << 20, .l_len = 1};
+  if (fcntl(fd, F_OFD_SETLKW, &fl) != 0) {
+    close(fd);
+    return -1;
+  }
+  int64_t total = 0;
+  for (int q = 0; q < 2; q++) {
+    snprintf(path, sizeof path, q ? "%s/quarantine" : "%s", v2);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+      struct stat st;
+      if (e->d_name[0] == '.' || (!q && !strstr(e->d_name, ".kvjit"))) continue;
+      if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      total += st.st_size;
+      if ((uint64_t)st.st_size > *largest) *largest = (uint64_t)st.st_size;
+    }
+    if (d) closedir(d);
+  }
+  close(fd); /* releases the lock */
+  return total;
+}
+
+static void test_budget_holds_with_concurrent_writers(void **state) {
+  (void)state;
+  char dir[512], v2[600];
+  snprintf(dir, sizeof dir, "%s/budget", tmpdir);
+  snprintf(v2, sizeof v2, "%s/v2", dir);
+  int go[2];
+  assert_int_equal(pipe(go), 0);
+  fflush(stdout);
+  pid_t pids[BUDGET_PROCS];
+  for (int p = 0; p < BUDGET_PROCS; p++) {
+    pids[p] = fork();
+    assert_true(pids[p] >= 0);
+    if (pids[p] == 0) {
+      close(go[1]);
+      _exit(budget_child(dir, p, go[0]));
+    }
+  }
+  close(go[0]);
+  close(go[1]);
+  /* While they write: the total, sampled under the dir lock. */
+  uint64_t largest = 0;
+  int64_t max_total = 0;
+  int samples = 0, running = BUDGET_PROCS, failed = 0;
+  while (running > 0) {
+    int64_t t = locked_total(v2, &largest);
+    if (t >= 0) {
+      samples++;
+      if (t > max_total) max_total = t;
+    }
+    int status;
+    pid_t done;
+    while (running > 0 && (done = waitpid(-1, &status, WNOHANG)) > 0) {
+      running--;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        printf("stress: budget writer %d: status %d\n", (int)done, status);
+        failed++;
+      }
+    }
+    sleep_us(2000);
+  }
+  int64_t final_total = locked_total(v2, &largest);
+  int left = count_files(v2, ".kvjit");
+  printf("stress: budget %d KiB, %d processes x %d entries of up to %.1f KiB: %d samples under the dir lock, "
+         "max %.1f KiB, final %.1f KiB (%d entries)\n",
+         BUDGET_BYTES >> 10, BUDGET_PROCS, BUDGET_PROGRAMS, (double)largest / 1024, samples, (double)max_total / 1024,
+         (double)final_total / 1024, left);
+  fflush(stdout);
+  assert_int_equal(failed, 0);
+  assert_true(samples > 0);
+  /* Within one entry's size of the budget, during and after, however many write. */
+  assert_true((uint64_t)max_total <= BUDGET_BYTES + largest);
+  assert_true((uint64_t)final_total <= BUDGET_BYTES + largest);
+  assert_true((uint64_t)BUDGET_PROCS * BUDGET_PROGRAMS * largest / 2 > BUDGET_BYTES); /* eviction had to run */
+  assert_int_equal(count_files(v2, ".tmp-"), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_processes_and_threads_compile_each_key_once),
       cmocka_unit_test(test_sigkill_leaves_no_partial_entry_and_no_lock),
       cmocka_unit_test(test_full_file_system),
       cmocka_unit_test(test_cache_dir_env_names_a_file),
+      cmocka_unit_test(test_budget_holds_with_concurrent_writers),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -13,13 +14,22 @@
 
 typedef struct cache_cmd_opts {
   cache_opts cache;
+  bool in_place; /* verify: the dir cannot be written, bad entries stay where they are */
   bool all;
   bool long_format;
   bool have_max_size;
   uint64_t max_size;
 } cache_cmd_opts;
 
+/* A dir the library refuses (or cannot resolve) lists as empty: say why, once, on stderr. */
+static void note_unused_dir(const char *cmd, kvjit_context *ctx) {
+  kvjit_cache_info info;
+  if (kvjit_context_cache_info(ctx, &info) == KVJIT_OK && info.write_dir == NULL && info.degraded_reason)
+    fprintf(stderr, "kvjit %s: note: no writable cache dir listed (%s)\n", cmd, info.degraded_reason);
+}
+
 static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
+  note_unused_dir(cmd, ctx);
   entry_table table = {0};
   int rc = list_entries(cmd, ctx, o->all, false, &table, NULL);
   if (rc != 0) {
@@ -71,8 +81,10 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
         orphans++;
         continue;
       }
-      printf("bad: %s: %s (%s)\n", r->path, kvjit_status_string(r->status),
-             r->read_only ? "read-only dir, left in place" : "quarantined");
+      printf("bad: %s: %s (%s)\n", r->path, r->reason[0] ? r->reason : kvjit_status_string(r->status),
+             r->read_only || o->in_place ? "read-only dir, left in place"
+             : r->status == KVJIT_ERR_IO ? "left in place"
+                                         : "quarantined");
     }
     printf("verified %zu entries: %" PRIu64 " bad", table.count, bad);
     if (orphans) printf(", %zu aliases orphaned", orphans);
@@ -81,6 +93,41 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
   }
   entry_table_free(&table);
   return rc;
+}
+
+/*
+ * Before a command that changes the writable dir: a read-only look at it, so that one that does not
+ * exist is neither created nor reported as fine, and one the library refuses is named. 0 (go on),
+ * -1 (nothing there: *rc is the command's answer) or an exit status.
+ */
+static int look_before(const char *cmd, const cache_cmd_opts *o, bool is_verify, int *rc) {
+  kvjit_context *ctx = NULL;
+  int status = open_context_mode(cmd, &o->cache, true, &ctx);
+  if (status != 0) return status;
+  kvjit_cache_info info;
+  kvjit_context_cache_info(ctx, &info);
+  status = 0;
+  if (info.write_dir == NULL) {
+    fprintf(stderr, "kvjit %s: no writable cache dir (%s)\n", cmd,
+            info.degraded_reason ? info.degraded_reason : "disk cache disabled");
+    status = EXIT_FAILURE;
+  } else if (access(info.write_dir, F_OK) != 0) {
+    if (is_verify) {
+      fprintf(stderr, "kvjit %s: %s does not exist: nothing to verify\n", cmd, info.write_dir);
+      status = EXIT_FAILURE;
+    } else {
+      printf("%s does not exist: removed 0 entries\n", info.write_dir);
+      *rc = 0;
+      status = -1;
+    }
+  }
+  /* verify --all still checks the read-only dirs before it fails on the writable one. */
+  if (status == EXIT_FAILURE && is_verify && o->all) {
+    int layers = cache_verify(cmd, ctx, o);
+    (void)layers;
+  }
+  kvjit_context_destroy(ctx);
+  return status;
 }
 
 static int cache_prune(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
@@ -142,8 +189,8 @@ static const struct cache_command {
     {"verify", cache_verify, "check every entry's checksum and alias; quarantine bad ones (exit 1 if any)",
      "  -a, --all               also check the read-only dirs (bad ones are reported, not moved)\n"},
     {"prune", cache_prune, "evict least recently used entries down to a size",
-     "      --max-size SIZE     e.g. 500M, 2G (K, M, G, T: powers of 1024; default: the budget,\n"
-     "                          $KVJIT_CACHE_MAX_SIZE or 2G)\n"},
+     "      --max-size SIZE     e.g. 500M, 2G, 1048576 (K, M, G, T: powers of 1024, also KiB or KB;\n"
+     "                          default: the budget, $KVJIT_CACHE_MAX_SIZE or 2G)\n"},
     {"clear", cache_clear, "remove every entry of the writable dir", ""},
     {"path", cache_path, "print the writable dir and the read-only dirs", ""},
 };
@@ -197,8 +244,8 @@ int cmd_cache(int argc, char **argv) {
     else if (c == 'l' && is_ls) o.long_format = true;
     else if (c == OPT_MAX_SIZE && command->action == cache_prune) {
       o.have_max_size = true;
-      if (!parse_size(optarg, &o.max_size))
-        rc = usage_error(cmd, "bad value '%s' for --max-size (expected a size such as 500M or 2G)", optarg);
+      if (kvjit_parse_size(optarg, &o.max_size) != KVJIT_OK)
+        rc = usage_error(cmd, "bad value '%s' for --max-size (%s)", optarg, kvjit_last_error());
     } else if (c == '?' || c == ':') {
       rc = getopt_error(cmd, c, argv);
     } else if (!cache_option(c, &o.cache)) {
@@ -212,9 +259,27 @@ int cmd_cache(int argc, char **argv) {
   if (rc == 0) rc = check_no_operands(cmd, argc, argv);
   if (rc != 0) return rc;
 
+  /* ls and path only look: they create nothing, not even a missing dir. The others look first. */
+  bool looks_only = command->action == cache_ls || command->action == cache_path;
+  if (!looks_only) {
+    int answer = 0;
+    rc = look_before(cmd, &o, is_verify, &answer);
+    if (rc == -1) return answer;
+    if (rc != 0) return rc;
+  }
   kvjit_context *ctx = NULL;
-  rc = open_context(cmd, &o.cache, &ctx);
+  rc = open_context_mode(cmd, &o.cache, looks_only, &ctx);
   if (rc != 0) return rc;
+  kvjit_cache_info info;
+  if (is_verify && kvjit_context_cache_info(ctx, &info) == KVJIT_OK && info.write_dir == NULL) {
+    /* There, but not writable (a read-only mount): check every entry all the same, move none. */
+    fprintf(stderr, "kvjit %s: note: %s; bad entries are reported and left in place\n", cmd,
+            info.degraded_reason ? info.degraded_reason : "the cache dir is not writable");
+    kvjit_context_destroy(ctx);
+    rc = open_context_mode(cmd, &o.cache, true, &ctx);
+    if (rc != 0) return rc;
+    o.in_place = true;
+  }
   rc = command->action(cmd, ctx, &o);
   kvjit_context_destroy(ctx);
   return rc;

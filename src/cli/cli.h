@@ -40,10 +40,8 @@ double now_seconds(void);
 int getopt_error(const char *cmd, int c, char *const argv[]);
 /* No command takes positional arguments: anything left is an error. */
 int check_no_operands(const char *cmd, int argc, char *const argv[]);
-/* Whole-string decimal integer in [min, max]. */
+/* Whole-string decimal integer in [min, max], min >= 0 (kvjit_parse_uint(): no sign, no overflow). */
 bool parse_int(const char *text, long min, long max, long *out);
-/* "500M", "2G", "1048576", "64KiB": binary units (K = 1024), case-insensitive. */
-bool parse_size(const char *text, uint64_t *out);
 
 /* Options every command that opens a context takes. */
 typedef struct cache_opts {
@@ -62,6 +60,8 @@ enum { OPT_CACHE_DIR = 256, OPT_CACHE_PATH };
 /* Handles a cache option; false when @p c is not one. */
 bool cache_option(int c, cache_opts *opts);
 int open_context(const char *cmd, const cache_opts *opts, kvjit_context **out);
+/* With @p read_only, a context that creates, writes and moves nothing (ls, info, path). */
+int open_context_mode(const char *cmd, const cache_opts *opts, bool read_only, kvjit_context **out);
 /* Exit status 1 with a message when the context has no writable dir to fill or maintain. */
 int need_write_dir(const char *cmd, kvjit_context *ctx, kvjit_cache_info *info);
 /* Calls @p fn once per dir of a colon-separated list (empty items skipped). */
@@ -78,6 +78,7 @@ typedef struct entry_row {
   int64_t mtime;
   bool read_only; /* found in a --cache-path dir, not the writable one */
   kvjit_status status;
+  char *reason; /* why it is bad, "" when good */
 } entry_row;
 
 typedef struct entry_table {

@@ -29,15 +29,17 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
       .mtime = entry->mtime,
       .read_only = table->write_dir == NULL || entry->path == NULL || !under_dir(entry->path, table->write_dir),
       .status = entry->status,
+      .reason = strdup(entry->reason ? entry->reason : ""),
       .bundle = entry->bundle ? strdup(entry->bundle) : NULL,
   };
-  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL ||
+  if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL || row.reason == NULL ||
       (entry->bundle && row.bundle == NULL)) {
     free(row.bundle);
     free(row.path);
     free(row.key);
     free(row.program);
     free(row.kernels);
+    free(row.reason);
     goto oom;
   }
   table->rows[table->count++] = row;
@@ -53,6 +55,7 @@ void entry_table_free(entry_table *table) {
     free(table->rows[i].key);
     free(table->rows[i].program);
     free(table->rows[i].kernels);
+    free(table->rows[i].reason);
     free(table->rows[i].bundle);
   }
   free(table->rows);

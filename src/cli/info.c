@@ -92,7 +92,7 @@ int cmd_info(int argc, char **argv) {
   }
 
   kvjit_context *ctx = NULL;
-  int ctx_rc = open_context(cmd, &cache, &ctx);
+  int ctx_rc = open_context_mode(cmd, &cache, true, &ctx); /* info creates nothing */
   if (ctx_rc != 0) return ctx_rc;
   entry_table table = {0};
   ctx_rc = list_entries(cmd, ctx, true, false, &table, NULL);

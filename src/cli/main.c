@@ -6,9 +6,12 @@
  * Exit status: 0 success; 1 a library call failed, a variant failed to compile or verify found bad
  * entries; 2 bad command line (one line on stderr naming the flag and the value).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -33,7 +36,27 @@ static void print_usage(FILE *out) {
         out);
 }
 
-int main(int argc, char **argv) {
+/* A closed stdin, stdout or stderr is /dev/null from here on: else the first file opened (a cache
+ * lock, an entry) would take its number and receive what is printed. */
+static void reopen_closed_stdio(void) {
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    int null = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (null >= 0 && null != fd) close(null); /* not the lowest free fd after all: leave it closed */
+  }
+}
+
+/* Exit status 1 when stdout could not take everything printed (a full disk, a closed pipe): a
+ * listing or a dry run that was cut short must not report success. */
+static int finish_stdout(int rc) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+  int err = errno;
+  fprintf(stderr, "kvjit: cannot write to standard output%s%s\n", err ? ": " : "", err ? strerror(err) : "");
+  return rc == 0 ? EXIT_FAILURE : rc;
+}
+
+static int run(int argc, char **argv) {
   if (argc < 2) {
     print_usage(stderr);
     return EXIT_USAGE;
@@ -54,4 +77,9 @@ int main(int argc, char **argv) {
   if (strcmp(command, "info") == 0) return cmd_info(argc - 1, argv + 1);
   fprintf(stderr, "kvjit: unknown command '%s' (see 'kvjit --help')\n", command);
   return EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+  reopen_closed_stdio();
+  return finish_stdout(run(argc, argv));
 }

@@ -112,52 +112,33 @@ int check_no_operands(const char *cmd, int argc, char *const argv[]) {
   return 0;
 }
 
-/* Whole-string decimal integer in [min, max]. */
+/* Whole-string decimal integer in [min, max] (min >= 0): the library's parser, so a flag takes
+ * the grammar the environment does (kvjit_parse_uint()). */
 bool parse_int(const char *text, long min, long max, long *out) {
-  if (text[0] == '\0' || text[0] == '+' || text[0] == ' ') return false;
-  char *end = NULL;
-  errno = 0;
-  long value = strtol(text, &end, 10);
-  if (errno != 0 || *end != '\0' || value < min || value > max) return false;
-  *out = value;
-  return true;
-}
-
-/* "500M", "2G", "1048576", "64KiB": binary units (K = 1024), case-insensitive. */
-bool parse_size(const char *text, uint64_t *out) {
-  if (text[0] < '0' || text[0] > '9') return false;
-  char *end = NULL;
-  errno = 0;
-  unsigned long long value = strtoull(text, &end, 10);
-  if (errno != 0) return false;
-  unsigned shift = 0;
-  switch (*end) {
-  case 'k': case 'K': shift = 10; end++; break;
-  case 'm': case 'M': shift = 20; end++; break;
-  case 'g': case 'G': shift = 30; end++; break;
-  case 't': case 'T': shift = 40; end++; break;
-  default: break;
-  }
-  if (shift != 0 && (*end == 'i' || *end == 'I')) end++;
-  if (*end == 'b' || *end == 'B') end++;
-  if (*end != '\0') return false;
-  if (shift != 0 && value > (UINT64_MAX >> shift)) return false;
-  *out = (uint64_t)value << shift;
+  uint64_t value = 0;
+  if (min < 0 || kvjit_parse_uint(text, (uint64_t)min, (uint64_t)max, &value) != KVJIT_OK) return false;
+  *out = (long)value;
   return true;
 }
 
 /* Handles a cache option; false when @p c is not one. */
 bool cache_option(int c, cache_opts *opts) {
-  if (c == OPT_CACHE_DIR) opts->cache_dir = optarg;
+  /* An empty --cache-dir means unset, as an empty KVJIT_CACHE_DIR does (never "/"). */
+  if (c == OPT_CACHE_DIR) opts->cache_dir = optarg[0] != '\0' ? optarg : NULL;
   else if (c == OPT_CACHE_PATH) opts->cache_path = optarg;
   else return false;
   return true;
 }
 
 int open_context(const char *cmd, const cache_opts *opts, kvjit_context **out) {
+  return open_context_mode(cmd, opts, false, out);
+}
+
+int open_context_mode(const char *cmd, const cache_opts *opts, bool read_only, kvjit_context **out) {
   kvjit_context_options options = KVJIT_CONTEXT_OPTIONS_INIT;
   options.cache_dir = opts->cache_dir;
   options.cache_path = opts->cache_path;
+  options.read_only = read_only;
   kvjit_status status = kvjit_context_create(out, &options);
   if (status != KVJIT_OK) return library_error(cmd, "cannot create the context", status);
   return 0;

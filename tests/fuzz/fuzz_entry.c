@@ -3,8 +3,12 @@
  *  - parse never reads outside the buffer (the input is copied to an exact-size allocation so
  *    AddressSanitizer sees one byte past it) and, when it accepts, every field it hands out lies
  *    inside the buffer;
- *  - an entry encoded from fuzzed names and payload parses back to the same fields, and any single
- *    flipped byte of it is rejected (header and payload are both checksummed);
+ *  - an entry encoded from fuzzed names and payload parses back to the same fields (also header
+ *    first, as a listing reads it), and any single flipped byte of it is rejected (header and
+ *    payload are both checksummed);
+ *  - the payload check (src/payload.c: ELF section/symbol walk, PTX directives) runs over every
+ *    accepted entry's payload, fuzzed bytes included, without reading outside it (the seeds hold a
+ *    real sm_90 cubin and PTX, which it must accept).
  *  - an alias (payload kind 3) it accepts is well formed (one kernel, an index inside its bundle).
  */
 #include <stdint.h>
@@ -53,6 +57,8 @@ static void parse_raw(const uint8_t *data, size_t size) {
   for (int check_payload = 0; check_payload < 2; check_payload++) {
     if (kvjit_entry_parse(&v, buf, size, NULL, check_payload) == KVJIT_OK) {
       check_view(&v, buf, size);
+      kvjit_status payload_ok = kvjit_entry_check_payload(&v);
+      CHECK(payload_ok == KVJIT_OK || payload_ok == KVJIT_ERR_CORRUPT);
       /* With the key it claims, it must still parse; with another, never. */
       kvjit_key other = v.key;
       CHECK(kvjit_entry_parse(&v, buf, size, &other, check_payload) == KVJIT_OK);
@@ -124,6 +130,14 @@ static void round_trip(const uint8_t *data, size_t size) {
     CHECK(nl == strlen(names[i]) && memcmp(name, names[i], nl) == 0);
     CHECK(ll == strlen(lowered[i]) && memcmp(low, lowered[i], ll) == 0);
   }
+  /* Header first, as `cache ls` reads it: the same verdict, no payload handed out. */
+  uint32_t header = (uint32_t)enc[12] | (uint32_t)enc[13] << 8 | (uint32_t)enc[14] << 16 | (uint32_t)enc[15] << 24;
+  kvjit_entry_view hv;
+  CHECK(kvjit_entry_parse_header(&hv, enc, header, len, &m.key) == KVJIT_OK && hv.payload == (header == len ? enc + header : NULL));
+  CHECK(kvjit_entry_parse_header(&hv, enc, header - 1, len, &m.key) == KVJIT_ERR_CORRUPT);
+  /* The payload check never reads outside the payload; a real cubin or PTX of the seeds passes. */
+  kvjit_status payload_ok = kvjit_entry_check_payload(&v);
+  CHECK(payload_ok == KVJIT_OK || payload_ok == KVJIT_ERR_CORRUPT);
   /* One flipped bit anywhere: rejected with the payload check (a checksum collision aside). */
   size_t at = flip_at % len;
   enc[at] ^= 0x10;

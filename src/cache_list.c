@@ -1,0 +1,136 @@
+/*
+ * Listing (`kvjit cache ls`, `kvjit info`) and verifying (`kvjit cache verify`) a cache's entries.
+ * A listing reads each entry's header only, never a payload: a 1 GiB file named like an entry
+ * costs one lstat. Verifying applies every check the loader applies (trust, checksums, the key,
+ * the payload's kernels) and quarantines what fails in the writable dir.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache_internal.h"
+#include "safe_fs.h"
+#include "status.h"
+#include "target.h"
+
+int cache_is_entry_name(const char *name) {
+  kvjit_key k;
+  return strlen(name) == ENTRY_NAME_LEN && strcmp(name + 32, ENTRY_SUFFIX) == 0 && kvjit_key_parse_hex(&k, name) == 0;
+}
+
+/* The header's program and kernel names into the info's buffers. */
+static void describe(const kvjit_entry_view *view, kvjit_cache_entry_info *info, char *program, size_t program_cap,
+                     char *kernels, size_t kernels_cap) {
+  info->arch = kvjit_target_code(&view->target);
+  snprintf(program, program_cap, "%.*s", (int)(view->program_len < 255 ? view->program_len : 255), view->program);
+  size_t used = 0;
+  for (uint32_t i = 0; i < view->num_kernels && used + 2 < kernels_cap; i++) {
+    const char *n, *l;
+    size_t nl, ll;
+    kvjit_entry_kernel(view, i, &n, &nl, &l, &ll);
+    int w = snprintf(kernels + used, kernels_cap - used, "%s%.*s", i ? "," : "", (int)(nl < 1000 ? nl : 1000), n);
+    if (w < 0) break;
+    used += (size_t)w;
+  }
+}
+
+/* One entry file: its info, judged by the header (listing) or by every check (verifying). */
+static kvjit_status judge(kvjit_cache *c, const char *path, const kvjit_key *key, int verify, kvjit_cache_entry_info *info,
+                          char *program, size_t program_cap, char *kernels, size_t kernels_cap, char *why,
+                          size_t why_cap, struct stat *st, int *have_st, char bundle[33]) {
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  int r = cache_read_entry_file(path, verify, &buf, &len, st, have_st, why, why_cap);
+  if (*have_st) {
+    info->bytes = (uint64_t)st->st_size;
+    info->mtime = (int64_t)st->st_mtime;
+  }
+  if (r == 0) return KVJIT_ERR_NOT_FOUND; /* evicted meanwhile */
+  if (r == -2) {
+    snprintf(why, why_cap, "cannot be read: %s", strerror(errno));
+    return KVJIT_ERR_IO;
+  }
+  if (r == -1) return KVJIT_ERR_CORRUPT;
+  kvjit_entry_view view;
+  kvjit_status st_ = verify ? kvjit_entry_parse(&view, buf, len, key, 1)
+                            : kvjit_entry_parse_header(&view, buf, len, (uint64_t)st->st_size, key);
+  if (st_ == KVJIT_OK) describe(&view, info, program, program_cap, kernels, kernels_cap);
+  if (st_ == KVJIT_OK && view.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    /* An alias's 24-byte payload names its bundle: a listing reads that much of it too. */
+    if (view.payload == NULL) {
+      free(buf);
+      buf = NULL;
+      int r2 = cache_read_entry_file(path, 1, &buf, &len, st, have_st, why, why_cap);
+      if (r2 != 1) return r2 == 0 ? KVJIT_ERR_NOT_FOUND : r2 == -2 ? KVJIT_ERR_IO : KVJIT_ERR_CORRUPT;
+      st_ = kvjit_entry_parse(&view, buf, len, key, 0);
+    }
+    if (st_ == KVJIT_OK) {
+      kvjit_entry_alias alias;
+      kvjit_entry_alias_get(&view, &alias);
+      kvjit_key_hex(&alias.bundle, bundle);
+      info->bundle = bundle;
+    }
+  }
+  if (st_ == KVJIT_OK && verify) st_ = kvjit_entry_check_payload(&view);
+  if (st_ != KVJIT_OK) snprintf(why, why_cap, "%s", kvjit_last_error());
+  free(buf);
+  const char *untrusted = verify && st_ == KVJIT_OK ? cache_untrusted_reason(c, st) : NULL;
+  if (untrusted) {
+    snprintf(why, why_cap, "%s (the loader refuses it)", untrusted);
+    st_ = KVJIT_ERR_CORRUPT;
+  }
+  return st_ == KVJIT_OK ? KVJIT_OK : st_ == KVJIT_ERR_OUT_OF_MEMORY ? st_ : KVJIT_ERR_CORRUPT;
+}
+
+static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int verify, kvjit_cache_visit_fn visit,
+                              void *user, uint64_t *bad, int *stop) {
+  DIR *d = kvjit_open_dir(dir);
+  if (!d) return KVJIT_OK;
+  struct dirent *e;
+  while (!*stop && (e = readdir(d)) != NULL) {
+    if (!cache_is_entry_name(e->d_name)) continue;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+    kvjit_key key;
+    kvjit_key_parse_hex(&key, e->d_name);
+    char hex[33], program[256], kernels[1024], why[400], bundle[33];
+    kvjit_key_hex(&key, hex);
+    program[0] = kernels[0] = why[0] = '\0';
+    kvjit_cache_entry_info info;
+    memset(&info, 0, sizeof info);
+    info.path = path;
+    info.key = hex;
+    info.program = program;
+    info.kernels = kernels;
+    struct stat st;
+    int have_st = 0;
+    info.status = judge(c, path, &key, verify, &info, program, sizeof program, kernels, sizeof kernels, why, sizeof why,
+                        &st, &have_st, bundle);
+    if (info.status == KVJIT_ERR_NOT_FOUND) continue;
+    info.reason = why;
+    if (info.status != KVJIT_OK) {
+      if (bad) (*bad)++;
+      if (verify) {
+        atomic_fetch_add(&c->counters.bad_entries, 1);
+        if (writable && info.status == KVJIT_ERR_CORRUPT) cache_quarantine(c, dir, e->d_name, have_st ? &st : NULL);
+      }
+    }
+    if (visit && visit(&info, user)) *stop = 1;
+  }
+  closedir(d);
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_cache_visit(kvjit_cache *c, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
+                               void *user, uint64_t *bad) {
+  int stop = 0;
+  if (bad) *bad = 0;
+  if (include_read_dirs) {
+    for (size_t i = 0; i < c->num_read && !stop; i++) visit_dir(c, c->read_dirs[i], 0, verify, visit, user, bad, &stop);
+  }
+  if (c->write_dir && !stop) visit_dir(c, c->write_dir, kvjit_cache_writable(c), verify, visit, user, bad, &stop);
+  return KVJIT_OK;
+}
