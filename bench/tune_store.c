@@ -15,7 +15,7 @@
  * default) is the kernel's preferred shared-memory carveout in percent, which bounds how many
  * blocks an SM holds (the driver reserves 1 KiB of shared memory per block); pdl (optional, default
  * 1) 0 builds and launches the plan without PDL. A label starting with "alt" compiles
- * the --alt-template file in place of the embedded kernel template (same generated #defines), so
+ * the --alt-template file in place of the embedded kernel template (same template arguments), so
  * that two kernel versions are compared in one run on one machine: machines differ by a few
  * percent per decode-sized cell, more than most effects being tuned.
  *
@@ -33,6 +33,7 @@
 #include "bench_util.h"
 #include "store_kv_plan.h"
 #include "driver.h"
+#include "embedded.h"
 #include "gpu_driver.h"
 #include "jit.h"
 #include "kvjit.h"
@@ -163,26 +164,14 @@ static void set_row(tuner *t, int64_t row) {
   t->perm_row = row;
 }
 
-/* The plan's source, with the alternative template's body when the label asks for it. */
-static char *plan_source(const tuner *t, const config *c, const kvjit_store_kv_plan *plan) {
-  char *src = kvjit_store_kv_source(plan);
-  if (!src || strncmp(c->label, "alt", 3) != 0) return src;
+/* The template, or the alternative one (same template signature) when the label asks for it. */
+static const char *plan_source(const tuner *t, const config *c) {
+  if (strncmp(c->label, "alt", 3) != 0) return kvjit_src_store_kv_cache;
   if (!t->alt_template) {
     fprintf(stderr, "tune_store: %s: no --alt-template given\n", c->label);
     exit(2);
   }
-  char *body = strstr(src, "\n// kvjit store_kv_cache:");
-  if (!body) {
-    fprintf(stderr, "tune_store: the generated source has no template marker\n");
-    exit(2);
-  }
-  body[1] = '\0';
-  char *out = malloc(strlen(src) + strlen(t->alt_template) + 1);
-  if (!out) exit(2);
-  strcpy(out, src);
-  strcat(out, t->alt_template);
-  free(src);
-  return out;
+  return t->alt_template;
 }
 
 static void run_config(tuner *t, const config *c) {
@@ -197,19 +186,21 @@ static void run_config(tuner *t, const config *c) {
   if (c->evict >= 0) plan.evict_first = c->evict;
   const int block = c->block ? c->block : plan.block;
   if (block > plan.block) plan.block = block; /* the kernel's launch bound */
-  char *src = plan_source(t, c, &plan);
-  kvjit_program_desc desc;
-  kvjit_store_kv_desc(&plan, src, &desc);
+  kvjit_op_program program;
+  if (kvjit_store_kv_program(&plan, &program) != KVJIT_OK) {
+    printf("%-24s program: %s\n", c->label, kvjit_last_error());
+    return;
+  }
+  kvjit_program_desc desc = program.desc;
+  desc.source = plan_source(t, c);
   desc.name = "tune_store.cu";
   kvjit_program *prog = NULL;
   kvjit_kernel *kernel;
   if (kvjit_program_get(t->ctx, &prog, NULL, &desc) != KVJIT_OK ||
       kvjit_program_kernel(prog, &kernel, NULL, 0) != KVJIT_OK) {
     printf("%-24s compile: %s\n%s\n", c->label, kvjit_last_error(), prog ? kvjit_program_log(prog) : "");
-    free(src);
     return;
   }
-  free(src);
 
   /* Registers per thread and resident blocks per SM: what makes grids of several waves. The
    * kernel is shared with other lines of the same plan: the carveout is put back at the end. */

@@ -439,7 +439,8 @@ KVJIT_API const char *kvjit_program_key(const kvjit_program *program);
 KVJIT_API int kvjit_program_arch(const kvjit_program *program);
 /**
  * The program's binary: a cubin, or NUL-terminated PTX when kvjit_program_arch() has
- * KVJIT_TARGET_PTX. Owned by the context.
+ * KVJIT_TARGET_PTX. Owned by the context. For a program found through an alias of a prewarm
+ * bundle (cache/FORMAT.md), the bundle's cubin, which holds its kernels among others.
  */
 KVJIT_API kvjit_status kvjit_program_binary(const kvjit_program *program, const void **data, size_t *bytes);
 /** Number of kernels of a built program (0 for a failed one). */
@@ -657,7 +658,8 @@ KVJIT_API kvjit_status kvjit_variant_format(const kvjit_variant *variant, char *
 
 /**
  * Compile (no driver needed; arch 0 = the current device) into the disk cache every kernel the
- * variant may use, one per distinct plan of its batch classes.
+ * variant may use, one per distinct plan of its batch classes (as one program when there are
+ * several: see kvjit_variants_prewarm()).
  * @param compiled, cached optional: how many kernels were compiled now / were already cached.
  */
 KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *variant, unsigned *compiled,
@@ -676,6 +678,36 @@ KVJIT_API kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_vari
 /** kvjit_variant_parse() then kvjit_variant_prewarm(): one manifest line of any op. */
 KVJIT_API kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled,
                                           unsigned *cached);
+
+/** Most kernels one program of a prewarm holds (kvjit_variants_prewarm()). */
+#define KVJIT_PREWARM_GROUP_MAX 32
+
+/** What kvjit_variants_prewarm() did for one variant. */
+typedef struct kvjit_prewarm_result {
+  kvjit_status status; /**< KVJIT_OK, or why the variant (or one of its kernels) failed */
+  unsigned compiled;   /**< its kernels compiled by this call */
+  unsigned cached;     /**< its kernels found in the cache (or compiled for a variant before it) */
+  char error[256];     /**< the failure's message, "" when none */
+} kvjit_prewarm_result;
+
+/**
+ * Prewarm many variants (of any ops and archs) at once: what kvjit_variant_prewarm() does for each,
+ * with NVRTC's fixed cost paid once per program instead of once per kernel. The distinct kernels
+ * of one op and arch are compiled together, at most KVJIT_PREWARM_GROUP_MAX to a program (a
+ * bundle); each kernel is still found alone by a later lookup (cache/FORMAT.md: aliases), and a
+ * lookup that misses still compiles only its own kernel.
+ *
+ * For a pool of threads, the kernels are cut into @p parts shares of about equal compile time (by
+ * each op's estimate of its kernels' cost) and this
+ * call builds share @p part only: @p parts threads calling it with part = 0 .. parts - 1 build
+ * every kernel once (one bundle per share and op at least, so parts beyond the cores only cost).
+ * @param results @p count entries: what this share did for each variant; a variant's totals are
+ *        the sums over the shares, its status the first failure.
+ * @return KVJIT_OK when every variant's kernels of this share built, else the first failure (each
+ *         variant's own in its result).
+ */
+KVJIT_API kvjit_status kvjit_variants_prewarm(kvjit_context *ctx, const kvjit_variant *variants, size_t count,
+                                              unsigned part, unsigned parts, kvjit_prewarm_result *results);
 
 #define KVJIT_OP_STATS_VERSION 1
 
@@ -948,11 +980,17 @@ typedef struct kvjit_cache_entry_info {
   int arch;               /**< target (kvjit_target_name() spells it: sm_90, sm_90a, compute_90) */
   uint64_t bytes;         /**< file size */
   int64_t mtime;          /**< last use (seconds since the epoch) */
-  kvjit_status status;    /**< KVJIT_OK, KVJIT_ERR_CORRUPT or KVJIT_ERR_IO (unreadable) */
+  /** KVJIT_OK, KVJIT_ERR_CORRUPT or KVJIT_ERR_IO (unreadable); with verify also
+   *  KVJIT_ERR_NOT_FOUND for an alias whose bundle is gone or does not hold its kernel (a lookup of
+   *  it misses and compiles its kernel alone) */
+  kvjit_status status;
   const char *reason;     /**< why it is bad ("" when good), e.g. "payload checksum mismatch" */
   const char *op;         /**< the op that asked for it ("store_kv_cache"), "" for the generic loader */
   const char *variant;    /**< the op's variant as its manifest line, "" when none */
   const char *compiler;   /**< what compiled it, e.g. "NVRTC 13.0" */
+  /** An alias (a kernel prewarm compiled as part of a bundle, one program of many kernels): the
+   *  bundle entry's key, 32 hex digits; NULL for an entry with a binary of its own. */
+  const char *bundle;
 } kvjit_cache_entry_info;
 
 /** Called once per entry; return non-zero to stop. */
@@ -960,10 +998,12 @@ typedef int (*kvjit_cache_visit_fn)(const kvjit_cache_entry_info *entry, void *u
 
 /**
  * Visit each entry of the writable cache dir (and, when @p include_read_dirs, the read-only ones).
- * Without @p verify only headers are read (a listing never reads a payload). With @p verify, every
- * check the loader makes is made (owner and mode, checksums, the key, that the payload is a binary
- * of its arch defining each kernel) and a bad entry of the writable dir is quarantined.
- * @param bad optional; receives the number of bad entries found.
+ * Without @p verify only headers are read (a listing never reads a payload, an alias's 24 bytes
+ * aside). With @p verify, every check the loader makes is made (owner and mode, checksums, the key,
+ * that the payload is a binary of its arch defining each kernel) and a bad entry of the writable
+ * dir is quarantined; then each alias's bundle is read and checked to hold its kernel (an orphan
+ * is reported, not moved).
+ * @param bad optional; receives the number of bad entries found (orphaned aliases not counted).
  */
 KVJIT_API kvjit_status kvjit_cache_list(kvjit_context *ctx, int include_read_dirs, int verify,
                                         kvjit_cache_visit_fn visit, void *user, uint64_t *bad);

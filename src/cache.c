@@ -509,13 +509,26 @@ static void entry_name(const kvjit_key *key, char name[64]) {
 }
 
 kvjit_status kvjit_cache_read_local(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+  size_t cursor = 0;
+  return kvjit_cache_read_from(c, key, &cursor, data, view);
+}
+
+kvjit_status kvjit_cache_read_from(kvjit_cache *c, const kvjit_key *key, size_t *cursor, uint8_t **data,
+                                   kvjit_entry_view *view) {
   char name[64];
   entry_name(key, name);
-  for (size_t i = 0; i < c->num_read; i++) {
-    if (try_dir(c, c->read_dirs[i], 0, name, key, data, view, NULL) == 1) return KVJIT_OK;
+  /* Dirs 0 .. num_read - 1 are the read-only ones, num_read the writable one. */
+  for (; *cursor < c->num_read; ++*cursor) {
+    if (try_dir(c, c->read_dirs[*cursor], 0, name, key, data, view, NULL) == 1) {
+      ++*cursor;
+      return KVJIT_OK;
+    }
   }
-  if (c->write_dir && try_dir(c, c->write_dir, kvjit_cache_writable(c), name, key, data, view, NULL) == 1) {
-    return KVJIT_OK;
+  if (*cursor == c->num_read) {
+    ++*cursor;
+    if (c->write_dir && try_dir(c, c->write_dir, kvjit_cache_writable(c), name, key, data, view, NULL) == 1) {
+      return KVJIT_OK;
+    }
   }
   return KVJIT_ERR_NOT_FOUND;
 }

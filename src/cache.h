@@ -65,6 +65,13 @@ kvjit_status kvjit_cache_read_local(kvjit_cache *cache, const kvjit_key *key, ui
  *  -1 not locally and no remote could say (down or backing off). Nothing is fetched. */
 int kvjit_cache_find(kvjit_cache *cache, const kvjit_key *key);
 
+/** The remote tier's part of kvjit_cache_read(): fetch @p key and check it like a disk entry;
+ *  kept in the writable dir when good. KVJIT_ERR_NOT_FOUND without a remote or an entry. */
+kvjit_status kvjit_cache_fetch(kvjit_cache *cache, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view);
+
+/** Whether the remote tier has @p key (HEAD): 1, 0, or -1 when no remote could say; 0 without one. */
+int kvjit_cache_remote_has(kvjit_cache *cache, const kvjit_key *key);
+
 /** PUT a fresh entry to the remote tier when it takes writes (best effort, counted). */
 void kvjit_cache_push(kvjit_cache *cache, const kvjit_key *key, const uint8_t *data, size_t len);
 
@@ -77,6 +84,14 @@ int kvjit_cache_remote_writable(const kvjit_cache *cache);
 /** The remote tier's counters (all zero without one) and URLs ("" without one). */
 const kvjit_remote_counters *kvjit_cache_remote_counters(const kvjit_cache *cache);
 const char *kvjit_cache_remote_urls(const kvjit_cache *cache);
+
+/**
+ * kvjit_cache_read_local() from dir @p *cursor on (0: the first). On success *cursor is past the dir the
+ * entry came from, so that a caller that cannot use it (an alias whose bundle is gone) can look in
+ * the dirs after it.
+ */
+kvjit_status kvjit_cache_read_from(kvjit_cache *cache, const kvjit_key *key, size_t *cursor, uint8_t **data,
+                                   kvjit_entry_view *view);
 
 /** A held per-key compile lock. */
 typedef struct kvjit_cache_lock {

@@ -23,7 +23,7 @@ int cache_is_entry_name(const char *name) {
 
 /* The texts an info points to, for one entry. */
 typedef struct entry_text {
-  char program[256], kernels[1024], op[64], variant[640], compiler[64], why[400];
+  char program[256], kernels[1024], op[64], variant[640], compiler[64], why[400], bundle[33];
 } entry_text;
 
 /* Header text as printable: control bytes (a hostile entry's) become '?'. */
@@ -75,6 +75,22 @@ static kvjit_status judge(kvjit_cache *c, const char *path, const kvjit_key *key
   kvjit_status st_ = verify ? kvjit_entry_parse(&view, buf, len, key, 1)
                             : kvjit_entry_parse_header(&view, buf, len, (uint64_t)st->st_size, key);
   if (st_ == KVJIT_OK) describe(&view, info, t);
+  if (st_ == KVJIT_OK && view.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    /* An alias's 24-byte payload names its bundle: a listing reads that much of it too. */
+    if (view.payload == NULL) {
+      free(buf);
+      buf = NULL;
+      int r2 = cache_read_entry_file(path, 1, &buf, &len, st, have_st, why, why_cap);
+      if (r2 != 1) return r2 == 0 ? KVJIT_ERR_NOT_FOUND : r2 == -2 ? KVJIT_ERR_IO : KVJIT_ERR_CORRUPT;
+      st_ = kvjit_entry_parse(&view, buf, len, key, 0);
+    }
+    if (st_ == KVJIT_OK) {
+      kvjit_entry_alias alias;
+      kvjit_entry_alias_get(&view, &alias);
+      kvjit_key_hex(&alias.bundle, t->bundle);
+      info->bundle = t->bundle;
+    }
+  }
   if (st_ == KVJIT_OK && verify) st_ = kvjit_entry_check_payload(&view);
   if (st_ != KVJIT_OK) snprintf(why, why_cap, "%s", kvjit_last_error());
   free(buf);
@@ -100,7 +116,7 @@ static kvjit_status visit_dir(kvjit_cache *c, const char *dir, int writable, int
     char hex[33];
     kvjit_key_hex(&key, hex);
     entry_text t;
-    t.program[0] = t.kernels[0] = t.op[0] = t.variant[0] = t.compiler[0] = t.why[0] = '\0';
+    t.program[0] = t.kernels[0] = t.op[0] = t.variant[0] = t.compiler[0] = t.why[0] = t.bundle[0] = '\0';
     kvjit_cache_entry_info info;
     memset(&info, 0, sizeof info);
     info.path = path;

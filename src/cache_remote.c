@@ -33,8 +33,8 @@ const kvjit_remote_counters *kvjit_cache_remote_counters(const kvjit_cache *c) {
 
 const char *kvjit_cache_remote_urls(const kvjit_cache *c) { return kvjit_remote_urls(c->remote); }
 
-/* Fetch @p key from the remote tier and check it as a disk read would. */
-static kvjit_status fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+kvjit_status kvjit_cache_fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+  if (c->remote == NULL) return KVJIT_ERR_NOT_FOUND;
   uint8_t *buf = NULL;
   size_t len = 0, from = 0;
   if (!kvjit_remote_get(c->remote, key, &buf, &len, &from)) return KVJIT_ERR_NOT_FOUND;
@@ -54,8 +54,7 @@ static kvjit_status fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, 
 
 kvjit_status kvjit_cache_read(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
   if (kvjit_cache_read_local(c, key, data, view) == KVJIT_OK) return KVJIT_OK;
-  if (c->remote == NULL) return KVJIT_ERR_NOT_FOUND;
-  return fetch(c, key, data, view);
+  return kvjit_cache_fetch(c, key, data, view);
 }
 
 int kvjit_cache_find(kvjit_cache *c, const kvjit_key *key) {
@@ -78,4 +77,8 @@ void kvjit_cache_push_if_absent(kvjit_cache *c, const kvjit_key *key, const uint
   if (!kvjit_remote_writable(c->remote)) return;
   /* Only when the remote says it lacks the entry: an unreachable remote is not written blind. */
   if (kvjit_remote_has(c->remote, key) == 0) kvjit_remote_put(c->remote, key, data, len);
+}
+
+int kvjit_cache_remote_has(kvjit_cache *c, const kvjit_key *key) {
+  return c->remote ? kvjit_remote_has(c->remote, key) : 0;
 }

@@ -159,7 +159,11 @@ kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data
   v.payload_len = rd64(data + 64);
   uint64_t checksum = rd64(data + 72);
   v.created = (int64_t)rd64(data + 80);
-  if (v.target.kind != KVJIT_PAYLOAD_CUBIN && v.target.kind != KVJIT_PAYLOAD_PTX) return corrupt("unknown payload kind");
+  if (v.target.kind != KVJIT_PAYLOAD_CUBIN && v.target.kind != KVJIT_PAYLOAD_PTX && v.target.kind != KVJIT_PAYLOAD_ALIAS) {
+    return corrupt("unknown payload kind");
+  }
+  const int alias = v.target.kind == KVJIT_PAYLOAD_ALIAS;
+  if (alias && (v.num_kernels != 1 || v.payload_len != KVJIT_ENTRY_ALIAS_BYTES)) return corrupt("malformed alias");
   if (v.target.suffix != 0 && v.target.suffix != 'a' && v.target.suffix != 'f') return corrupt("unknown target suffix");
   if (rd16(data + 58) != 0) return corrupt("reserved bytes are not zero");
   if (v.target.arch <= 0 || v.target.arch > 9999) return corrupt("arch out of range");
@@ -174,8 +178,11 @@ kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data
     return corrupt("truncated header strings");
   }
   v.kernel_table = p;
+  /* An alias stands for a cubin: its key is that cubin's. */
+  kvjit_key_target keyed = v.target;
+  if (alias) keyed.kind = KVJIT_PAYLOAD_CUBIN;
   kvjit_key_builder kb;
-  kvjit_key_begin(&kb, &v.target, v.num_kernels);
+  kvjit_key_begin(&kb, &keyed, v.num_kernels);
   for (uint32_t i = 0; i < v.num_kernels; i++) {
     const char *name, *lowered;
     size_t name_len, lowered_len;
@@ -209,8 +216,29 @@ kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_
   if (check_payload && XXH3_64bits(v.payload, (size_t)v.payload_len) != v.payload_checksum) {
     return corrupt("payload checksum mismatch");
   }
+  if (v.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    kvjit_entry_alias a;
+    kvjit_entry_alias_get(&v, &a);
+    if (a.count == 0 || a.count > KVJIT_ENTRY_MAX_KERNELS || a.index >= a.count) return corrupt("malformed alias");
+    if (kvjit_key_equal(&a.bundle, &v.key)) return corrupt("alias of itself");
+  }
   *out = v;
   return KVJIT_OK;
+}
+
+void kvjit_entry_alias_encode(uint8_t out[KVJIT_ENTRY_ALIAS_BYTES], const kvjit_entry_alias *alias) {
+  wr64(out, alias->bundle.high);
+  wr64(out + 8, alias->bundle.low);
+  wr32(out + 16, alias->index);
+  wr32(out + 20, alias->count);
+}
+
+void kvjit_entry_alias_get(const kvjit_entry_view *view, kvjit_entry_alias *out) {
+  const uint8_t *p = view->payload;
+  out->bundle.high = rd64(p);
+  out->bundle.low = rd64(p + 8);
+  out->index = rd32(p + 16);
+  out->count = rd32(p + 20);
 }
 
 void kvjit_entry_kernel(const kvjit_entry_view *view, uint32_t index, const char **name, size_t *name_len,

@@ -64,7 +64,7 @@ kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t 
 /**
  * Check and parse a whole file's bytes: magic, version, header checksum, exact size, a key that
  * the header's own fields derive, the expected key (when @p expect is not NULL) and, when
- * @p check_payload, the payload checksum.
+ * @p check_payload, the payload checksum. An alias must have one kernel and a well-formed payload.
  * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
  */
 kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_t len, const kvjit_key *expect,
@@ -89,6 +89,27 @@ kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data
  * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
  */
 kvjit_status kvjit_entry_check_payload(const kvjit_entry_view *view);
+
+/*
+ * An alias (payload kind KVJIT_PAYLOAD_ALIAS): the entry of a one-kernel program that was compiled
+ * as part of a bundle (a program of many kernels of the same source, options and target; its own
+ * ordinary entry under its own key). The alias is an ordinary entry under the one-kernel
+ * program's key, which its header derives as for a cubin (kind 1): its kernel, lowered name and
+ * content digest are the program's own. Its payload names the bundle and the kernel's place in it.
+ */
+#define KVJIT_ENTRY_ALIAS_BYTES 24u
+
+typedef struct kvjit_entry_alias {
+  kvjit_key bundle; /* the bundle entry's key */
+  uint32_t index;   /* the kernel's index among the bundle's kernels */
+  uint32_t count;   /* the bundle's kernel count */
+} kvjit_entry_alias;
+
+/** The payload of an alias (KVJIT_ENTRY_ALIAS_BYTES bytes). */
+void kvjit_entry_alias_encode(uint8_t out[KVJIT_ENTRY_ALIAS_BYTES], const kvjit_entry_alias *alias);
+
+/** The alias of a parsed entry of kind KVJIT_PAYLOAD_ALIAS (kvjit_entry_parse() checked its form). */
+void kvjit_entry_alias_get(const kvjit_entry_view *view, kvjit_entry_alias *out);
 
 /** Kernel @p index of a parsed entry (index < view->num_kernels). */
 void kvjit_entry_kernel(const kvjit_entry_view *view, uint32_t index, const char **name, size_t *name_len,

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bundle.h"
 #include "cache.h"
 #include "compile.h"
 #include "config.h"
@@ -99,14 +100,15 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
 }
 
 static void program_free(kvjit_program *p, const kvjit_driver *drv) {
-  if (p->library && drv) drv->cuLibraryUnload(p->library);
+  /* An alias's library and kernels are its bundle's. */
+  if (p->library && drv && p->bundle == NULL) drv->cuLibraryUnload(p->library);
   for (size_t i = 0; i < p->num_kernels; i++) {
     if (p->names) free(p->names[i]);
     if (p->lowered) free(p->lowered[i]);
   }
   free(p->names);
   free(p->lowered);
-  free(atomic_load(&p->kernels));
+  if (p->bundle == NULL) free(atomic_load(&p->kernels));
   free(p->payload);
   free(p->retired);
   if (p->retired_lowered) {
@@ -294,6 +296,7 @@ static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_targ
   }
   p->key = *key;
   kvjit_key_hex(key, p->key_hex);
+  p->content = req->content;
   p->target = *target;
   p->arch = kvjit_target_code(target);
   p->state = PROGRAM_BUILDING;
@@ -304,9 +307,10 @@ static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_targ
 /* Write a payload to the disk cache. KVJIT_ERR_IO (reason in the last error) when it is not on
  * disk afterwards: a runtime lookup carries on memory-only, a prewarm reports the failure. A
  * compile kept in memory on purpose (after a state-leaking one) is KVJIT_OK: it is counted. */
-static kvjit_status publish(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                    const kvjit_key_target *target, const kvjit_key *key, const uint8_t *payload, size_t payload_len,
-                    const char *const *lowered, int publishable) {
+static kvjit_status publish(kvjit_context *ctx, const kvjit_program_label *label, const kvjit_key_target *target,
+                            const kvjit_key *key, const kvjit_key *content, const char *program, size_t num_kernels,
+                            const char *const *kernels, const uint8_t *payload, size_t payload_len,
+                            const char *const *lowered, int publishable) {
   if (!publishable) {
     /* NVRTC compiled this after a state-leaking option in this process: it may differ from what
      * a fresh process makes, so it stays in this process (issue 19; README "For kernel authors"). */
@@ -323,15 +327,15 @@ static kvjit_status publish(kvjit_context *ctx, const kvjit_request *req, const 
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
   kvjit_entry_meta meta = {.key = *key,
-                           .content = req->content,
+                           .content = *content,
                            .target = *target,
                            .created = (int64_t)time(NULL),
-                           .program = req->desc->name,
+                           .program = program,
                            .op = label && label->op ? label->op : "",
                            .variant = label && label->variant ? label->variant : "",
                            .compiler = compiler,
-                           .num_kernels = req->desc->num_kernels,
-                           .kernels = (const char *const *)req->kernels,
+                           .num_kernels = num_kernels,
+                           .kernels = kernels,
                            .lowered = lowered};
   uint8_t *buf = NULL;
   size_t len = 0;
@@ -344,32 +348,56 @@ static kvjit_status publish(kvjit_context *ctx, const kvjit_request *req, const 
   return st;
 }
 
-/* NVRTC, counted and logged; the result is published when it may be. */
-static kvjit_status compile_now(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                                const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled,
-                                kvjit_status *published) {
-  *published = KVJIT_OK;
-  kvjit_request_input input;
-  kvjit_status st = kvjit_request_input_make(req, &input);
-  if (st != KVJIT_OK) {
-    memset(compiled, 0, sizeof *compiled);
-    return st;
+static kvjit_status bundle_program(kvjit_context *ctx, const kvjit_entry_view *alias, const kvjit_entry_alias *a,
+                                   kvjit_program **out);
+
+/*
+ * Read @p key's entry, dir by dir: an entry of its own, or an alias whose bundle holds its kernel.
+ * With @p bundle, an alias's bundle becomes a program of the table (read once per context) and
+ * *bundle points at it; without, the bundle's entry is only checked. An alias that fails is passed
+ * over (a dir after it may have the kernel's own entry) and, found nowhere, is a miss.
+ */
+/* An alias read from the cache: usable when its bundle is (and, with @p bundle, loaded). */
+static int alias_usable(kvjit_context *ctx, const kvjit_key *key, const kvjit_entry_view *view, kvjit_program **bundle) {
+  kvjit_entry_alias a;
+  kvjit_entry_alias_get(view, &a);
+  if (bundle ? bundle_program(ctx, view, &a, bundle) == KVJIT_OK : kvjit_bundle_entry_usable(ctx->cache, view, &a)) {
+    return 1;
   }
-  st = kvjit_nvrtc_compile(compiled, &input.in, target);
-  kvjit_request_input_free(&input);
-  char name[32];
-  kvjit_target_name(kvjit_target_code(target), name, sizeof name);
-  if (st == KVJIT_OK) {
-    atomic_fetch_add(&ctx->compiles, 1);
-    atomic_fetch_add(&ctx->compile_ns, compiled->ns);
-    if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
-    *published = publish(ctx, req, label, target, key, compiled->payload, compiled->payload_len,
-                         (const char *const *)compiled->lowered, compiled->publishable);
-  } else if (st != KVJIT_ERR_NO_NVRTC) {
-    atomic_fetch_add(&ctx->compile_failures, 1);
-    if (ctx->log == 1) kvjit_log_line("compile of %s for %s failed: %s", req->desc->name, name, kvjit_last_error());
+  if (ctx->log == 1) {
+    char hex[33], bhex[33];
+    kvjit_key_hex(key, hex);
+    kvjit_key_hex(&a.bundle, bhex);
+    kvjit_log_line("alias %s: bundle %s is gone or does not hold its kernel: a miss", hex, bhex);
   }
-  return st;
+  return 0;
+}
+
+/* The local dirs in order, then (@p remote) the remote tier: the first entry that is usable. */
+static kvjit_status read_resolved(kvjit_context *ctx, const kvjit_key *key, uint8_t **file, kvjit_entry_view *view,
+                                  kvjit_program **bundle, int remote) {
+  if (bundle) *bundle = NULL;
+  size_t cursor = 0;
+  while (kvjit_cache_read_from(ctx->cache, key, &cursor, file, view) == KVJIT_OK) {
+    if (view->target.kind != KVJIT_PAYLOAD_ALIAS || alias_usable(ctx, key, view, bundle)) return KVJIT_OK;
+    free(*file);
+    *file = NULL;
+  }
+  /* An alias fetched from the remote fetches its bundle the same way (kvjit_cache_read()). */
+  if (remote && kvjit_cache_fetch(ctx->cache, key, file, view) == KVJIT_OK) {
+    if (view->target.kind != KVJIT_PAYLOAD_ALIAS || alias_usable(ctx, key, view, bundle)) return KVJIT_OK;
+    free(*file);
+    *file = NULL;
+  }
+  return KVJIT_ERR_NOT_FOUND;
+}
+
+int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key) {
+  uint8_t *file = NULL;
+  kvjit_entry_view view;
+  if (read_resolved(ctx, key, &file, &view, NULL, 1) != KVJIT_OK) return 0;
+  free(file);
+  return 1;
 }
 
 /* A miss in every cache, under KVJIT_COMPILE=warn or never: one line naming it (warn), or
@@ -392,27 +420,66 @@ static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, c
   return KVJIT_OK;
 }
 
-/* Get the payload for key: disk, or compile (under the cross-process lock) and publish. */
+/* NVRTC, counted and logged; the result is published when it may be. */
+kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                                   const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled,
+                                   kvjit_status *published) {
+  *published = KVJIT_OK;
+  if (ctx->compile_mode != KVJIT_COMPILE_ALWAYS) {
+    kvjit_status refused = miss_allowed(ctx, req, label, target, key);
+    if (refused != KVJIT_OK) {
+      memset(compiled, 0, sizeof *compiled);
+      return refused;
+    }
+  }
+  kvjit_request_input input;
+  kvjit_status st = kvjit_request_input_make(req, &input);
+  if (st != KVJIT_OK) {
+    memset(compiled, 0, sizeof *compiled);
+    return st;
+  }
+  st = kvjit_nvrtc_compile(compiled, &input.in, target);
+  kvjit_request_input_free(&input);
+  char name[32];
+  kvjit_target_name(kvjit_target_code(target), name, sizeof name);
+  if (st == KVJIT_OK) {
+    atomic_fetch_add(&ctx->compiles, 1);
+    atomic_fetch_add(&ctx->compile_ns, compiled->ns);
+    if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
+    *published = publish(ctx, label, target, key, &req->content, req->desc->name, req->desc->num_kernels,
+                         (const char *const *)req->kernels, compiled->payload, compiled->payload_len,
+                         (const char *const *)compiled->lowered, compiled->publishable);
+  } else if (st != KVJIT_ERR_NO_NVRTC) {
+    atomic_fetch_add(&ctx->compile_failures, 1);
+    if (ctx->log == 1) kvjit_log_line("compile of %s for %s failed: %s", req->desc->name, name, kvjit_last_error());
+  }
+  return st;
+}
+
+/*
+ * Get the payload for key: disk, or compile (under the cross-process lock) and publish. With
+ * @p bundle (a build that will be loaded), an alias on disk gives its bundle's program there and
+ * no payload; without, an alias counts as found once its bundle is checked.
+ */
 static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key, uint8_t **file,
                                    kvjit_entry_view *view, kvjit_compiled *compiled, kvjit_origin *origin,
-                                   kvjit_status *published) {
+                                   kvjit_status *published, kvjit_program **bundle) {
   memset(compiled, 0, sizeof *compiled);
   *published = KVJIT_OK;
-  if (kvjit_cache_read(ctx->cache, key, file, view) == KVJIT_OK) {
+  if (read_resolved(ctx, key, file, view, bundle, 1) == KVJIT_OK) {
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
   kvjit_cache_lock lock;
   int locked = kvjit_cache_lock_key(ctx->cache, key, &lock);
   /* Whoever held the lock may have published it meanwhile (the remote was asked just before). */
-  if (kvjit_cache_read_local(ctx->cache, key, file, view) == KVJIT_OK) {
+  if (read_resolved(ctx, key, file, view, bundle, 0) == KVJIT_OK) {
     if (locked) kvjit_cache_unlock_key(&lock);
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  kvjit_status st = ctx->compile_mode == KVJIT_COMPILE_ALWAYS ? KVJIT_OK : miss_allowed(ctx, req, label, target, key);
-  if (st == KVJIT_OK) st = compile_now(ctx, req, label, target, key, compiled, published);
+  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
   *origin = KVJIT_FROM_COMPILE;
   return st;
@@ -434,10 +501,11 @@ static kvjit_status build_program(kvjit_context *ctx, kvjit_program *p, const kv
   kvjit_entry_view view;
   kvjit_compiled compiled;
   const size_t n = req->desc->num_kernels;
+  kvjit_program *bundle = NULL;
   kvjit_status st, published;
   int retried = 0;
 again:
-  st = obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, origin, &published);
+  st = obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, origin, &published, &bundle);
   if (compiled.log) {
     const char *note = ptx_fallback ? "kvjit: the device is newer than NVRTC knows; built PTX for the newest arch "
                                       "NVRTC supports, finished by the driver\n"
@@ -483,7 +551,14 @@ again:
       goto done;
     }
   }
-  if (*origin == KVJIT_FROM_DISK) {
+  if (bundle != NULL) {
+    /* An alias: the code is the bundle's (loaded with it, kvjit_program_load()). */
+    p->bundle = bundle;
+    kvjit_entry_alias a;
+    kvjit_entry_alias_get(&view, &a);
+    p->bundle_index = a.index;
+    p->from_disk = 1;
+  } else if (*origin == KVJIT_FROM_DISK) {
     /* Kept in memory: kvjit_program_binary() hands it out and a load needs it. */
     if ((p->payload = malloc(view.payload_len + 1)) == NULL) {
       st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
@@ -554,6 +629,104 @@ kvjit_status kvjit_program_acquire(kvjit_context *ctx, const kvjit_request *req,
   return st;
 }
 
+/* A bundle's program from its entry on disk (no request: the entry says everything). */
+static kvjit_status bundle_from_disk(kvjit_context *ctx, kvjit_program *b) {
+  uint8_t *file = NULL;
+  kvjit_entry_view view;
+  if (kvjit_cache_read(ctx->cache, &b->key, &file, &view) != KVJIT_OK) {
+    return kvjit_fail(KVJIT_ERR_NOT_FOUND, "bundle %s: no entry", b->key_hex);
+  }
+  kvjit_status st = KVJIT_OK;
+  const size_t n = view.num_kernels;
+  if (view.target.kind != KVJIT_PAYLOAD_CUBIN) {
+    st = kvjit_fail(KVJIT_ERR_CORRUPT, "bundle %s: not a cubin", b->key_hex);
+    goto done;
+  }
+  b->target = view.target;
+  b->arch = kvjit_target_code(&view.target);
+  b->content = view.content;
+  b->names = calloc(n, sizeof *b->names);
+  b->lowered = calloc(n, sizeof *b->lowered);
+  b->payload = malloc(view.payload_len + 1);
+  b->name = dup_n(view.program, view.program_len);
+  if (!b->names || !b->lowered || !b->payload || !b->name) {
+    st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+    goto done;
+  }
+  b->num_kernels = n;
+  for (size_t i = 0; i < n && st == KVJIT_OK; i++) {
+    const char *name, *lowered;
+    size_t name_len, lowered_len;
+    kvjit_entry_kernel(&view, (uint32_t)i, &name, &name_len, &lowered, &lowered_len);
+    b->names[i] = dup_n(name, name_len);
+    b->lowered[i] = dup_n(lowered, lowered_len);
+    if (!b->names[i] || !b->lowered[i]) st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program: out of memory");
+  }
+  memcpy(b->payload, view.payload, view.payload_len);
+  b->payload[view.payload_len] = 0;
+  b->payload_len = view.payload_len;
+  b->from_disk = 1;
+done:
+  free(file);
+  return st;
+}
+
+/*
+ * The program of an alias's bundle: the table's, or read from disk into the table (once per
+ * context; a failed read is not remembered). OK only when it holds the alias's kernel.
+ */
+static kvjit_status bundle_program(kvjit_context *ctx, const kvjit_entry_view *alias, const kvjit_entry_alias *a,
+                                   kvjit_program **out) {
+  pthread_mutex_lock(&ctx->lock);
+  kvjit_program *b = table_find(ctx, &a->bundle);
+  if (b != NULL) {
+    while (b->state == PROGRAM_BUILDING) pthread_cond_wait(&ctx->built, &ctx->lock);
+  } else if ((b = calloc(1, sizeof *b)) != NULL) {
+    b->key = a->bundle;
+    kvjit_key_hex(&a->bundle, b->key_hex);
+    b->state = PROGRAM_BUILDING;
+    b->publishable = 1;
+    b->next = ctx->buckets[a->bundle.low % PROGRAM_BUCKETS];
+    ctx->buckets[a->bundle.low % PROGRAM_BUCKETS] = b;
+    pthread_mutex_unlock(&ctx->lock);
+    kvjit_status st = bundle_from_disk(ctx, b);
+    if (b->name == NULL) b->name = strdup("(bundle)");
+    if (b->log == NULL) b->log = strdup("");
+    pthread_mutex_lock(&ctx->lock);
+    if (st == KVJIT_OK) {
+      b->state = PROGRAM_READY;
+    } else {
+      b->status = st;
+      b->error = strdup(kvjit_last_error());
+      b->state = PROGRAM_FAILED;
+      b->transient = 1;
+      table_retire(ctx, b);
+    }
+    pthread_cond_broadcast(&ctx->built);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  if (b == NULL || b->state != PROGRAM_READY || a->index >= b->num_kernels) return KVJIT_ERR_NOT_FOUND;
+  const char *name = b->names[a->index], *lowered = b->lowered[a->index];
+  if (!kvjit_bundle_holds(alias, a, &b->target, &b->content, b->num_kernels, name, strlen(name), lowered, strlen(lowered))) {
+    return KVJIT_ERR_NOT_FOUND;
+  }
+  *out = b;
+  return KVJIT_OK;
+}
+
+/* ---- for bundle.c -------------------------------------------------------------------------- */
+
+struct kvjit_cache *kvjit_context_cache(kvjit_context *ctx) { return ctx->cache; }
+
+int kvjit_context_has_program(kvjit_context *ctx, const kvjit_key *key) {
+  pthread_mutex_lock(&ctx->lock);
+  int found = table_find(ctx, key) != NULL;
+  pthread_mutex_unlock(&ctx->lock);
+  return found;
+}
+
+void kvjit_context_count_disk_hits(kvjit_context *ctx, unsigned hits) { atomic_fetch_add(&ctx->disk_hits, hits); }
+
 /* ---- loading -------------------------------------------------------------------------------- */
 
 /*
@@ -572,7 +745,15 @@ static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const
   kvjit_compiled compiled;
   kvjit_origin origin;
   kvjit_status published;
-  kvjit_status st = obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, &origin, &published);
+  kvjit_status st =
+      obtain_payload(ctx, req, label, &p->target, &p->key, &file, &view, &compiled, &origin, &published, NULL);
+  if (st == KVJIT_OK && origin == KVJIT_FROM_DISK && view.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    /* An alias in another dir: this program needs a binary of its own, so build it. */
+    free(file);
+    file = NULL;
+    st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+    origin = KVJIT_FROM_COMPILE;
+  }
   char **lowered = NULL;
   uint8_t *payload = NULL;
   size_t payload_len = 0;
@@ -623,6 +804,25 @@ static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const
     free(lowered);
   }
   free(file);
+  kvjit_compiled_free(&compiled);
+  return st;
+}
+
+/* The driver refused an alias's bundle: compile the alias's one kernel alone, write its own entry
+ * over the alias, and make the program an ordinary one. */
+static kvjit_status own_build(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
+                              const kvjit_program_label *label) {
+  kvjit_compiled compiled;
+  kvjit_status published; /* not on disk: this lookup carries on memory-only, as any miss does */
+  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+  if (st == KVJIT_OK) {
+    p->payload = compiled.payload;
+    p->payload_len = compiled.payload_len;
+    p->publishable = compiled.publishable;
+    p->from_disk = 0;
+    p->bundle = NULL;
+    compiled.payload = NULL;
+  }
   kvjit_compiled_free(&compiled);
   return st;
 }
@@ -687,8 +887,21 @@ kvjit_status kvjit_program_load(kvjit_context *ctx, kvjit_program *p, const kvji
   pthread_mutex_unlock(&ctx->lock);
   CUlibrary library = NULL;
   kvjit_kernel *kernels = NULL;
-  /* Not remembered when it fails: a later call tries again (the driver's state may change). */
-  kvjit_status st = load_library(ctx, p, req, label, drv, &library, &kernels);
+  kvjit_status st;
+  if (p->bundle != NULL) {
+    /* An alias: load its bundle (once per context) and take its kernel. */
+    kvjit_program *bundle = p->bundle;
+    st = kvjit_program_load(ctx, bundle, NULL, NULL, drv);
+    if (st == KVJIT_OK) {
+      library = bundle->library;
+      kernels = atomic_load_explicit(&bundle->kernels, memory_order_acquire) + p->bundle_index;
+    } else if (req != NULL && (st = own_build(ctx, p, req, label)) == KVJIT_OK) {
+      st = load_library(ctx, p, req, label, drv, &library, &kernels);
+    }
+  } else {
+    /* Not remembered when it fails: a later call tries again (the driver's state may change). */
+    st = load_library(ctx, p, req, label, drv, &library, &kernels);
+  }
   pthread_mutex_lock(&ctx->lock);
   if (st == KVJIT_OK) {
     atomic_store_explicit(&p->kernels, kernels, memory_order_release);
@@ -724,6 +937,13 @@ static kvjit_status keyed(const kvjit_request *req, int code, kvjit_key_target *
                           int *ptx_fallback) {
   kvjit_status st = kvjit_target_resolve(target, code, ptx_fallback);
   if (st == KVJIT_OK) kvjit_request_key(req, target, key);
+  return st;
+}
+
+kvjit_status kvjit_request_build_key(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key) {
+  int code, ptx_fallback = 0;
+  kvjit_status st = target_for_build(req->desc->arch, &code);
+  if (st == KVJIT_OK) st = keyed(req, code, target, key, &ptx_fallback);
   return st;
 }
 
@@ -807,7 +1027,7 @@ static void remember_failure(kvjit_context *ctx, const kvjit_request *req, const
 /* Compiling is for the disk cache: an entry that could not be written is a failure of
  * kvjit_program_compile() (a prewarm must not say "compiled" of what the next process compiles
  * again), unless the disk cache is switched off. */
-static kvjit_status not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published) {
+kvjit_status kvjit_context_not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published) {
   if (published == KVJIT_OK || ctx->cache_disabled) return KVJIT_OK;
   char detail[512];
   snprintf(detail, sizeof detail, "%s", kvjit_last_error());
@@ -821,23 +1041,45 @@ static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kv
     if (origin) *origin = KVJIT_FROM_MEMORY;
     return kvjit_fail(p->status, "%s", p->error ? p->error : "earlier build failed");
   }
-  uint8_t *file = NULL;
-  kvjit_entry_view view;
-  if (kvjit_cache_read(ctx->cache, &p->key, &file, &view) == KVJIT_OK) {
-    free(file);
+  if (kvjit_context_entry_usable(ctx, &p->key)) {
     atomic_fetch_add(&ctx->disk_hits, 1);
     if (origin) *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
   /* Evicted or never written (memory-only): publish what is in memory, unless it was compiled
-   * after a state-leaking compile (then it stays here; it was counted when it was compiled). */
+   * after a state-leaking compile (then it stays here; it was counted when it was compiled). An
+   * alias is written again after its bundle (itself again too when that is gone). */
   kvjit_status st = KVJIT_OK;
-  if (p->publishable) {
-    st = publish(ctx, req, label, &p->target, &p->key, p->payload, p->payload_len, (const char *const *)p->lowered, 1);
+  const kvjit_program *own = p->bundle ? p->bundle : p;
+  if (own->publishable && !(p->bundle && kvjit_context_entry_usable(ctx, &own->key))) {
+    kvjit_program_label bundle_label = {label ? label->op : NULL, NULL};
+    st = publish(ctx, p->bundle ? &bundle_label : label, &own->target, &own->key, &own->content, own->name,
+                 own->num_kernels, (const char *const *)own->names, own->payload, own->payload_len,
+                 (const char *const *)own->lowered, 1);
+  }
+  if (st == KVJIT_OK && p->bundle && own->publishable) {
+    kvjit_entry_alias a = {own->key, p->bundle_index, (uint32_t)own->num_kernels};
+    st = kvjit_bundle_write_alias(ctx->cache, label, &p->target, &p->key, &p->content, p->name, p->names[0],
+                                  p->lowered[0], &a);
   }
   atomic_fetch_add(&ctx->memory_hits, 1);
   if (origin) *origin = KVJIT_FROM_MEMORY;
-  return not_cached(ctx, req, st);
+  return kvjit_context_not_cached(ctx, req, st);
+}
+
+/* A prewarm into a shared remote: an entry found locally that the remote lacks goes up too, and
+ * an alias's bundle with it (the alias alone would be a miss there). */
+static void push_found(kvjit_context *ctx, const kvjit_key *key, const uint8_t *file, const kvjit_entry_view *view) {
+  if (!kvjit_cache_remote_writable(ctx->cache)) return;
+  kvjit_cache_push_if_absent(ctx->cache, key, file, (size_t)(view->payload - file) + (size_t)view->payload_len);
+  if (view->target.kind != KVJIT_PAYLOAD_ALIAS) return;
+  kvjit_entry_alias a;
+  kvjit_entry_alias_get(view, &a);
+  uint8_t *bundle = NULL;
+  kvjit_entry_view b;
+  if (kvjit_cache_read_local(ctx->cache, &a.bundle, &bundle, &b) != KVJIT_OK) return;
+  kvjit_cache_push_if_absent(ctx->cache, &a.bundle, bundle, (size_t)(b.payload - bundle) + (size_t)b.payload_len);
+  free(bundle);
 }
 
 kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
@@ -867,16 +1109,13 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   kvjit_compiled compiled;
   kvjit_origin got;
   kvjit_status published;
-  st = obtain_payload(ctx, &req, label, &target, &key, &file, &view, &compiled, &got, &published);
+  st = obtain_payload(ctx, &req, label, &target, &key, &file, &view, &compiled, &got, &published, NULL);
   if (got == KVJIT_FROM_DISK) {
     atomic_fetch_add(&ctx->disk_hits, 1);
-    /* A prewarm into a shared remote: entries cached here before the remote existed go up too. */
-    if (st == KVJIT_OK && kvjit_cache_remote_writable(ctx->cache)) {
-      kvjit_cache_push_if_absent(ctx->cache, &key, file, (size_t)(view.payload - file) + (size_t)view.payload_len);
-    }
+    if (st == KVJIT_OK && file != NULL) push_found(ctx, &key, file, &view);
   }
   if (st != KVJIT_OK) remember_failure(ctx, &req, &target, &key, st, compiled.log);
-  if (st == KVJIT_OK) st = not_cached(ctx, &req, published);
+  if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
   free(file);
   kvjit_compiled_free(&compiled);
   if (origin) *origin = got;
@@ -894,86 +1133,22 @@ kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *de
   int code, ptx_fallback = 0;
   kvjit_key_target target;
   kvjit_key key;
-  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK && (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
-    *where = kvjit_cache_find(ctx->cache, &key);
+  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK &&
+      (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
+    uint8_t *file = NULL;
+    kvjit_entry_view view;
+    /* Locally as a runtime lookup would resolve it (an alias counts with its bundle only); else
+     * ask the remote (HEAD), which fetches nothing. */
+    if (read_resolved(ctx, &key, &file, &view, NULL, 0) == KVJIT_OK) {
+      free(file);
+      *where = 1;
+    } else {
+      int remote = kvjit_cache_remote_has(ctx->cache, &key);
+      *where = remote == 1 ? 2 : remote;
+    }
   }
   kvjit_request_free(&req);
   return st;
-}
-
-/* ---- program accessors ------------------------------------------------------------------------ */
-
-const char *kvjit_program_log(const kvjit_program *program) {
-  return program && program->log ? program->log : "";
-}
-
-const char *kvjit_program_key(const kvjit_program *program) { return program ? program->key_hex : ""; }
-
-int kvjit_program_arch(const kvjit_program *program) { return program ? program->arch : 0; }
-
-kvjit_status kvjit_program_status(const kvjit_program *program) {
-  if (program == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program is NULL");
-  if (program->state == PROGRAM_READY) return KVJIT_OK;
-  return kvjit_fail(program->status, "%s", program->error ? program->error : "build failed");
-}
-
-kvjit_status kvjit_program_binary(const kvjit_program *program, const void **data, size_t *bytes) {
-  if (program == NULL || data == NULL || bytes == NULL) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program, data or bytes is NULL");
-  }
-  *data = NULL;
-  *bytes = 0;
-  if (program->state != PROGRAM_READY) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program %s failed to build; it has no binary", program->name);
-  }
-  *data = program->payload;
-  *bytes = program->payload_len;
-  return KVJIT_OK;
-}
-
-size_t kvjit_program_num_kernels(const kvjit_program *program) {
-  return program && program->state == PROGRAM_READY ? program->num_kernels : 0;
-}
-
-const char *kvjit_program_kernel_name(const kvjit_program *program, size_t index) {
-  return program && program->state == PROGRAM_READY && index < program->num_kernels ? program->names[index] : NULL;
-}
-
-const char *kvjit_program_lowered_name(const kvjit_program *program, size_t index) {
-  return program && program->state == PROGRAM_READY && index < program->num_kernels ? program->lowered[index] : NULL;
-}
-
-kvjit_status kvjit_program_kernel(const kvjit_program *program, kvjit_kernel **out, const char *name, size_t index) {
-  if (program == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program or out is NULL");
-  *out = NULL;
-  if (program->state != PROGRAM_READY) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "program %s failed to build; it has no kernels", program->name);
-  }
-  kvjit_kernel *kernels = atomic_load_explicit(&program->kernels, memory_order_acquire);
-  if (kernels == NULL) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
-                      "program %s is not loaded (kvjit_program_build does not load; kvjit_program_get does)",
-                      program->name);
-  }
-  if (name == NULL) {
-    if (index >= program->num_kernels) {
-      return kvjit_fail(KVJIT_ERR_NOT_FOUND, "index %zu: program %s has %zu kernels", index, program->name,
-                        program->num_kernels);
-    }
-    *out = &kernels[index];
-    return KVJIT_OK;
-  }
-  char small[256];
-  size_t len = strlen(name);
-  char *canonical = len < sizeof small ? small : malloc(len + 1);
-  if (canonical == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "kernel lookup: out of memory");
-  kvjit_name_canonical(name, canonical);
-  for (size_t i = 0; i < program->num_kernels && *out == NULL; i++) {
-    if (strcmp(program->names[i], canonical) == 0 || strcmp(program->lowered[i], name) == 0) *out = &kernels[i];
-  }
-  if (canonical != small) free(canonical);
-  if (*out != NULL) return KVJIT_OK;
-  return kvjit_fail(KVJIT_ERR_NOT_FOUND, "kernel \"%s\": not among the kernels of program %s", name, program->name);
 }
 
 /* ---- op tables ----------------------------------------------------------------------------- */
@@ -985,7 +1160,7 @@ struct kvjit_fast_table *kvjit_context_fast_table(const kvjit_context *ctx) { re
 kvjit_status kvjit_cache_list(kvjit_context *ctx, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
                               void *user, uint64_t *bad) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
-  return kvjit_cache_visit(ctx->cache, include_read_dirs, verify, visit, user, bad);
+  return kvjit_bundle_list(ctx, include_read_dirs, verify, visit, user, bad);
 }
 
 kvjit_status kvjit_cache_prune(kvjit_context *ctx, uint64_t max_bytes, uint64_t *removed_entries,

@@ -19,7 +19,10 @@
 /** What the cache entry's payload is. */
 typedef enum kvjit_payload_kind {
   KVJIT_PAYLOAD_CUBIN = 1,
-  KVJIT_PAYLOAD_PTX = 2
+  KVJIT_PAYLOAD_PTX = 2,
+  /* A pointer to the bundle entry whose cubin holds the kernel (entry.h). Never a key's kind: an
+   * alias's key is the key of the cubin it stands for. */
+  KVJIT_PAYLOAD_ALIAS = 3
 } kvjit_payload_kind;
 
 typedef struct kvjit_key {

@@ -1,6 +1,7 @@
 /*
  * The generic op layer (see op.h): the miss path that plans, loads and publishes a variant, the
- * manifest record, prepare, prewarm, the launch, the bad-slot counters and the op statistics.
+ * manifest record, prepare, the launch, the bad-slot counters and the op statistics. Prewarm is
+ * op_prewarm.c.
  */
 #include "op.h"
 
@@ -76,15 +77,6 @@ static kvjit_status make_plan(const kvjit_op *op, const int64_t *values, int bat
   return op->plan(values, (int)values[0], batch_class, plan->bytes);
 }
 
-/* Source and description of a plan; the caller frees *source. */
-static kvjit_status plan_program(const kvjit_op *op, const plan_buffer *plan, char **source,
-                                 kvjit_program_desc *desc) {
-  *source = op->source(plan->bytes);
-  if (*source == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: generating the source", op->info.name);
-  op->desc(plan->bytes, *source, desc);
-  return KVJIT_OK;
-}
-
 /* Write the variant's line to the manifest the first time this context loads it. */
 static void record_variant(kvjit_context *ctx, kvjit_fast_table *tables, const kvjit_op *op, const int64_t *values,
                            const char *line) {
@@ -116,16 +108,13 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   if ((st = make_plan(op, values, batch_class, &plan)) != KVJIT_OK) return st;
   char line[KVJIT_VARIANT_MAX_FIELDS * 32];
   if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
-  char *source = NULL;
-  kvjit_program_desc desc;
-  if ((st = plan_program(op, &plan, &source, &desc)) != KVJIT_OK) return st;
+  kvjit_op_program prog;
+  if ((st = op->program(plan.bytes, &prog)) != KVJIT_OK) return st;
   kvjit_program_label label = {op->info.name, line};
   kvjit_program *program = NULL;
-  st = kvjit_program_get_labeled(ctx, &program, NULL, &desc, &label);
-  free(source);
-  if (st != KVJIT_OK) return st;
+  if ((st = kvjit_program_get_labeled(ctx, &program, NULL, &prog.desc, &label)) != KVJIT_OK) return st;
   kvjit_kernel *kernel = NULL;
-  if ((st = kvjit_program_kernel(program, &kernel, op->kernel, 0)) != KVJIT_OK) return st;
+  if ((st = kvjit_program_kernel(program, &kernel, prog.kernel, 0)) != KVJIT_OK) return st;
   kvjit_op_entry *entry = malloc(sizeof *entry);
   if (entry == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", op->info.name);
   entry->kernel = kernel;
@@ -154,52 +143,6 @@ kvjit_status kvjit_op_prepare(kvjit_context *ctx, const kvjit_op *op, const int6
   return KVJIT_OK;
 }
 
-kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *compiled,
-                              unsigned *cached) {
-  if (compiled) *compiled = 0;
-  if (cached) *cached = 0;
-  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
-  memcpy(values, checked, op->info.num_fields * sizeof values[0]);
-  kvjit_status st;
-  if (values[0] == 0) {
-    const kvjit_driver *drv;
-    if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return st;
-    int arch = 0;
-    if ((st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) return st;
-    values[0] = arch;
-    /* Again with the real arch (PDL on needs sm_90, ...). */
-    if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
-  }
-  char line[KVJIT_VARIANT_MAX_FIELDS * 32];
-  if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
-  kvjit_program_label label = {op->info.name, line};
-  /* Every kernel the automatic choice may pick: one plan per batch class, duplicates once. */
-  enum { MAX_CLASSES = 8 };
-  plan_buffer done[MAX_CLASSES];
-  int num_done = 0;
-  for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
-    if ((st = make_plan(op, values, cls, &done[num_done])) != KVJIT_OK) return st;
-    int seen = 0;
-    for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
-    if (seen) continue;
-    char *source = NULL;
-    kvjit_program_desc desc;
-    if ((st = plan_program(op, &done[num_done], &source, &desc)) != KVJIT_OK) return st;
-    num_done++;
-    kvjit_origin origin = KVJIT_FROM_COMPILE;
-    st = kvjit_program_compile_labeled(ctx, &origin, &desc, &label);
-    free(source);
-    if (st != KVJIT_OK) return st;
-    if (origin == KVJIT_FROM_COMPILE) {
-      if (compiled) (*compiled)++;
-    } else if (cached) {
-      (*cached)++;
-    }
-  }
-  kvjit_clear_error();
-  return KVJIT_OK;
-}
-
 kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *local,
                              unsigned *remote, unsigned *missing) {
   *local = *remote = *missing = 0;
@@ -224,14 +167,12 @@ kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64
     int seen = 0;
     for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
     if (seen) continue;
-    char *source = NULL;
-    kvjit_program_desc desc;
-    if ((st = plan_program(op, &done[num_done], &source, &desc)) != KVJIT_OK) return st;
+    kvjit_op_program prog;
+    if ((st = op->program(done[num_done].bytes, &prog)) != KVJIT_OK) return st;
     num_done++;
+    /* The one-kernel program a runtime miss asks for: found as an entry or as a bundle's alias. */
     int where = 0;
-    st = kvjit_program_find(ctx, &desc, &where);
-    free(source);
-    if (st != KVJIT_OK) return st;
+    if ((st = kvjit_program_find(ctx, &prog.desc, &where)) != KVJIT_OK) return st;
     if (where == 1) (*local)++;
     else if (where == 2) (*remote)++;
     else (*missing)++; /* nowhere, or a remote that could not say: a server would compile it */
@@ -287,6 +228,11 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
 
 /* ---- counters --------------------------------------------------------------------------------- */
 
+int kvjit_op_is_instance(const char *name, const char *kernel) {
+  size_t n = strlen(kernel);
+  return name != NULL && strncmp(name, kernel, n) == 0 && (name[n] == '\0' || name[n] == '<');
+}
+
 typedef struct program_list {
   const kvjit_program **items;
   size_t count, capacity;
@@ -299,7 +245,7 @@ static void collect_program(void *value, void *user) {
   const kvjit_op_entry *entry = value;
   program_list *list = user;
   const kvjit_kernel *kernel = entry->kernel;
-  if (kernel->name == NULL || strcmp(kernel->name, list->kernel) != 0) return;
+  if (!kvjit_op_is_instance(kernel->name, list->kernel)) return;
   /* A program built for another arch is not loaded in this device's context. */
   if (kvjit_program_arch(kernel->program) != list->sm) return;
   for (size_t i = 0; i < list->count; i++) {

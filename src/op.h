@@ -20,6 +20,7 @@
 #include "fast_table.h"
 #include "jit.h"
 #include "kvjit.h"
+#include "op_program.h"
 
 /** How a loaded variant is launched: the parts of its plan the hot path needs. */
 typedef struct kvjit_op_geometry {
@@ -48,7 +49,7 @@ typedef struct kvjit_op {
   kvjit_op_info info; /* public part: name, summary, fields (fields[0] is arch), classes; first member */
   kvjit_key_family family;
   size_t plan_size;        /* <= KVJIT_OP_MAX_PLAN; plans are compared with memcmp (zero their padding) */
-  const char *kernel;      /* the kernel's name in the program */
+  const char *kernel;      /* the kernel template's name: every kernel of the op is an instance of it */
   const char *oob_counter; /* its __device__ counter of skipped work (a uint64) */
   int max_arch;            /* the arch that stands for "any arch" in checks */
   /**
@@ -61,10 +62,10 @@ typedef struct kvjit_op {
   int (*written)(const int64_t *values, size_t field);
   /** The plan of checked @p values for @p arch (> 0) and @p batch_class. */
   kvjit_status (*plan)(const int64_t *values, int arch, int batch_class, void *plan);
-  /** Generated CUDA source of a plan (malloc'd), or NULL when out of memory. */
-  char *(*source)(const void *plan);
-  /** Program description of a plan's source (static name, options, kernel list). */
-  void (*desc)(const void *plan, const char *source, kvjit_program_desc *desc);
+  /** The program of a plan: the op's template and the kernel the plan names (op_program.h). */
+  kvjit_status (*program)(const void *plan, kvjit_op_program *out);
+  /** Relative NVRTC time of a plan's kernel (prewarm cuts its shares by it); NULL: every plan 1. */
+  unsigned (*compile_cost)(const void *plan);
   void (*geometry)(const void *plan, kvjit_op_geometry *out);
   /** The exact key of (checked @p values with values[0] the arch, @p batch_class). */
   kvjit_fast_key (*key)(const int64_t *values, int batch_class);
@@ -124,6 +125,8 @@ uint64_t kvjit_op_blocks(const kvjit_op_geometry *geo, int64_t items);
 kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entry, uint64_t blocks, unsigned grid_y,
                              struct CUstream_st *stream, void *params);
 
+/* ---- prewarm (op_prewarm.c) ------------------------------------------------------------------ */
+
 /** Prewarm (kvjit_variant_prewarm()) of checked @p values. */
 kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, unsigned *compiled,
                               unsigned *cached);
@@ -132,6 +135,13 @@ kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int6
  *  in a local dir, on the remote tier, or nowhere (a remote that cannot answer counts as nowhere). */
 kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, unsigned *local,
                              unsigned *remote, unsigned *missing);
+
+/** kvjit_variants_prewarm() of @p count checked variants: op @p ops[i], values @p values[i]. */
+kvjit_status kvjit_op_prewarm_set(kvjit_context *ctx, const kvjit_op *const *ops, const int64_t *const *values,
+                                  size_t count, unsigned part, unsigned parts, kvjit_prewarm_result *results);
+
+/** 1 when kernel name @p name (canonical) is @p kernel or an instance of template @p kernel. */
+int kvjit_op_is_instance(const char *name, const char *kernel);
 
 /** Sum (and with @p reset zero) the op's counters over its programs loaded for the current device. */
 kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t *count, int reset);

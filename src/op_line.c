@@ -272,6 +272,78 @@ kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *vari
   return kvjit_op_prewarm(ctx, op, values, compiled, cached);
 }
 
+kvjit_status kvjit_variants_prewarm(kvjit_context *ctx, const kvjit_variant *variants, size_t count,
+                                    unsigned part, unsigned parts, kvjit_prewarm_result *results) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (count != 0 && variants == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variants: NULL");
+  if (count != 0 && results == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "results: NULL");
+  if (parts == 0 || part >= parts) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "part: %u is not a share of %u (0 <= part < parts)", part, parts);
+  }
+  const kvjit_op **ops = calloc(count ? count : 1, sizeof *ops);
+  int64_t (*values)[KVJIT_VARIANT_MAX_FIELDS] = calloc(count ? count : 1, sizeof *values);
+  const int64_t **rows = calloc(count ? count : 1, sizeof *rows);
+  if (ops == NULL || values == NULL || rows == NULL) {
+    free(ops);
+    free(values);
+    free(rows);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prewarm: out of memory");
+  }
+  /* A variant that fails its checks is reported in its result; the others still build. */
+  size_t good = 0;
+  size_t *index = (size_t *)calloc(count ? count : 1, sizeof *index);
+  kvjit_prewarm_result *good_results = calloc(count ? count : 1, sizeof *good_results);
+  kvjit_status st = KVJIT_OK;
+  if (index == NULL || good_results == NULL) {
+    st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prewarm: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < count; i++) {
+    memset(&results[i], 0, sizeof results[i]);
+    const kvjit_op *op;
+    kvjit_status vst = variant_op(&variants[i], &op);
+    if (vst == KVJIT_OK) {
+      memcpy(values[good], variants[i].values, sizeof values[good]);
+      vst = kvjit_op_check_values(op, values[good], KVJIT_OP_ALL_GIVEN);
+    }
+    if (vst != KVJIT_OK) {
+      results[i].status = vst;
+      snprintf(results[i].error, sizeof results[i].error, "%s", kvjit_last_error());
+      if (st == KVJIT_OK) st = vst;
+      continue;
+    }
+    ops[good] = op;
+    rows[good] = values[good];
+    index[good++] = i;
+  }
+  char first_error[256];
+  snprintf(first_error, sizeof first_error, "%s", st != KVJIT_OK ? kvjit_last_error() : "");
+  kvjit_status set = kvjit_op_prewarm_set(ctx, ops, rows, good, part, parts, good_results);
+  /* A failure of the whole set (out of memory) is every variant's. */
+  int any_failed = 0;
+  for (size_t g = 0; g < good; g++) any_failed |= good_results[g].status != KVJIT_OK;
+  for (size_t g = 0; g < good; g++) {
+    if (set != KVJIT_OK && !any_failed) {
+      good_results[g].status = set;
+      snprintf(good_results[g].error, sizeof good_results[g].error, "%s", kvjit_last_error());
+    }
+    results[index[g]] = good_results[g];
+  }
+  if (st == KVJIT_OK) {
+    st = set;
+  } else {
+    kvjit_fail(st, "%s", first_error);
+  }
+done:
+  free(index);
+  free(good_results);
+  free(ops);
+  free(values);
+  free(rows);
+  if (st == KVJIT_OK) kvjit_clear_error();
+  return st;
+}
+
 kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled, unsigned *cached) {
   if (compiled) *compiled = 0;
   if (cached) *cached = 0;

@@ -164,6 +164,9 @@ static kvjit_status check_ptx(const kvjit_entry_view *v, wanted_name *names, siz
 
 kvjit_status kvjit_entry_check_payload(const kvjit_entry_view *v) {
   if (v->payload == NULL) return bad("payload not read");
+  /* An alias holds no code: kvjit_entry_parse() checked its form, and its kernel is checked in
+   * its bundle (whose own payload this checks) when the alias is used (bundle.c). */
+  if (v->target.kind == KVJIT_PAYLOAD_ALIAS) return KVJIT_OK;
   wanted_name *names = calloc(v->num_kernels, sizeof *names);
   if (names == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache entry: out of memory");
   for (uint32_t i = 0; i < v->num_kernels; i++) {

@@ -35,6 +35,12 @@ struct kvjit_program {
   uint8_t *retired;           /* a payload the driver rejected, kept for readers until destroy */
   int from_disk;              /* the payload came from a cache file */
   int publishable;            /* 0: compiled after a state-leaking compile (memory only) */
+  kvjit_key content;          /* the content digest (key.h), for writing its entry again */
+  /* An alias (its entry named a bundle, entry.h): the bundle's program, whose kernel bundle_index
+   * this program's one kernel is. It has no payload, library or kernels of its own: loading it
+   * loads the bundle (once per context) and points at the bundle's kernel. */
+  struct kvjit_program *bundle;
+  uint32_t bundle_index;
   size_t num_kernels;
   char **names;               /* canonical name expressions */
   char **lowered;
@@ -66,5 +72,42 @@ kvjit_status kvjit_program_load(kvjit_context *ctx, kvjit_program *p, const kvji
 
 /** Count a memory hit served outside jit.c (handles). */
 void kvjit_context_count_memory_hit(kvjit_context *ctx);
+
+/* ---- for bundle.c: compiling groups of kernels as one program ---------------------------------- */
+
+struct kvjit_cache;
+struct kvjit_compiled;
+
+/** The target and key of @p req built for its desc->arch (the current device's when it names none). */
+kvjit_status kvjit_request_build_key(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key);
+
+/** The context's disk cache. */
+struct kvjit_cache *kvjit_context_cache(kvjit_context *ctx);
+
+/** 1 when the context's program table has @p key (built, building or failed). */
+int kvjit_context_has_program(kvjit_context *ctx, const kvjit_key *key);
+
+/**
+ * 1 when the disk cache has a usable entry for @p key: its own, or an alias whose bundle is there
+ * and holds its kernel (read-only dirs first; an unusable alias makes the search go on).
+ */
+int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key);
+
+/**
+ * NVRTC for @p req, counted and logged, its entry written under @p key when it may be; @p published
+ * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk.
+ */
+kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                                   const kvjit_key_target *target, const kvjit_key *key,
+                                   struct kvjit_compiled *compiled, kvjit_status *published);
+
+/**
+ * A compile's publication @p published as its caller's status: KVJIT_OK when it is on disk or the
+ * cache is off by choice, else KVJIT_ERR_IO "REQ compiled but ..." (a prewarm reports it).
+ */
+kvjit_status kvjit_context_not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published);
+
+/** Count disk hits served outside jit.c (a group's kernels found cached). */
+void kvjit_context_count_disk_hits(kvjit_context *ctx, unsigned hits);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * store_kv_cache code generation without a GPU: plans (automatic split, lanes, vector width, PDL),
- * the generated source and cache keys, and real NVRTC compiles through prewarm.
+ * the kernel each plan names and the cache keys, and real NVRTC compiles through prewarm.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -280,46 +280,41 @@ static void test_blocks(void **state) {
 
 static int contains(const char *hay, const char *needle) { return strstr(hay, needle) != NULL; }
 
+/* The kernel a plan names: the template's arguments in its order, after the template as the source. */
+static const char *kernel_of(const kvjit_store_kv_plan *p, kvjit_op_program *prog) {
+  assert_int_equal(kvjit_store_kv_program(p, prog), KVJIT_OK);
+  assert_ptr_equal(prog->desc.kernels[0], prog->kernel);
+  assert_int_equal(prog->desc.num_kernels, 1);
+  return prog->kernel;
+}
+
 static void test_source(void **state) {
   (void)state;
+  kvjit_op_program prog;
+  /* k, v, split, vec, lanes, block, int64, pdl, src dtype, fp8, scale, k head, v head, soft, items, evict, first */
   kvjit_store_kv_plan p = make(90, 256, 512, 16, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 2, DECODE);
-  char *src = kvjit_store_kv_source(&p);
-  assert_non_null(src);
-  assert_true(contains(src, "#define KVJIT_K_ROW_BYTES 256\n"));
-  assert_true(contains(src, "#define KVJIT_V_ROW_BYTES 512\n"));
-  assert_true(contains(src, "#define KVJIT_SPLIT 2\n"));
-  assert_true(contains(src, "#define KVJIT_VEC 16\n"));
-  assert_true(contains(src, "#define KVJIT_LANES 16\n"));
-  assert_true(contains(src, "#define KVJIT_BLOCK 128\n"));
-  assert_true(contains(src, "#define KVJIT_INDEX_INT64 0\n"));
-  assert_true(contains(src, "#define KVJIT_PDL 1\n"));
-  assert_true(contains(src, "#define KVJIT_ITEMS 1\n"));
-  assert_true(contains(src, "#define KVJIT_EVICT_FIRST 0\n"));
-  assert_true(contains(src, "#define KVJIT_PDL_TRIGGER_FIRST 1\n"));
-  /* The embedded template follows the prelude. */
+  assert_string_equal(kernel_of(&p, &prog), "kvjit_store_kv<256,512,2,16,16,128,0,1,0,0,0,0,0,0,1,0,1>");
+  /* The source is the embedded template itself, the same for every plan. */
+  const char *src = prog.desc.source;
   assert_true(contains(src, "kvjit_store_kv(const __grid_constant__ kvjit_store_kv_params p)"));
+  assert_true(contains(src, "template <kvjit_i64 KRowBytes, kvjit_i64 VRowBytes, int Split, int Vec, int Lanes"));
   assert_true(contains(src, "griddepcontrol.wait"));
   assert_true(contains(src, KVJIT_STORE_KV_OOB_COUNTER));
-  assert_true(strstr(src, "#define KVJIT_PDL") < strstr(src, "extern \"C\" __global__"));
-  free(src);
+  assert_null(strstr(src, "#define KVJIT_"));
+  assert_string_equal(prog.desc.name, "kvjit_store_kv_cache.cu");
+  assert_int_equal(prog.desc.arch, 90);
 
   p = make(90, 576, 0, 8, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, DECODE);
-  src = kvjit_store_kv_source(&p);
-  assert_non_null(src);
-  assert_true(contains(src, "#define KVJIT_V_ROW_BYTES 0\n"));
-  assert_true(contains(src, "#define KVJIT_VEC 8\n"));
-  assert_true(contains(src, "#define KVJIT_INDEX_INT64 1\n"));
-  assert_true(contains(src, "#define KVJIT_PDL 0\n"));
-  free(src);
+  assert_string_equal(kernel_of(&p, &prog), "kvjit_store_kv<576,0,9,8,8,128,1,0,0,0,0,0,0,0,1,0,0>");
+  assert_ptr_equal(prog.desc.source, src);
 
   p = make(90, 128, 128, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, LARGE);
-  src = kvjit_store_kv_source(&p);
-  assert_true(contains(src, "#define KVJIT_ITEMS 2\n"));
-  free(src);
+  assert_true(contains(kernel_of(&p, &prog), ",2,0,0>")); /* two items, plain stores, trigger after */
   p = make(90, 2048, 2048, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
-  src = kvjit_store_kv_source(&p);
-  assert_true(contains(src, "#define KVJIT_EVICT_FIRST 1\n"));
-  free(src);
+  assert_true(contains(kernel_of(&p, &prog), ",1,1,1>")); /* one item, evict-first, trigger first */
+  /* A name that cannot fit is an error, never a cut name. */
+  char small[16];
+  assert_int_equal(kvjit_store_kv_kernel_name(&p, small, sizeof small), -1);
 }
 
 /* Each field on its own changes the plan, the source and the cache key. */
@@ -344,33 +339,29 @@ static void test_distinct_keys(void **state) {
   };
   enum { N = sizeof plans / sizeof plans[0] };
   kvjit_key keys[N];
-  char *sources[N];
+  char kernels[N][KVJIT_OP_MAX_KERNEL_NAME];
   for (int i = 0; i < N; i++) {
-    sources[i] = kvjit_store_kv_source(&plans[i]);
-    assert_non_null(sources[i]);
-    kvjit_program_desc desc;
-    kvjit_store_kv_desc(&plans[i], sources[i], &desc);
-    assert_string_equal(desc.kernels[0], KVJIT_STORE_KV_KERNEL);
-    assert_int_equal(desc.arch, plans[i].arch);
+    kvjit_op_program prog;
+    snprintf(kernels[i], sizeof kernels[i], "%s", kernel_of(&plans[i], &prog));
+    assert_true(strncmp(kernels[i], KVJIT_STORE_KV_KERNEL "<", strlen(KVJIT_STORE_KV_KERNEL) + 1) == 0);
+    assert_int_equal(prog.desc.arch, plans[i].arch);
     kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
-    kvjit_key_compute(&keys[i], &desc, &target);
+    kvjit_key_compute(&keys[i], &prog.desc, &target);
   }
   for (int i = 0; i < N; i++) {
     for (int j = i + 1; j < N; j++) {
       if (plans[i].arch == plans[j].arch) {
-        if (strcmp(sources[i], sources[j]) == 0) fail_msg("plans %d and %d generate the same source", i, j);
+        if (strcmp(kernels[i], kernels[j]) == 0) fail_msg("plans %d and %d name the same kernel", i, j);
       }
       if (kvjit_key_equal(&keys[i], &keys[j])) fail_msg("plans %d and %d share a cache key", i, j);
       if (memcmp(&plans[i], &plans[j], sizeof plans[i]) == 0) fail_msg("plans %d and %d are equal", i, j);
     }
   }
-  /* Same plan, same source (deterministic). */
+  /* Same plan, same kernel (deterministic). */
   kvjit_store_kv_plan again = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 1, DECODE);
   assert_memory_equal(&again, &plans[0], sizeof again);
-  char *src = kvjit_store_kv_source(&again);
-  assert_string_equal(src, sources[0]);
-  free(src);
-  for (int i = 0; i < N; i++) free(sources[i]);
+  kvjit_op_program prog;
+  assert_string_equal(kernel_of(&again, &prog), kernels[0]);
 }
 
 /* A context on a fresh temp cache dir (no driver needed), and its removal. */
@@ -538,23 +529,13 @@ static void test_fp8_plans(void **state) {
   p = make_q(90, 192, 192, 16, 0, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8);
   assert_int_equal(p.vec, 8);
   assert_int_equal(p.num_heads, 8);
-  char *src = kvjit_store_kv_source(&p);
-  assert_non_null(src);
-  assert_true(contains(src, "#define KVJIT_SRC_DTYPE 1\n"));
-  assert_true(contains(src, "#define KVJIT_FP8 2\n"));
-  assert_true(contains(src, "#define KVJIT_SCALE 2\n"));
-  assert_true(contains(src, "#define KVJIT_K_HEAD_BYTES 24\n"));
-  assert_true(contains(src, "#define KVJIT_FP8_SOFT 0\n"));
-  kvjit_program_desc desc;
-  kvjit_store_kv_desc(&p, src, &desc);
-  assert_string_equal(desc.name, "kvjit_store_kv_cache_fp8.cu");
-  free(src);
-  /* A plain plan's source says so. */
+  kvjit_op_program prog;
+  /* Source dtype f16 (1), e5m2 (2), per head (2), 24-byte heads of K and V, the cvt instruction. */
+  assert_true(contains(kernel_of(&p, &prog), ",1,2,2,24,24,0,"));
+  assert_string_equal(prog.desc.name, "kvjit_store_kv_cache.cu");
+  /* A plain plan's kernel says so: no source dtype, no fp8, no scale. */
   kvjit_store_kv_plan plain = make(90, 256, 256, 16, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, DECODE);
-  src = kvjit_store_kv_source(&plain);
-  assert_true(contains(src, "#define KVJIT_SRC_DTYPE 0\n"));
-  assert_true(contains(src, "#define KVJIT_FP8 0\n"));
-  free(src);
+  assert_true(contains(kernel_of(&plain, &prog), ",0,0,0,0,0,0,"));
   /* Errors. */
   kvjit_store_kv_quant q = {KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_NONE, 0};
   assert_int_equal(kvjit_store_kv_plan_make_quant(&p, 90, 256, 256, 2, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0, &q),
@@ -596,12 +577,10 @@ static void test_fp8_distinct_keys(void **state) {
   enum { N = sizeof plans / sizeof plans[0] };
   kvjit_key keys[N];
   for (int i = 0; i < N; i++) {
-    char *src = kvjit_store_kv_source(&plans[i]);
-    kvjit_program_desc desc;
-    kvjit_store_kv_desc(&plans[i], src, &desc);
+    kvjit_op_program prog;
+    kernel_of(&plans[i], &prog);
     kvjit_key_target target = {plans[i].arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
-    kvjit_key_compute(&keys[i], &desc, &target);
-    free(src);
+    kvjit_key_compute(&keys[i], &prog.desc, &target);
   }
   for (int i = 0; i < N; i++) {
     for (int j = i + 1; j < N; j++) {

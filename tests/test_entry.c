@@ -13,6 +13,8 @@
 
 static const char *kernels[] = {"scale<128, float>", "plain"};
 static const char *lowered[] = {"_Z5scaleILi128EfEvPf", "plain"};
+static const char *kernels_of_alias[] = {"scale<128,float>", "plain"};
+static const char *lowered_of_alias[] = {"_Z5scaleILi128EfEvPf", "plain"};
 
 static void make_entry(uint8_t **buf, size_t *len, kvjit_key *key) {
   static uint8_t payload[1000];
@@ -148,12 +150,78 @@ static void test_named_cases(void **state) {
   free(buf);
 }
 
+/* An alias: the key of the cubin it stands for, one kernel, a 24-byte payload naming its bundle. */
+static void make_alias(uint8_t **buf, size_t *len, kvjit_key *key, size_t num_kernels, const kvjit_entry_alias *alias,
+                       size_t payload_len) {
+  kvjit_entry_meta m = {.content = {0x0123456789abcdefull, 0xfedcba9876543210ull},
+                        .target = {90, KVJIT_PAYLOAD_CUBIN, 0, 13, 0},
+                        .created = 1700000000,
+                        .program = "prog.cu",
+                        .num_kernels = num_kernels,
+                        .kernels = kernels_of_alias,
+                        .lowered = lowered_of_alias};
+  kvjit_key_derive(&m.key, &m.target, m.num_kernels, kernels_of_alias, &m.content);
+  *key = m.key;
+  m.target.kind = KVJIT_PAYLOAD_ALIAS;
+  uint8_t payload[64] = {0};
+  kvjit_entry_alias_encode(payload, alias);
+  assert_int_equal(kvjit_entry_encode(buf, len, &m, payload, payload_len), KVJIT_OK);
+}
+
+static void test_alias(void **state) {
+  (void)state;
+  const kvjit_entry_alias good = {{0x1111, 0x2222}, 2, 3};
+  uint8_t *buf;
+  size_t len;
+  kvjit_key key;
+  make_alias(&buf, &len, &key, 1, &good, KVJIT_ENTRY_ALIAS_BYTES);
+  kvjit_entry_view v;
+  assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
+  assert_int_equal(v.target.kind, KVJIT_PAYLOAD_ALIAS);
+  kvjit_entry_alias a;
+  kvjit_entry_alias_get(&v, &a);
+  assert_true(kvjit_key_equal(&a.bundle, &good.bundle));
+  assert_int_equal(a.index, 2);
+  assert_int_equal(a.count, 3);
+  /* Its kind byte made cubin (checksum made good): the same key, an entry of 24 bytes that the
+   * driver refuses (and the loader then rebuilds); made PTX: not its key. */
+  buf[56] = KVJIT_PAYLOAD_CUBIN;
+  reseal(buf);
+  assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
+  buf[56] = KVJIT_PAYLOAD_PTX;
+  reseal(buf);
+  expect_corrupt(buf, len, &key, "derive");
+  free(buf);
+  /* Malformed: two kernels, another payload size, an index past the count, no count, itself. */
+  make_alias(&buf, &len, &key, 2, &good, KVJIT_ENTRY_ALIAS_BYTES);
+  expect_corrupt(buf, len, &key, "malformed alias");
+  free(buf);
+  make_alias(&buf, &len, &key, 1, &good, KVJIT_ENTRY_ALIAS_BYTES + 8);
+  expect_corrupt(buf, len, &key, "malformed alias");
+  free(buf);
+  const kvjit_entry_alias past = {{0x1111, 0x2222}, 3, 3}, none = {{0x1111, 0x2222}, 0, 0};
+  make_alias(&buf, &len, &key, 1, &past, KVJIT_ENTRY_ALIAS_BYTES);
+  expect_corrupt(buf, len, &key, "malformed alias");
+  free(buf);
+  make_alias(&buf, &len, &key, 1, &none, KVJIT_ENTRY_ALIAS_BYTES);
+  expect_corrupt(buf, len, &key, "malformed alias");
+  free(buf);
+  kvjit_entry_alias self = good;
+  make_alias(&buf, &len, &key, 1, &self, KVJIT_ENTRY_ALIAS_BYTES);
+  self.bundle = key;
+  free(buf);
+  make_alias(&buf, &len, &key, 1, &self, KVJIT_ENTRY_ALIAS_BYTES);
+  expect_corrupt(buf, len, &key, "alias of itself");
+  free(buf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_truncated_at_every_length),
       cmocka_unit_test(test_every_flipped_byte_is_caught),
       cmocka_unit_test(test_named_cases),
+      cmocka_unit_test(test_alias),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -139,15 +139,13 @@ static kvjit_status launch_soft(const kvjit_store_kv_args *a, const fp8_case *c)
                                                    kvjit_store_kv_batch_class(a->batch), &q);
   if (st != KVJIT_OK) return st;
   plan.fp8_soft = 1;
-  char *source = kvjit_store_kv_source(&plan);
-  kvjit_program_desc desc;
-  kvjit_store_kv_desc(&plan, source, &desc);
+  kvjit_op_program prog;
+  if ((st = kvjit_store_kv_program(&plan, &prog)) != KVJIT_OK) return st;
   kvjit_program *program = NULL;
-  st = kvjit_program_get(ctx, &program, NULL, &desc);
-  free(source);
+  st = kvjit_program_get(ctx, &program, NULL, &prog.desc);
   if (st != KVJIT_OK) return st;
   kvjit_kernel *kernel = NULL;
-  st = kvjit_program_kernel(program, &kernel, KVJIT_STORE_KV_KERNEL, 0);
+  st = kvjit_program_kernel(program, &kernel, prog.kernel, 0);
   if (st != KVJIT_OK) return st;
   kvjit_store_kv_params p = {a->k, a->v, a->k_cache, a->v_cache, a->indices, a->k_stride, a->v_stride,
                              a->k_cache_stride, a->v_cache_stride, a->index_stride, a->batch, a->num_slots,

@@ -2,7 +2,7 @@
  * name expressions, PDL, memory and disk hits, a second context, compile-error logs; the issue-16
  * kernels (toolkit headers, 200 KiB of dynamic shared memory, a thread-block cluster, PTX finished
  * by the driver, an sm_90a-only instruction), kernel attributes, argument-count checks, globals,
- * handles. Exits 77 (skip) without a driver or a device; prints one summary line. */
+ * handles, and a bundle's kernels loaded one by one through their aliases. Exits 77 (skip) without a driver or a device; prints one summary line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "bundle.h"
 #include "examples.h"
 #include "gpu_util.h"
 #include "kvjit.h"
@@ -121,6 +122,40 @@ static void test_disk_hit_in_a_new_context_launches(void **state) {
   kvjit_stats s = KVJIT_STATS_INIT;
   kvjit_context_stats(c2, &s);
   assert_int_equal(s.disk_hits, 1);
+  assert_int_equal(s.compiles, 0);
+  assert_int_equal(s.loads, 1);
+  kvjit_context_destroy(c2);
+}
+
+/* A bundle (kernels compiled as one program by a prewarm) serves each kernel asked alone: from
+ * disk, launchable, the bundle loaded once for all of them. */
+static void test_kernels_of_a_bundle_load_one_by_one(void **state) {
+  (void)state;
+  kvjit_program_desc d = the_desc();
+  d.name = "gpu_loader_bundle.cu";
+  d.arch = env.sm;
+  kvjit_program_label label = {"test", ""};
+  kvjit_group_member members[3] = {{&label, 0}, {&label, 0}, {&label, 0}};
+  kvjit_context *c1 = new_ctx();
+  assert_int_equal(kvjit_program_compile_group(c1, &d, members), KVJIT_OK);
+  for (int i = 0; i < 3; i++) assert_int_equal(members[i].origin, KVJIT_FROM_COMPILE);
+  kvjit_context_destroy(c1);
+  kvjit_context *c2 = new_ctx();
+  for (size_t i = 0; i < 3; i++) {
+    kvjit_program_desc one = d;
+    one.kernels = &kernel_names[i];
+    one.num_kernels = 1;
+    kvjit_program *p = NULL;
+    kvjit_origin origin = 0;
+    assert_int_equal(kvjit_program_get(c2, &p, &origin, &one), KVJIT_OK);
+    assert_int_equal(origin, KVJIT_FROM_DISK);
+    assert_int_equal(kvjit_program_num_kernels(p), 1);
+    kvjit_kernel *k = NULL;
+    assert_int_equal(kvjit_program_kernel(p, &k, kernel_names[i], 0), KVJIT_OK);
+    if (i == 0) run_axpb(p, 3);
+  }
+  kvjit_stats s = KVJIT_STATS_INIT;
+  kvjit_context_stats(c2, &s);
   assert_int_equal(s.compiles, 0);
   assert_int_equal(s.loads, 1);
   kvjit_context_destroy(c2);
@@ -605,6 +640,7 @@ int main(void) {
       cmocka_unit_test(test_load_before_any_context),
       cmocka_unit_test(test_memory_hit_returns_the_same_program),
       cmocka_unit_test(test_disk_hit_in_a_new_context_launches),
+      cmocka_unit_test(test_kernels_of_a_bundle_load_one_by_one),
       cmocka_unit_test(test_pdl_chain),
       cmocka_unit_test(test_second_context_uses_the_same_load),
       cmocka_unit_test(test_compile_error_keeps_the_log),

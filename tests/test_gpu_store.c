@@ -7,7 +7,10 @@
  * (64..1024 elements of 2 and 4 bytes, with the 96/98/100-element tails) x every split whose slices
  * are >= 16 B plus automatic x int32/int64 x PDL on/off; then asymmetric rows, K only, strides,
  * misaligned bases, padding / out-of-range / skip-slot ids with the counter, batch 0, a PDL chain,
- * CUDA graph capture with replay, the manifest, and a second GPU when there is one.
+ * CUDA graph capture with replay, the manifest, a second GPU when there is one, and stores of a
+ * fresh context served by a prewarmed cache (bundles and their aliases) without a compile. The
+ * matrix's kernels are prewarmed as bundles too (kvjit_variants_prewarm() on every core), so the
+ * matrix loads each of them through its alias.
  * Caches are kept small (batch plus a quarter) so the whole run stays well under two minutes.
  * KVJIT_TEST_QUICK=1 runs a reduced matrix (for compute-sanitizer).
  */
@@ -323,33 +326,45 @@ static int run_case(const store_case *c) {
 
 /* ---- parallel prewarm: NVRTC on every core before the matrix needs the kernels ------------------ */
 
+/* kvjit_variants_prewarm(): one share per thread, each compiled as bundles; the matrix then loads
+ * every kernel through its alias. */
 typedef struct prewarm_job {
-  kvjit_store_kv_variant *variants;
+  const kvjit_variant *variants;
   size_t count;
-  atomic_size_t next;
+  unsigned shares;
+  atomic_uint next;
   atomic_uint failures;
 } prewarm_job;
 
 static void *prewarm_worker(void *arg) {
   prewarm_job *job = arg;
+  kvjit_prewarm_result *results = xmalloc(job->count * sizeof *results);
   for (;;) {
-    size_t i = atomic_fetch_add(&job->next, 1);
-    if (i >= job->count) return NULL;
-    if (kvjit_store_kv_cache_prewarm(ctx, &job->variants[i], NULL, NULL) != KVJIT_OK) {
-      fprintf(stderr, "prewarm %zu (k_row %lld split %d): %s\n", i, (long long)job->variants[i].k_row_bytes,
-              job->variants[i].split, kvjit_last_error());
+    unsigned share = atomic_fetch_add(&job->next, 1);
+    if (share >= job->shares) break;
+    if (kvjit_variants_prewarm(ctx, job->variants, job->count, share, job->shares, results) != KVJIT_OK) {
+      fprintf(stderr, "prewarm share %u: %s\n", share, kvjit_last_error());
       atomic_fetch_add(&job->failures, 1);
     }
   }
+  free(results);
+  return NULL;
 }
 
-static unsigned prewarm_all(kvjit_store_kv_variant *variants, size_t count) {
-  prewarm_job job = {variants, count, 0, 0};
+static unsigned prewarm_all(const kvjit_store_kv_variant *store, size_t count) {
+  kvjit_variant *variants = xmalloc(count * sizeof *variants);
+  for (size_t i = 0; i < count; i++) {
+    char line[512];
+    assert_int_equal(kvjit_store_kv_variant_format(&store[i], line, sizeof line), KVJIT_OK);
+    assert_int_equal(kvjit_variant_parse(&variants[i], line), KVJIT_OK);
+  }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = cores < 1 ? 1 : cores > 16 ? 16 : (int)cores;
+  prewarm_job job = {variants, count, (unsigned)threads * 2, 0, 0};
   pthread_t tid[16];
   for (int t = 0; t < threads; t++) pthread_create(&tid[t], NULL, prewarm_worker, &job);
   for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
+  free(variants);
   return atomic_load(&job.failures);
 }
 
@@ -400,8 +415,8 @@ static void test_matrix(void **state) {
   unsigned prewarm_failures = prewarm_all(variants, count);
   kvjit_stats stats = KVJIT_STATS_INIT;
   kvjit_context_stats(ctx, &stats);
-  printf("matrix: %zu combinations, prewarmed %llu kernels in %.1f s\n", count, (unsigned long long)stats.compiles,
-         now_s() - t0);
+  printf("matrix: %zu combinations, prewarmed in %llu NVRTC programs (bundles) in %.1f s\n", count,
+         (unsigned long long)stats.compiles, now_s() - t0);
   assert_int_equal(prewarm_failures, 0);
 
   uint64_t before = totals.failures;
@@ -786,6 +801,61 @@ static void test_chain_and_graph(void **state) {
   assert_int_equal(totals.failures - before, 0);
 }
 
+/* A prewarmed cache (bundles and aliases) serves a fresh context's stores without a compile: each
+ * kernel is read through its alias, each bundle loaded once; the bad-slot counter of kernels that
+ * share a bundle counts each store once. */
+static void test_stores_from_bundles(void **state) {
+  (void)state;
+  uint64_t before = totals.failures;
+  static const int64_t rows[] = {128, 256, 1024, 2048};
+  kvjit_store_kv_variant variants[8];
+  size_t count = 0;
+  for (size_t r = 0; r < 4; r++) {
+    for (int it = 0; it < 2; it++) {
+      kvjit_store_kv_variant v = {.version = KVJIT_STORE_KV_VARIANT_VERSION, .arch = env.sm, .k_row_bytes = rows[r],
+                                  .v_row_bytes = rows[r], .index_type = it ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32,
+                                  .pdl = KVJIT_PDL_AUTO, .split = 0, .vector_bytes = 16};
+      variants[count++] = v;
+    }
+  }
+  kvjit_context *main_ctx = ctx;
+  char dir[64];
+  assert_int_equal(gpu_context_create(&ctx, dir, sizeof dir, "bundles", NULL), 0);
+  assert_int_equal(prewarm_all(variants, count), 0);
+  kvjit_stats built = KVJIT_STATS_INIT;
+  assert_int_equal(kvjit_context_stats(ctx, &built), KVJIT_OK);
+  kvjit_context_destroy(ctx);
+  /* A fresh context over the same dir: the stores' kernels come from the bundles. */
+  kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
+  o.cache_dir = dir;
+  o.cache_path = "";
+  o.disable_cache = 0;
+  o.log = 0;
+  assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
+  static const int64_t batches[] = {1, 16, 17, 300, 513, 4097, 32769};
+  for (size_t v = 0; v < count; v++) {
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+      store_case c = base_case(batches[b], variants[v].k_row_bytes);
+      c.index_type = variants[v].index_type;
+      c.bad_indices = b % 2;
+      run_case(&c);
+    }
+  }
+  kvjit_stats s = KVJIT_STATS_INIT;
+  assert_int_equal(kvjit_context_stats(ctx, &s), KVJIT_OK);
+  printf("stores from bundles: prewarm wrote %llu entries from %llu programs; a fresh context: %llu compiles, %llu "
+         "disk hits, %llu loads\n",
+         (unsigned long long)built.disk_writes, (unsigned long long)built.compiles, (unsigned long long)s.compiles,
+         (unsigned long long)s.disk_hits, (unsigned long long)s.loads);
+  assert_int_equal(s.compiles, 0);
+  assert_true(s.disk_hits > 0);
+  /* One load per bundle at most (fewer programs than kernels). */
+  assert_true(s.loads <= built.compiles);
+  gpu_context_destroy(ctx, dir);
+  ctx = main_ctx;
+  assert_int_equal(totals.failures - before, 0);
+}
+
 static void test_pdl_on_old_gpu(void **state) {
   (void)state;
   if (env.sm >= 90) {
@@ -863,6 +933,7 @@ int main(void) {
       cmocka_unit_test(test_bad_indices),
       cmocka_unit_test(test_shapes),         cmocka_unit_test(test_chain_and_graph),
       cmocka_unit_test(test_matrix),         cmocka_unit_test(test_second_gpu),
+      cmocka_unit_test(test_stores_from_bundles),
       cmocka_unit_test(test_manifest),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);

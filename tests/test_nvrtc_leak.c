@@ -19,6 +19,7 @@
 
 #include "store_kv_plan.h"
 #include "compile.h"
+#include "cubin_util.h"
 #include "kvjit.h"
 #include "test_util.h"
 
@@ -31,39 +32,6 @@ static const char *kernel_source =
     "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x)\n"
     "    p.y[i] = p.a * p.x[i] + p.b; }\n";
 static const char *other_source = "extern \"C\" __global__ void other(int *x) { x[threadIdx.x] = threadIdx.x * 3; }\n";
-
-static uint64_t u64_at(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
-static unsigned u16_at(const uint8_t *p) { return (unsigned)p[0] | (unsigned)p[1] << 8; }
-
-static unsigned u32_at(const uint8_t *p) { return u16_at(p) | (unsigned)u16_at(p + 2) << 16; }
-
-/* The bytes of ELF64 section @p name of a cubin (NULL when absent or malformed). */
-static const uint8_t *elf_section(const uint8_t *elf, size_t len, const char *name, size_t *size) {
-  if (len < 64 || memcmp(elf, "\177ELF", 4) != 0 || elf[4] != 2) return NULL;
-  uint64_t shoff = u64_at(elf + 0x28);
-  unsigned shentsize = u16_at(elf + 0x3a), shnum = u16_at(elf + 0x3c), shstrndx = u16_at(elf + 0x3e);
-  if (shentsize < 64 || shstrndx >= shnum || shoff + (uint64_t)shnum * shentsize > len) return NULL;
-  const uint8_t *strtab_hdr = elf + shoff + (uint64_t)shstrndx * shentsize;
-  uint64_t stroff = u64_at(strtab_hdr + 0x18), strsize = u64_at(strtab_hdr + 0x20);
-  if (stroff + strsize > len) return NULL;
-  for (unsigned i = 0; i < shnum; i++) {
-    const uint8_t *h = elf + shoff + (uint64_t)i * shentsize;
-    unsigned name_off = u32_at(h);
-    uint64_t off = u64_at(h + 0x18), sz = u64_at(h + 0x20);
-    if (name_off >= strsize || off + sz > len) continue;
-    const char *n = (const char *)elf + stroff + name_off;
-    if (strnlen(n, strsize - name_off) < strsize - name_off && strcmp(n, name) == 0) {
-      *size = sz;
-      return elf + off;
-    }
-  }
-  return NULL;
-}
 
 static int compile_raw(const char *source, const char *kernel, const char *option, kvjit_compiled *out) {
   const char *options[] = {option ? option : "-std=c++17"};
@@ -88,11 +56,11 @@ static int changes(const char *source, const char *kernel, int *publishable_ok) 
   if (!compile_raw(source, kernel, NULL, &before)) return -1;
   if (!compile_raw(other_source, "other", "--Ofast-compile=max", &fast)) return -1;
   if (!compile_raw(source, kernel, NULL, &after)) return -1;
-  char section[128];
-  snprintf(section, sizeof section, ".text.%s", kernel);
+  char section[320];
+  snprintf(section, sizeof section, ".text.%s", before.lowered[0]);
   size_t a_len = 0, b_len = 0;
-  const uint8_t *a = elf_section(before.payload, before.payload_len, section, &a_len);
-  const uint8_t *b = elf_section(after.payload, after.payload_len, section, &b_len);
+  const uint8_t *a = cubin_section(before.payload, before.payload_len, section, &a_len);
+  const uint8_t *b = cubin_section(after.payload, after.payload_len, section, &b_len);
   if (a == NULL || b == NULL) return -1;
   int changed = a_len != b_len || memcmp(a, b, a_len) != 0;
   printf("leak: %s %zu bytes before, %zu after a --Ofast-compile=max compile: %s\n", section, a_len, b_len,
@@ -113,10 +81,9 @@ static int detect_child(const char *which) {
   if (strcmp(which, "store") == 0) {
     kvjit_store_kv_plan plan;
     if (kvjit_store_kv_plan_make(&plan, 90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 0) != KVJIT_OK) return 2;
-    char *store = kvjit_store_kv_source(&plan);
-    if (store == NULL) return 2;
-    changed = changes(store, KVJIT_STORE_KV_KERNEL, &ok);
-    free(store);
+    kvjit_op_program store;
+    if (kvjit_store_kv_program(&plan, &store) != KVJIT_OK) return 2;
+    changed = changes(store.desc.source, store.kernel, &ok);
   } else {
     changed = changes(kernel_source, "saxpb", &ok);
   }

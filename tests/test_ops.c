@@ -123,19 +123,19 @@ static void test_lines_round_trip(void **state) {
       } plan;
       memset(&plan, 0, sizeof plan);
       if (op->plan(values, (int)values[0], cls, plan.bytes) != KVJIT_OK) fail_msg("line %zu class %d", i, cls);
-      char *src = op->source(plan.bytes);
-      assert_non_null(src);
-      kvjit_program_desc desc;
-      op->desc(plan.bytes, src, &desc);
-      assert_string_equal(desc.kernels[0], op->kernel);
-      assert_int_equal(desc.arch, values[0]);
-      assert_non_null(strstr(src, op->oob_counter));
+      kvjit_op_program prog;
+      assert_int_equal(op->program(plan.bytes, &prog), KVJIT_OK);
+      const kvjit_program_desc *desc = &prog.desc;
+      assert_int_equal(desc->num_kernels, 1);
+      assert_true(kvjit_op_is_instance(desc->kernels[0], op->kernel));
+      assert_non_null(strchr(desc->kernels[0], '<'));
+      assert_int_equal(desc->arch, values[0]);
+      assert_non_null(strstr(desc->source, op->oob_counter));
       kvjit_op_geometry geo;
       op->geometry(plan.bytes, &geo);
       assert_true(geo.block >= 32 && geo.block % 32 == 0);
       assert_true(geo.group_shift <= 5 && geo.split >= 1 && (geo.items == 1 || geo.items == 2));
       assert_true(kvjit_op_blocks(&geo, 1) >= 1);
-      free(src);
     }
   }
   /* Through the generic calls: an init'd variant needs its required fields. */

@@ -1,9 +1,9 @@
 /*
- * store_kv_cache's plans, pinned: the cache keys (which cover the generated source byte for byte,
- * the program name, the options and the kernel name) and the launch geometry of a grid of
- * variants x archs x batch classes, as they were before the op framework (commit 78d887e). A
- * change here changes which cubins a shipped cache holds and what the H200 runs: it must be a
- * decision, never a side effect of moving code.
+ * store_kv_cache's plans, pinned: every field of the plans and the launch geometry of a grid of
+ * variants x archs x batch classes as they were before the op framework (commit 78d887e), and
+ * their cache keys (which cover the template byte for byte, the program name, the options and the
+ * kernel's name expression) as issue 19 made them. A change here changes which cubins a shipped
+ * cache holds and what the H200 runs: it must be a decision, never a side effect of moving code.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "key.h"
+#include "op.h"
 #include "kvjit.h"
 #include "store_kv_plan.h"
 #include "test_util.h"
@@ -50,21 +51,23 @@ static const int64_t batches[] = {1, 7, 16, 17, 1000, 32769, 65537};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* What the grid gave at 78d887e, before the framework. */
+/* What the grid gave at 78d887e, before the framework: how many plans are valid and refused, and
+ * (from the same code, before issue 19) the digest of every plan. */
 #define PIN_VALID 24896
 #define PIN_REFUSED 30184
-#define PIN_DIGEST 0x853b6c21176bfb85ull
+#define PIN_PLAN_DIGEST 0xf1356c4b9b5fb2e5ull
+/* The statuses, keys and launches: 0x853b6c21176bfb85 from 78d887e until issue 19 made the
+ * template a C++ template (the source is the template, the plan is in the kernel's name) and
+ * added -minimal to the options. */
+#define PIN_KEYS_DIGEST 0x37abe4b93ea241d3ull
 
 /* The cache key of a plan's program for a cubin of NVRTC 13.0 (fixed, so the pin needs no NVRTC). */
 static kvjit_key plan_cache_key(const kvjit_store_kv_plan *plan) {
-  char *source = kvjit_store_kv_source(plan);
-  assert_non_null(source);
-  kvjit_program_desc desc;
-  kvjit_store_kv_desc(plan, source, &desc);
+  kvjit_op_program prog;
+  assert_int_equal(kvjit_store_kv_program(plan, &prog), KVJIT_OK);
   kvjit_key_target target = {plan->arch, KVJIT_PAYLOAD_CUBIN, 0, 13, 0};
   kvjit_key key;
-  kvjit_key_compute(&key, &desc, &target);
-  free(source);
+  kvjit_key_compute(&key, &prog.desc, &target);
   return key;
 }
 
@@ -80,13 +83,25 @@ static kvjit_status grid_plan(size_t a, size_t r, size_t w, size_t i, size_t p, 
                                         splits[s], cls, quantize ? &quant : NULL);
 }
 
-/* Every plan of the grid folded into one digest: the status of each combination, and for each
- * valid one its cache key and its block count at several batch sizes. */
+/* Every field of a plan, one by one (no padding, whatever the struct's layout). */
+static void hash_plan(XXH3_state_t *h, const kvjit_store_kv_plan *p) {
+  const int64_t fields[] = {p->arch,        p->k_row_bytes, p->v_row_bytes, p->split,       p->vec,
+                            p->lanes,       p->block,       p->items,       p->evict_first, p->index64,
+                            p->pdl,         p->pdl_trigger_first,           p->src_dtype,   p->cache_dtype,
+                            p->scale_kind,  p->num_heads,   p->fp8_soft};
+  XXH3_64bits_update(h, fields, sizeof fields);
+}
+
+/* Every plan of the grid folded into two digests: the status of each combination and, for each
+ * valid one, its plan and its block count at several batch sizes (plans); the status and, for
+ * each valid one, its cache key and launch (keys: the digest pinned before the framework). */
 static void test_grid_digest(void **state) {
   (void)state;
-  XXH3_state_t *h = XXH3_createState();
-  assert_non_null(h);
-  XXH3_64bits_reset(h);
+  XXH3_state_t *plans = XXH3_createState(), *keys = XXH3_createState();
+  assert_non_null(plans);
+  assert_non_null(keys);
+  XXH3_64bits_reset(plans);
+  XXH3_64bits_reset(keys);
   size_t valid = 0, refused = 0;
   for (size_t a = 0; a < COUNT(archs); a++)
     for (size_t r = 0; r < COUNT(row_cases); r++)
@@ -98,50 +113,61 @@ static void test_grid_digest(void **state) {
                 for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
                   kvjit_store_kv_plan plan;
                   int32_t st = (int32_t)grid_plan(a, r, w, i, p, s, q, cls, &plan);
-                  XXH3_64bits_update(h, &st, sizeof st);
+                  XXH3_64bits_update(plans, &st, sizeof st);
+                  XXH3_64bits_update(keys, &st, sizeof st);
                   if (st != KVJIT_OK) {
                     refused++;
                     continue;
                   }
                   valid++;
+                  hash_plan(plans, &plan);
                   kvjit_key key = plan_cache_key(&plan);
-                  XXH3_64bits_update(h, &key.high, sizeof key.high);
-                  XXH3_64bits_update(h, &key.low, sizeof key.low);
+                  XXH3_64bits_update(keys, &key.high, sizeof key.high);
+                  XXH3_64bits_update(keys, &key.low, sizeof key.low);
                   int32_t launch[2] = {plan.block, plan.pdl};
-                  XXH3_64bits_update(h, launch, sizeof launch);
+                  XXH3_64bits_update(keys, launch, sizeof launch);
                   for (size_t b = 0; b < COUNT(batches); b++) {
                     uint64_t blocks = kvjit_store_kv_blocks(&plan, batches[b]);
-                    XXH3_64bits_update(h, &blocks, sizeof blocks);
+                    XXH3_64bits_update(plans, &blocks, sizeof blocks);
+                    XXH3_64bits_update(keys, &blocks, sizeof blocks);
                   }
                 }
-  uint64_t digest = XXH3_64bits_digest(h);
-  XXH3_freeState(h);
-  printf("store plan grid: %zu valid, %zu refused, digest %016llx\n", valid, refused, (unsigned long long)digest);
+  uint64_t plan_digest = XXH3_64bits_digest(plans), key_digest = XXH3_64bits_digest(keys);
+  XXH3_freeState(plans);
+  XXH3_freeState(keys);
+  printf("store plan grid: %zu valid, %zu refused, plans %016llx, keys %016llx\n", valid, refused,
+         (unsigned long long)plan_digest, (unsigned long long)key_digest);
   assert_int_equal(valid, PIN_VALID);
   assert_int_equal(refused, PIN_REFUSED);
-  assert_true(digest == PIN_DIGEST);
+  assert_true(plan_digest == PIN_PLAN_DIGEST);
+  assert_true(key_digest == PIN_KEYS_DIGEST);
 }
-
 
 typedef struct key_set {
   char keys[16][33];
+  char bundles[16][33]; /* an alias's bundle, "" for an entry of its own */
   size_t count;
 } key_set;
 
 static int collect_key(const kvjit_cache_entry_info *entry, void *user) {
   key_set *set = user;
-  if (set->count < 16) snprintf(set->keys[set->count++], 33, "%s", entry->key);
+  if (set->count < 16) {
+    snprintf(set->bundles[set->count], 33, "%s", entry->bundle ? entry->bundle : "");
+    snprintf(set->keys[set->count++], 33, "%s", entry->key);
+  }
   return 0;
 }
 
-static int has_key(const key_set *set, const char *hex) {
+/* Index of @p hex in @p set, or -1. */
+static int find_key(const key_set *set, const char *hex) {
   for (size_t i = 0; i < set->count; i++)
-    if (strcmp(set->keys[i], hex) == 0) return 1;
-  return 0;
+    if (strcmp(set->keys[i], hex) == 0) return (int)i;
+  return -1;
 }
 
-/* The whole prewarm path (variant -> plans per class -> source -> labeled compile -> entry)
- * writes exactly the pinned keys: one entry per distinct plan of the variant's four classes. */
+/* The whole prewarm path (variant -> plans per class -> programs -> one bundle -> entries) writes
+ * exactly the pinned keys: one alias per distinct plan of the variant's four classes, each under
+ * the key a runtime miss of that plan computes, all into one pinned bundle entry. */
 static void test_prewarm_writes_pinned_keys(void **state) {
   (void)state;
   int major = 0, minor = 0;
@@ -152,19 +178,24 @@ static void test_prewarm_writes_pinned_keys(void **state) {
   static const struct {
     kvjit_store_kv_variant variant;
     const char *keys[4];
+    const char *bundle;
   } cases[] = {
       {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BYTES,
         KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
-       {"ab25c1f4eccad03b60c06edbc9b9f3a3", "8273aedc94bad63edce6e4a363a4fdd9", "122ca8926232ee82a33779aca541eb81",
-        NULL}},
+       {"e43a11d9077ce2831f0361f38ea9edf5", "17b13684856ab2e752e0abe92749f52f", "0f969dc1f6419a5631fa42d9d8f94751",
+        NULL},
+       "407557577c83a1a04954f63fd773d53f"},
       {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 2048, 2048, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
         KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8},
-       {"2dcdeeae0a01b81e5e324bc743239d11", "c620ead9b8f6fa6be11b0c78b3c1a1c7", NULL, NULL}},
+       {"4863703cc5f027452794a3b2ded9f14c", "c65518508bd6abb78d3becfe0cc7732f", NULL, NULL},
+       "d60148cd2213be647b823d0704240a2b"},
       {{KVJIT_STORE_KV_VARIANT_VERSION, 80, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 8, KVJIT_DTYPE_BYTES,
         KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
-       {"47c814b0ccc95d144822944391890481", "b379396694206d96f54a50a190815343", "47e846936eb34345660f12c9fa57fd1c",
-        "a3dfb0b42274430ba23821c0c8def2b9"}},
+       {"059496a87526261abc586418e32fabca", "c0eddfc5141086627e1e64a440a03ba0", "f1028ce7783d01aed9f321de36d2c0dc",
+        "ca9a39c320a418fad8cffc9366b1f703"},
+       "2372cb74ba46a88949d17e255603fcec"},
   };
+  int wrong = 0;
   for (size_t c = 0; c < COUNT(cases); c++) {
     char dir[256];
     assert_int_equal(test_dir_make(dir, sizeof dir, "pins"), 0);
@@ -179,14 +210,37 @@ static void test_prewarm_writes_pinned_keys(void **state) {
     if (st != KVJIT_OK) fail_msg("case %zu: %s", c, kvjit_last_error());
     key_set set = {.count = 0};
     assert_int_equal(kvjit_cache_list(ctx, 0, 0, collect_key, &set, NULL), KVJIT_OK);
-    size_t want = 0;
-    for (size_t k = 0; k < 4 && cases[c].keys[k] != NULL; k++, want++)
-      if (!has_key(&set, cases[c].keys[k])) fail_msg("case %zu: no entry %s", c, cases[c].keys[k]);
-    assert_int_equal(set.count, want);
+    size_t want = 0, bad = 0;
+    for (size_t k = 0; k < 4 && cases[c].keys[k] != NULL; k++, want++) {
+      int at = find_key(&set, cases[c].keys[k]);
+      if (at < 0 || strcmp(set.bundles[at], cases[c].bundle) != 0) bad++;
+    }
+    /* The aliases' keys are those the variant's plans compute (what a runtime miss looks up). */
+    char line[512];
+    kvjit_variant v;
+    assert_int_equal(kvjit_store_kv_variant_format(&cases[c].variant, line, sizeof line), KVJIT_OK);
+    assert_int_equal(kvjit_variant_parse(&v, line), KVJIT_OK);
+    const kvjit_op_info *info = kvjit_op_find("store_kv_cache");
+    for (int cls = 0; cls < info->num_classes; cls++) {
+      kvjit_store_kv_plan plan;
+      memset(&plan, 0, sizeof plan);
+      assert_int_equal(kvjit_op_of(info)->plan(v.values, (int)v.values[0], cls, &plan), KVJIT_OK);
+      kvjit_key key = plan_cache_key(&plan);
+      char hex[33];
+      kvjit_key_hex(&key, hex);
+      int at = find_key(&set, hex);
+      if (at < 0 || strcmp(set.bundles[at], cases[c].bundle) != 0) bad++;
+    }
+    int bundle = find_key(&set, cases[c].bundle);
+    if (bad || bundle < 0 || set.bundles[bundle][0] != '\0' || set.count != want + 1) {
+      for (size_t k = 0; k < set.count; k++) printf("case %zu: entry %s -> %s\n", c, set.keys[k], set.bundles[k]);
+      wrong++;
+    }
     assert_int_equal(compiled, want);
     kvjit_context_destroy(ctx);
     assert_int_equal(test_dir_remove(dir), 0);
   }
+  assert_int_equal(wrong, 0);
 }
 
 int main(void) {

@@ -3,7 +3,8 @@
 // (the kernel has no barrier) and the result is compared byte for byte with a model: which rows
 // land where, the bad-slot policy and its counter, tails, splits, two items per group, layer
 // tables with a NULL entry. The GPU tests check the same on the device; this catches indexing
-// mistakes on machines without one. Each configuration is one build (tests/meson.build).
+// mistakes on machines without one. Each configuration is one build (tests/meson.build), whose
+// -D values are the template's arguments.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -141,7 +142,8 @@ int main() {
       for (unsigned t = 0; t < KVJIT_BLOCK; t++) {
         blockIdx = {b, y, 0};
         threadIdx = {t, 0, 0};
-        kvjit_transfer_kv(p);
+        kvjit_transfer_kv<KVJIT_K_ROW_BYTES, KVJIT_V_ROW_BYTES, KVJIT_SPLIT, KVJIT_VEC, KVJIT_LANES, KVJIT_BLOCK,
+                          KVJIT_ITEMS, KVJIT_INDEX_INT64, KVJIT_PDL, KVJIT_TABLE>(p);
       }
   int bad = 0;
   for (int l = 0; l < L; l++) {

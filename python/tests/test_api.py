@@ -178,7 +178,8 @@ def test_prewarm_into_a_temp_cache_without_a_gpu():
         assert first["compiled"] >= 1 and first["cached"] == 0, first
         again = kvjit.prewarm(2048, 2048, arch=90, index="int32", pdl="on", context=ctx)
         assert again == {"compiled": 0, "cached": first["compiled"]}, again
-        assert ctx.stats()["compiles"] == first["compiled"]
+        # One NVRTC program (a bundle) for all of a variant's kernels (issue 19).
+        assert ctx.stats()["compiles"] == (1 if first["compiled"] > 1 else first["compiled"])
         assert any(name.endswith(".kvjit") for _, _, files in os.walk(d) for name in files)
         # K only, one split: decode batches 8 B accesses and plain stores, batches 17..512 8 B and
         # evict-first, 513..32768 16 B and evict-first, batches > 32768 two items per lane group
@@ -539,7 +540,7 @@ def test_never_compile_and_the_remote_counters():
             with raises(kvjit.Error, match="not cached"):
                 kvjit.prewarm_line(line, context=never)
             st = never.stats()
-            assert st["compiles"] == 0 and st["not_cached"] == 1 and st["remote_hits"] == 0
+            assert st["compiles"] == 0 and st["not_cached"] >= 1 and st["remote_hits"] == 0
         finally:
             never.close()
         always = kvjit.Context(d, cache_path="", compile_mode="always", log=False)

@@ -52,7 +52,7 @@ static void print_json(const entry_table *table) {
                                {"compiler", r->compiler}, {"program", r->program},
                                {"kernels", r->kernels}, {"path", r->path},
                                {"dir", r->read_only ? "ro" : "rw"}, {"status", kvjit_status_name(r->status)},
-                               {"reason", r->reason}};
+                               {"reason", r->reason}, {"bundle", r->bundle ? r->bundle : ""}};
     fputs("  {", stdout);
     for (size_t f = 0; f < ARRAY_SIZE(fields); f++) {
       printf("%s\"%s\": ", f ? ", " : "", fields[f][0]);
@@ -94,10 +94,13 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
   for (size_t i = 0; i < table.count; i++) {
     const entry_row *r = &table.rows[i];
     char arch[32], size[32], age[32];
-    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s\n", arch_name(r->arch, arch, sizeof arch),
+    /* An alias: its kernel lives in a bundle (named by the first digits of its key). */
+    char bundle[32] = "";
+    if (r->bundle) snprintf(bundle, sizeof bundle, " (in bundle %.*s)", KEY_DIGITS, r->bundle);
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s%s\n", arch_name(r->arch, arch, sizeof arch),
            human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
            r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, cwidth, r->compiler[0] ? r->compiler : "-",
-           pwidth, r->program, r->variant[0] ? r->variant : r->kernels);
+           pwidth, r->program, r->variant[0] ? r->variant : r->kernels, bundle);
     if (o->long_format) printf("%*s %s\n", INDENT + 2 + cwidth + pwidth, "", r->path);
     total += r->bytes;
   }
@@ -112,15 +115,24 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
   uint64_t bad = 0;
   int rc = list_entries(cmd, ctx, o->all, true, &table, &bad);
   if (rc == 0) {
+    size_t orphans = 0;
     for (size_t i = 0; i < table.count; i++) {
       const entry_row *r = &table.rows[i];
       if (r->status == KVJIT_OK) continue;
+      if (r->status == KVJIT_ERR_NOT_FOUND && r->bundle) {
+        /* Not corrupt: a lookup of it misses and compiles its kernel alone, which replaces it. */
+        printf("orphan: %s: alias into bundle %s, which is gone or does not hold its kernel\n", r->path, r->bundle);
+        orphans++;
+        continue;
+      }
       printf("bad: %s: %s (%s)\n", r->path, r->reason[0] ? r->reason : kvjit_status_string(r->status),
              r->read_only || o->in_place ? "read-only dir, left in place"
              : r->status == KVJIT_ERR_IO ? "left in place"
                                          : "quarantined");
     }
-    printf("verified %zu entries: %" PRIu64 " bad\n", table.count, bad);
+    printf("verified %zu entries: %" PRIu64 " bad", table.count, bad);
+    if (orphans) printf(", %zu aliases orphaned", orphans);
+    putchar('\n');
     if (bad != 0) rc = EXIT_FAILURE;
   }
   entry_table_free(&table);
@@ -236,7 +248,7 @@ static const struct cache_command {
      "  -a, --all               also list the read-only dirs ($KVJIT_CACHE_PATH)\n"
      "  -l, --long              also print each entry's path\n"
      "      --json              one JSON object per entry (an array), for tools\n"},
-    {"verify", cache_verify, "check every entry's checksum; quarantine bad ones (exit 1 if any)",
+    {"verify", cache_verify, "check every entry's checksum and alias; quarantine bad ones (exit 1 if any)",
      "  -a, --all               also check the read-only dirs (bad ones are reported, not moved)\n"},
     {"prune", cache_prune, "evict least recently used entries down to a size",
      "      --max-size SIZE     e.g. 500M, 2G, 1048576 (K, M, G, T: powers of 1024, also KiB or KB;\n"

@@ -72,6 +72,7 @@ void for_each_dir(const char *dirs, void (*fn)(const char *dir, void *user), voi
 /* An entry copied out of the kvjit_cache_list() callback, whose strings live only for the call. */
 typedef struct entry_row {
   char *path, *key, *program, *kernels;
+  char *bundle; /* an alias's bundle key, NULL for an entry with its own binary */
   int arch;
   uint64_t bytes;
   int64_t mtime;

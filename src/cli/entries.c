@@ -19,6 +19,7 @@ static void entry_row_free(entry_row *r) {
   free(r->op);
   free(r->variant);
   free(r->compiler);
+  free(r->bundle);
 }
 
 static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
@@ -44,9 +45,10 @@ static int collect_entry(const kvjit_cache_entry_info *entry, void *user) {
       .op = strdup(entry->op ? entry->op : ""),
       .variant = strdup(entry->variant ? entry->variant : ""),
       .compiler = strdup(entry->compiler ? entry->compiler : ""),
+      .bundle = entry->bundle ? strdup(entry->bundle) : NULL,
   };
   if (row.path == NULL || row.key == NULL || row.program == NULL || row.kernels == NULL || row.reason == NULL ||
-      row.op == NULL || row.variant == NULL || row.compiler == NULL) {
+      row.op == NULL || row.variant == NULL || row.compiler == NULL || (entry->bundle && row.bundle == NULL)) {
     entry_row_free(&row);
     goto oom;
   }

@@ -1,4 +1,4 @@
-/* kvjit prewarm: compile the variant list on a pool of threads, with progress lines. */
+/* kvjit prewarm: compile the variant list on a pool of threads, in bundles, with progress lines. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,89 +15,143 @@
 /* prewarm: parallel compiles                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
+/*
+ * The variants' kernels are cut into shares (kvjit_variants_prewarm()): each share is compiled
+ * as few programs as possible (bundles of one op and arch), so a share costs NVRTC's fixed cost
+ * once per bundle, not once per kernel. One share per worker when that is few variants each, so
+ * that `-j 2` over the default set is two bundles; beyond VARIANTS_PER_SHARE variants a worker,
+ * more shares than workers, taken from a queue, so the progress moves and a slow share does not
+ * hold the others back.
+ */
+#define VARIANTS_PER_SHARE 16
+
 /* Shared by the workers; everything below `lock` is guarded by it. */
 typedef struct prewarm_run {
   kvjit_context *ctx;
   const variant_list *variants;
-  bool progress_bar; /* stderr is a terminal: redraw one line; else one line per variant */
+  bool progress_bar; /* stderr is a terminal: redraw one line; else one line per share */
   double start;
+  unsigned shares;
   pthread_mutex_t lock;
-  size_t next;
-  size_t done;
-  size_t variants_compiled, variants_cached, variants_failed;
-  uint64_t kernels_compiled, kernels_cached;
+  unsigned next;
+  unsigned done;
+  kvjit_prewarm_result *totals; /* per variant, summed over the shares */
 } prewarm_run;
 
-static void draw_progress_bar(const prewarm_run *run) {
+static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_t cached) {
   enum { WIDTH = 30 };
-  size_t total = run->variants->count;
-  size_t filled = total ? run->done * WIDTH / total : WIDTH;
+  size_t filled = run->shares ? run->done * WIDTH / run->shares : WIDTH;
   char bar[WIDTH + 1];
   for (size_t i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
   bar[WIDTH] = '\0';
-  fprintf(stderr, "\r\033[K[%s] %zu/%zu  compiled %zu  cached %zu  failed %zu  %.1fs", bar, run->done, total,
-          run->variants_compiled, run->variants_cached, run->variants_failed, now_seconds() - run->start);
+  fprintf(stderr, "\r\033[K[%s] %u/%u shares  kernels: compiled %" PRIu64 "  cached %" PRIu64 "  %.1fs", bar,
+          run->done, run->shares, compiled, cached, now_seconds() - run->start);
   fflush(stderr);
 }
 
-/* Called with run->lock held, once per finished variant. */
-static void report_variant(prewarm_run *run, const kvjit_variant *v, kvjit_status status,
-                           const char *detail, unsigned compiled, unsigned cached, double seconds) {
-  char name[LINE_CAPACITY];
-  describe_variant(v, name, sizeof name);
-  run->done++;
-  if (status != KVJIT_OK) {
-    run->variants_failed++;
-    if (run->progress_bar) fputs("\r\033[K", stderr);
-    fprintf(stderr, "[%zu/%zu] %s: FAILED: %s [%s]\n", run->done, run->variants->count, name,
-            detail[0] ? detail : kvjit_status_string(status), kvjit_status_name(status));
-  } else {
-    run->kernels_compiled += compiled;
-    run->kernels_cached += cached;
-    if (compiled != 0) run->variants_compiled++;
-    else run->variants_cached++;
-    if (!run->progress_bar)
-      fprintf(stderr, "[%zu/%zu] %s: %u compiled, %u cached, %.2f s\n", run->done, run->variants->count, name,
-              compiled, cached, seconds);
+/* Called with run->lock held, once per finished share. */
+static void report_share(prewarm_run *run, unsigned share, const kvjit_prewarm_result *results, double seconds) {
+  unsigned compiled = 0, cached = 0;
+  for (size_t i = 0; i < run->variants->count; i++) {
+    kvjit_prewarm_result *t = &run->totals[i];
+    compiled += results[i].compiled;
+    cached += results[i].cached;
+    t->compiled += results[i].compiled;
+    t->cached += results[i].cached;
+    if (t->status == KVJIT_OK && results[i].status != KVJIT_OK) {
+      t->status = results[i].status;
+      snprintf(t->error, sizeof t->error, "%s", results[i].error);
+    }
   }
-  if (run->progress_bar) draw_progress_bar(run);
+  run->done++;
+  if (run->progress_bar) {
+    uint64_t all_compiled = 0, all_cached = 0;
+    for (size_t i = 0; i < run->variants->count; i++) {
+      all_compiled += run->totals[i].compiled;
+      all_cached += run->totals[i].cached;
+    }
+    draw_progress_bar(run, all_compiled, all_cached);
+  } else {
+    fprintf(stderr, "[share %u/%u] kernels: %u compiled, %u cached, %.2f s\n", share + 1, run->shares, compiled,
+            cached, seconds);
+  }
 }
 
 static void *prewarm_worker(void *arg) {
   prewarm_run *run = arg;
+  const size_t count = run->variants->count;
+  kvjit_prewarm_result *results = calloc(count, sizeof *results);
   for (;;) {
     pthread_mutex_lock(&run->lock);
-    size_t i = run->next++;
+    unsigned share = run->next++;
     pthread_mutex_unlock(&run->lock);
-    if (i >= run->variants->count) return NULL;
-
-    const kvjit_variant *v = &run->variants->items[i];
-    unsigned compiled = 0, cached = 0;
+    if (share >= run->shares) break;
     double t0 = now_seconds();
-    kvjit_status status = kvjit_variant_prewarm(run->ctx, v, &compiled, &cached);
-    double seconds = now_seconds() - t0;
-    /* The detail is thread-local: copy it before taking the lock. */
-    char detail[512] = "";
-    if (status != KVJIT_OK) snprintf(detail, sizeof detail, "%s", kvjit_last_error());
-
+    kvjit_status status = KVJIT_ERR_OUT_OF_MEMORY;
+    char detail[256] = "out of memory";
+    if (results != NULL) {
+      status = kvjit_variants_prewarm(run->ctx, run->variants->items, count, share, run->shares, results);
+      /* The detail is thread-local: copy it before taking the lock. */
+      if (status != KVJIT_OK) snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+    }
     pthread_mutex_lock(&run->lock);
-    report_variant(run, v, status, detail, compiled, cached, seconds);
+    /* A share that failed as a whole (out of memory) leaves every variant unbuilt. */
+    int explained = 0;
+    for (size_t i = 0; results != NULL && i < count; i++) explained |= results[i].status != KVJIT_OK;
+    for (size_t i = 0; status != KVJIT_OK && !explained && i < count; i++) {
+      if (run->totals[i].status != KVJIT_OK) continue;
+      run->totals[i].status = status;
+      snprintf(run->totals[i].error, sizeof run->totals[i].error, "%s", detail);
+    }
+    if (results != NULL) report_share(run, share, results, now_seconds() - t0);
+    else run->done++;
     pthread_mutex_unlock(&run->lock);
   }
+  free(results);
+  return NULL;
 }
 
-/* Runs the variants on @p jobs threads (the caller's included); returns the number that failed. */
-static size_t prewarm_all(prewarm_run *run, long jobs) {
+/* Runs the shares on @p jobs threads (the caller's included). */
+static void prewarm_all(prewarm_run *run, long jobs) {
   pthread_t threads[256];
   size_t started = 0;
-  size_t wanted = (size_t)jobs < run->variants->count ? (size_t)jobs : run->variants->count;
+  size_t wanted = (size_t)jobs < run->shares ? (size_t)jobs : run->shares;
   if (wanted > ARRAY_SIZE(threads) + 1) wanted = ARRAY_SIZE(threads) + 1;
   /* A thread that cannot start just leaves its share to the others. */
   while (started + 1 < wanted && pthread_create(&threads[started], NULL, prewarm_worker, run) == 0) started++;
   prewarm_worker(run);
   for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
   if (run->progress_bar && run->done != 0) fputc('\n', stderr);
-  return run->variants_failed;
+}
+
+/* One line per variant that failed (and, @p each, one per variant); the counts of the summary line. */
+static size_t report_variants(const prewarm_run *run, bool each, size_t *compiled, size_t *cached,
+                              uint64_t *kernels_compiled, uint64_t *kernels_cached) {
+  size_t failed = 0;
+  *compiled = *cached = 0;
+  *kernels_compiled = *kernels_cached = 0;
+  for (size_t i = 0; i < run->variants->count; i++) {
+    const kvjit_prewarm_result *t = &run->totals[i];
+    if (t->status != KVJIT_OK) {
+      char name[LINE_CAPACITY];
+      describe_variant(&run->variants->items[i], name, sizeof name);
+      fprintf(stderr, "[%zu/%zu] %s: FAILED: %s [%s]\n", i + 1, run->variants->count, name,
+              t->error[0] ? t->error : kvjit_status_string(t->status), kvjit_status_name(t->status));
+      failed++;
+      continue;
+    }
+    if (each) {
+      char name[LINE_CAPACITY];
+      describe_variant(&run->variants->items[i], name, sizeof name);
+      fprintf(stderr, "[%zu/%zu] %s: %u compiled, %u cached\n", i + 1, run->variants->count, name, t->compiled,
+              t->cached);
+    }
+    *kernels_compiled += t->compiled;
+    *kernels_cached += t->cached;
+    if (t->compiled != 0) ++*compiled;
+    else ++*cached;
+  }
+  return failed;
 }
 
 /* Where the kernels of @p v are cached, as a manifest comment: "cached", "cached (remote)" or
@@ -266,20 +320,35 @@ int cmd_prewarm(int argc, char **argv) {
     return rc;
   }
 
+  size_t per_job = (variants.count + (size_t)o.jobs - 1) / (size_t)o.jobs;
+  size_t shares = per_job <= VARIANTS_PER_SHARE ? (size_t)o.jobs
+                                                : (variants.count + VARIANTS_PER_SHARE - 1) / VARIANTS_PER_SHARE;
+  if (shares > variants.count) shares = variants.count ? variants.count : 1;
   prewarm_run run = {
       .ctx = ctx,
       .variants = &variants,
       .progress_bar = isatty(STDERR_FILENO) != 0,
       .start = now_seconds(),
+      .shares = (unsigned)shares,
+      .totals = calloc(variants.count ? variants.count : 1, sizeof *run.totals),
   };
+  if (run.totals == NULL) {
+    kvjit_context_destroy(ctx);
+    free(variants.items);
+    return out_of_memory(cmd);
+  }
   pthread_mutex_init(&run.lock, NULL);
-  size_t failed = prewarm_all(&run, o.jobs);
+  prewarm_all(&run, o.jobs);
   pthread_mutex_destroy(&run.lock);
 
+  size_t compiled, cached;
+  uint64_t kernels_compiled, kernels_cached;
+  size_t failed = report_variants(&run, !run.progress_bar, &compiled, &cached, &kernels_compiled, &kernels_cached);
   printf("prewarm: %zu variants: %zu compiled, %zu already cached, %zu failed; kernels: %" PRIu64
          " compiled, %" PRIu64 " already cached; %.2f s with -j %ld\n",
-         variants.count, run.variants_compiled, run.variants_cached, failed, run.kernels_compiled,
-         run.kernels_cached, now_seconds() - run.start, o.jobs);
+         variants.count, compiled, cached, failed, kernels_compiled, kernels_cached, now_seconds() - run.start,
+         o.jobs);
+  free(run.totals);
   kvjit_context_destroy(ctx);
   free(variants.items);
   return failed != 0 ? EXIT_FAILURE : 0;

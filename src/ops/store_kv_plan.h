@@ -1,7 +1,7 @@
 /*
  * store_kv_cache specialisation: from a variant (rows, alignment, index type, split, PDL, batch
  * class) to a plan (every compile-time constant of the kernel and its launch geometry), its CUDA
- * source (the embedded template behind a #define prelude) and its program description. Pure
+ * program (the embedded C++ template and the kernel instance the plan names). Pure
  * functions: no driver, no NVRTC, no context; safe from any thread. The op around them is
  * store_kv.c.
  */
@@ -13,6 +13,7 @@
 #include "dtype.h"
 #include "jit.h"
 #include "kvjit.h"
+#include "op_program.h"
 
 /** Threads per block of every store_kv_cache kernel. */
 #define KVJIT_STORE_KV_BLOCK 128
@@ -30,7 +31,7 @@ enum {
   KVJIT_STORE_KV_CLASS_LARGE,     /* beyond */
   KVJIT_STORE_KV_CLASSES
 };
-/** Name of the kernel in the template and of its out-of-range counter. */
+/** Name of the kernel template and of its out-of-range counter. */
 #define KVJIT_STORE_KV_KERNEL "kvjit_store_kv"
 #define KVJIT_STORE_KV_OOB_COUNTER "kvjit_store_kv_oob"
 
@@ -163,11 +164,15 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
                                             kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant);
 
-/** Generated CUDA source of a plan: malloc'd, NUL-terminated; NULL when out of memory. */
-char *kvjit_store_kv_source(const kvjit_store_kv_plan *plan);
+/**
+ * The name expression of a plan's kernel, e.g. "kvjit_store_kv<1024,1024,1,16,...>": the template's
+ * arguments (kernel_src/store_kv_cache.cuh) in its order. Returns its length, or -1 when it does
+ * not fit in @p capacity bytes.
+ */
+int kvjit_store_kv_kernel_name(const kvjit_store_kv_plan *plan, char *out, size_t capacity);
 
-/** Program description of a plan's @p source (static name, options and kernel list). */
-void kvjit_store_kv_desc(const kvjit_store_kv_plan *plan, const char *source, kvjit_program_desc *desc);
+/** A plan's program: the embedded template and its kernel (KVJIT_ERR_INTERNAL if the name cannot fit). */
+kvjit_status kvjit_store_kv_program(const kvjit_store_kv_plan *plan, kvjit_op_program *out);
 
 /** Blocks of a launch of @p batch items, or 0 when it exceeds the grid limit (2^31 - 1). */
 uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch);

@@ -1,5 +1,5 @@
 /*
- * The transfer_kv op: its descriptor and its public entry points. Plans and sources are
+ * The transfer_kv op: its descriptor and its public entry points. Plans and programs are
  * transfer_kv_plan.c; call validation transfer_kv_args.c. The hot path is the store's: validate
  * -> current device's arch -> request key -> lock-free lookup -> launch (grid.y = layers).
  */
@@ -52,10 +52,8 @@ static kvjit_status transfer_check(int64_t *v, uint64_t given) {
   return transfer_plan(v, v[TRANSFER_F_ARCH] ? (int)v[TRANSFER_F_ARCH] : KVJIT_TRANSFER_KV_MAX_ARCH, 0, &plan);
 }
 
-static char *transfer_source(const void *plan) { return kvjit_transfer_kv_source(plan); }
-
-static void transfer_desc(const void *plan, const char *source, kvjit_program_desc *desc) {
-  kvjit_transfer_kv_desc(plan, source, desc);
+static kvjit_status transfer_program(const void *plan, kvjit_op_program *out) {
+  return kvjit_transfer_kv_program(plan, out);
 }
 
 static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
@@ -80,8 +78,7 @@ const kvjit_op kvjit_op_transfer_kv = {
     .check = transfer_check,
     .written = NULL,
     .plan = transfer_plan,
-    .source = transfer_source,
-    .desc = transfer_desc,
+    .program = transfer_program,
     .geometry = transfer_geometry,
     .key = transfer_key,
 };

@@ -11,6 +11,7 @@
 
 #include "jit.h"
 #include "kvjit.h"
+#include "op_program.h"
 
 /** Threads per block of every transfer_kv kernel. */
 #define KVJIT_TRANSFER_KV_BLOCK 128
@@ -69,10 +70,11 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
                                          kvjit_pdl_mode pdl, int split, kvjit_location src, kvjit_location dst,
                                          int table, int batch_class);
 
-/** Generated CUDA source of a plan: malloc'd, NUL-terminated; NULL when out of memory. */
-char *kvjit_transfer_kv_source(const kvjit_transfer_kv_plan *plan);
+/** The name expression of a plan's kernel: the template's arguments in its order; its length, or -1
+ *  when it does not fit in @p capacity bytes. */
+int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out, size_t capacity);
 
-/** Program description of a plan's @p source (static name, options and kernel list). */
-void kvjit_transfer_kv_desc(const kvjit_transfer_kv_plan *plan, const char *source, kvjit_program_desc *desc);
+/** A plan's program: the embedded template and its kernel. */
+kvjit_status kvjit_transfer_kv_program(const kvjit_transfer_kv_plan *plan, kvjit_op_program *out);
 
 #endif

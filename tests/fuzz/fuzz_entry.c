@@ -9,6 +9,7 @@
  *  - the payload check (src/payload.c: ELF section/symbol walk, PTX directives) runs over every
  *    accepted entry's payload, fuzzed bytes included, without reading outside it (the seeds hold a
  *    real sm_90 cubin and PTX, which it must accept).
+ *  - an alias (payload kind 3) it accepts is well formed (one kernel, an index inside its bundle).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,6 +31,13 @@ static int inside(const void *p, size_t n, const uint8_t *buf, size_t len) {
 
 static void check_view(const kvjit_entry_view *v, const uint8_t *buf, size_t len) {
   CHECK(inside(v->program, v->program_len, buf, len));
+  if (v->target.kind == KVJIT_PAYLOAD_ALIAS) {
+    /* An alias the parser accepts is well formed: one kernel, its index inside its bundle. */
+    kvjit_entry_alias a;
+    kvjit_entry_alias_get(v, &a);
+    CHECK(v->num_kernels == 1 && v->payload_len == KVJIT_ENTRY_ALIAS_BYTES && a.index < a.count);
+    CHECK(!kvjit_key_equal(&a.bundle, &v->key));
+  }
   CHECK(inside(v->payload, (size_t)v->payload_len, buf, len));
   CHECK(v->payload + v->payload_len == buf + len);
   for (uint32_t i = 0; i < v->num_kernels; i++) {
