@@ -95,6 +95,40 @@ test_prewarm_then_all_cached() {
   [[ $KERNELS_COMPILED -eq 0 && $KERNELS_CACHED -eq $kernels ]] || fail "second run kernels: $KERNELS_COMPILED/$KERNELS_CACHED"
 }
 
+# -j N runs the shares in worker processes (NVRTC serializes one process's compiles on a GPU
+# host). A worker killed mid-share: the variants whose kernels it left unbuilt fail and say how
+# it ended, the others are unharmed, nothing is reported as success, and a rerun builds the rest.
+test_prewarm_worker_killed() {
+  local dir="$TMP/killed"
+  RC=0
+  "$KVJIT" prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256,512,1024,2048 --index int32,int64 \
+    -j 2 >"$TMP/out" 2>"$TMP/err" &
+  local parent=$! worker="" i
+  # Stopped as soon as it is seen (it cannot finish its share first), then killed.
+  for i in $(seq 1 400); do
+    worker=$(pgrep -P "$parent" | head -1 || true)
+    [[ -n $worker ]] && break
+    sleep 0.01
+  done
+  [[ -n $worker ]] || { wait "$parent" || true; fail "no worker process seen"; }
+  kill -STOP "$worker"
+  kill -KILL "$worker"
+  wait "$parent" || RC=$?
+  expect_rc 1
+  summary
+  [[ $VARIANTS -eq 8 && $FAILED -ge 1 ]] || fail "after the kill: $VARIANTS variants, $FAILED failed"
+  expect_err 'a prewarm worker died \(signal 9\) while building its kernels \[ERR_INTERNAL\]'
+  local failed=$FAILED
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256,512,1024,2048 --index int32,int64 -j 2
+  expect_rc 0
+  summary
+  [[ $FAILED -eq 0 && $COMPILED -eq $failed && $((COMPILED + CACHED)) -eq 8 ]] ||
+    fail "rerun: $COMPILED compiled, $CACHED cached, $FAILED failed (expected $failed compiled)"
+  # Nothing half-written: every entry checks.
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+}
+
 test_prewarm_env_cache_dir() {
   export KVJIT_CACHE_DIR="$TMP/from-env"
   kvjit prewarm --arch 90 --k-row-bytes 128 --index int32 -j 1

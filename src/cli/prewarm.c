@@ -1,42 +1,21 @@
-/* kvjit prewarm: compile the variant list on a pool of threads, in bundles, with progress lines. */
+/* kvjit prewarm: compile the variant list in shares (prewarm_pool.c runs them), in bundles, with
+ * progress lines. */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "prewarm.h"
 #include "variants.h"
 
 /* Longest manifest line kvjit_variant_format() is given room for. */
 #define LINE_CAPACITY 512
 
-/* ------------------------------------------------------------------------------------------ */
-/* prewarm: parallel compiles                                                                  */
-/* ------------------------------------------------------------------------------------------ */
-
-/*
- * The variants' kernels are cut into shares (kvjit_variants_prewarm()): each share is compiled
- * as few programs as possible (bundles of one op and arch), so a share costs NVRTC's fixed cost
- * once per bundle, not once per kernel. One share per worker when that is few variants each, so
- * that `-j 2` over the default set is two bundles; beyond VARIANTS_PER_SHARE variants a worker,
- * more shares than workers, taken from a queue, so the progress moves and a slow share does not
- * hold the others back.
- */
+/* One share per worker when that is few variants each, so that `-j 2` over the default set is two
+ * bundles; beyond VARIANTS_PER_SHARE variants a worker, more shares than workers, taken from a
+ * queue, so the progress moves and a slow share does not hold the others back. */
 #define VARIANTS_PER_SHARE 16
-
-/* Shared by the workers; everything below `lock` is guarded by it. */
-typedef struct prewarm_run {
-  kvjit_context *ctx;
-  const variant_list *variants;
-  bool progress_bar; /* stderr is a terminal: redraw one line; else one line per share */
-  double start;
-  unsigned shares;
-  pthread_mutex_t lock;
-  unsigned next;
-  unsigned done;
-  kvjit_prewarm_result *totals; /* per variant, summed over the shares */
-} prewarm_run;
 
 static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_t cached) {
   enum { WIDTH = 30 };
@@ -49,10 +28,19 @@ static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_
   fflush(stderr);
 }
 
-/* Called with run->lock held, once per finished share. */
-static void report_share(prewarm_run *run, unsigned share, const kvjit_prewarm_result *results, double seconds) {
+void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, const char *detail,
+                        const kvjit_prewarm_result *results, double seconds) {
+  const size_t count = run->variants->count;
+  /* A share that failed as a whole (out of memory, no cache) leaves every variant unbuilt. */
+  int explained = 0;
+  for (size_t i = 0; results != NULL && i < count; i++) explained |= results[i].status != KVJIT_OK;
+  for (size_t i = 0; status != KVJIT_OK && !explained && i < count; i++) {
+    if (run->totals[i].status != KVJIT_OK) continue;
+    run->totals[i].status = status;
+    snprintf(run->totals[i].error, sizeof run->totals[i].error, "%s", detail);
+  }
   unsigned compiled = 0, cached = 0;
-  for (size_t i = 0; i < run->variants->count; i++) {
+  for (size_t i = 0; results != NULL && i < count; i++) {
     kvjit_prewarm_result *t = &run->totals[i];
     compiled += results[i].compiled;
     cached += results[i].cached;
@@ -66,7 +54,7 @@ static void report_share(prewarm_run *run, unsigned share, const kvjit_prewarm_r
   run->done++;
   if (run->progress_bar) {
     uint64_t all_compiled = 0, all_cached = 0;
-    for (size_t i = 0; i < run->variants->count; i++) {
+    for (size_t i = 0; i < count; i++) {
       all_compiled += run->totals[i].compiled;
       all_cached += run->totals[i].cached;
     }
@@ -75,53 +63,6 @@ static void report_share(prewarm_run *run, unsigned share, const kvjit_prewarm_r
     fprintf(stderr, "[share %u/%u] kernels: %u compiled, %u cached, %.2f s\n", share + 1, run->shares, compiled,
             cached, seconds);
   }
-}
-
-static void *prewarm_worker(void *arg) {
-  prewarm_run *run = arg;
-  const size_t count = run->variants->count;
-  kvjit_prewarm_result *results = calloc(count, sizeof *results);
-  for (;;) {
-    pthread_mutex_lock(&run->lock);
-    unsigned share = run->next++;
-    pthread_mutex_unlock(&run->lock);
-    if (share >= run->shares) break;
-    double t0 = now_seconds();
-    kvjit_status status = KVJIT_ERR_OUT_OF_MEMORY;
-    char detail[256] = "out of memory";
-    if (results != NULL) {
-      status = kvjit_variants_prewarm(run->ctx, run->variants->items, count, share, run->shares, results);
-      /* The detail is thread-local: copy it before taking the lock. */
-      if (status != KVJIT_OK) snprintf(detail, sizeof detail, "%s", kvjit_last_error());
-    }
-    pthread_mutex_lock(&run->lock);
-    /* A share that failed as a whole (out of memory) leaves every variant unbuilt. */
-    int explained = 0;
-    for (size_t i = 0; results != NULL && i < count; i++) explained |= results[i].status != KVJIT_OK;
-    for (size_t i = 0; status != KVJIT_OK && !explained && i < count; i++) {
-      if (run->totals[i].status != KVJIT_OK) continue;
-      run->totals[i].status = status;
-      snprintf(run->totals[i].error, sizeof run->totals[i].error, "%s", detail);
-    }
-    if (results != NULL) report_share(run, share, results, now_seconds() - t0);
-    else run->done++;
-    pthread_mutex_unlock(&run->lock);
-  }
-  free(results);
-  return NULL;
-}
-
-/* Runs the shares on @p jobs threads (the caller's included). */
-static void prewarm_all(prewarm_run *run, long jobs) {
-  pthread_t threads[256];
-  size_t started = 0;
-  size_t wanted = (size_t)jobs < run->shares ? (size_t)jobs : run->shares;
-  if (wanted > ARRAY_SIZE(threads) + 1) wanted = ARRAY_SIZE(threads) + 1;
-  /* A thread that cannot start just leaves its share to the others. */
-  while (started + 1 < wanted && pthread_create(&threads[started], NULL, prewarm_worker, run) == 0) started++;
-  prewarm_worker(run);
-  for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
-  if (run->progress_bar && run->done != 0) fputc('\n', stderr);
 }
 
 /* One line per variant that failed (and, @p each, one per variant); the counts of the summary line. */
@@ -270,7 +211,7 @@ static const char prewarm_help[] =
     "      --manifest FILE     replay the variants a run recorded ($KVJIT_MANIFEST; format in\n"
     "                          cache/MANIFEST.md; lines of any op), each line once per --arch\n"
     "\n"
-    "  -j, --jobs N            parallel compiles (default: the number of cores)\n"
+    "  -j, --jobs N            worker processes compiling at once (default: the number of cores)\n"
     "  -n, --dry-run           print the variants as manifest lines, each marked cached or\n"
     "                          missing (local dirs and the remote); compile nothing\n" CACHE_OPTIONS_HELP
     "  -h, --help              this help\n"
@@ -325,7 +266,8 @@ int cmd_prewarm(int argc, char **argv) {
                                                 : (variants.count + VARIANTS_PER_SHARE - 1) / VARIANTS_PER_SHARE;
   if (shares > variants.count) shares = variants.count ? variants.count : 1;
   prewarm_run run = {
-      .ctx = ctx,
+      .cmd = cmd,
+      .cache = &o.cache,
       .variants = &variants,
       .progress_bar = isatty(STDERR_FILENO) != 0,
       .start = now_seconds(),
@@ -337,9 +279,8 @@ int cmd_prewarm(int argc, char **argv) {
     free(variants.items);
     return out_of_memory(cmd);
   }
-  pthread_mutex_init(&run.lock, NULL);
-  prewarm_all(&run, o.jobs);
-  pthread_mutex_destroy(&run.lock);
+  prewarm_run_shares(&run, ctx, o.jobs);
+  if (run.progress_bar && run.done != 0) fputc('\n', stderr);
 
   size_t compiled, cached;
   uint64_t kernels_compiled, kernels_cached;

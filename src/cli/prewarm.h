@@ -1,0 +1,41 @@
+/*
+ * kvjit prewarm's shares (prewarm.c reports them, prewarm_pool.c runs them).
+ *
+ * The variants' kernels are cut into shares (kvjit_variants_prewarm()); each share is compiled as
+ * few NVRTC programs as possible. Shares run in worker processes, not threads: NVRTC 13.0
+ * serializes the compiles of one process on a host with a GPU (8 threads took 242 ms for what one
+ * took 240 ms, 16 processes did 16 compiles in 190 ms; 96 variants for 3 archs, 16 cores: 0.60 s
+ * on 16 processes, 1.3 s on 16 threads; bench/results/2026-12-01-h200/nvrtc/README.md). A worker
+ * that crashes costs its own share, not the run.
+ */
+#ifndef KVJIT_CLI_PREWARM_H
+#define KVJIT_CLI_PREWARM_H
+
+#include <stdbool.h>
+
+#include "cli.h"
+#include "variants.h"
+
+typedef struct prewarm_run {
+  const char *cmd;
+  const cache_opts *cache; /* each worker opens its own context with these */
+  const variant_list *variants;
+  bool progress_bar; /* stderr is a terminal: redraw one line; else one line per share */
+  double start;
+  unsigned shares;
+  unsigned done;
+  unsigned lost;                /* shares whose worker died before it reported them */
+  char lost_why[64];            /* how the first such worker ended ("signal 11", "exit 3") */
+  kvjit_prewarm_result *totals; /* per variant, summed over the shares */
+} prewarm_run;
+
+/* Folds one finished share into the totals and reports it. @p status is the share's own result;
+ * one that is not OK and that no variant's result explains fails every variant not yet failed. */
+void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, const char *detail,
+                        const kvjit_prewarm_result *results, double seconds);
+
+/* Runs every share: in this process (with @p ctx) for one job, else on up to @p jobs worker
+ * processes. A variant of a share whose worker died is failed if any of its kernels is missing. */
+void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs);
+
+#endif

@@ -1,0 +1,250 @@
+/*
+ * kvjit prewarm's worker processes (prewarm.h says why processes).
+ *
+ * The parent forks the workers, feeds share numbers into one queue pipe (4 bytes each, written
+ * non-blocking as the queue drains, so any number of shares fits) and reads each worker's own
+ * result pipe: a "started share S" message, then "done" with the share's per-variant results.
+ * Each worker opens its own context and compiles into the same cache dirs (the cache's locks make
+ * that safe, as for any processes). A worker that dies leaves its started share unreported: at
+ * the end the parent looks up each variant it had not seen fail, and fails those with a kernel
+ * missing. A failure is never reported as success.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "prewarm.h"
+
+enum { MAX_WORKERS = 256 };
+enum { MSG_STARTED = 1, MSG_DONE = 2 };
+
+typedef struct msg {
+  uint32_t kind;
+  uint32_t share;
+  int32_t status;
+  double seconds;
+  char detail[256];
+} msg;
+
+typedef struct worker {
+  pid_t pid;
+  int fd;       /* its result pipe; -1 once it closed */
+  long running; /* the share it started and has not reported, or -1 */
+} worker;
+
+static int write_all(int fd, const void *data, size_t n) {
+  const char *p = data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* 1: all @p n bytes; 0: end of file or an error first (a worker gone). */
+static int read_all(int fd, void *data, size_t n) {
+  char *p = data;
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    p += r;
+    n -= (size_t)r;
+  }
+  return 1;
+}
+
+/* ---- in this process ------------------------------------------------------------------------ */
+
+static void run_here(prewarm_run *run, kvjit_context *ctx, unsigned share, kvjit_prewarm_result *results) {
+  double t0 = now_seconds();
+  kvjit_status status =
+      kvjit_variants_prewarm(ctx, run->variants->items, run->variants->count, share, run->shares, results);
+  prewarm_share_done(run, share, status, status != KVJIT_OK ? kvjit_last_error() : "", results, now_seconds() - t0);
+}
+
+/* ---- a worker ------------------------------------------------------------------------------- */
+
+static void worker_main(const prewarm_run *run, int queue, int out) {
+  const size_t count = run->variants->count;
+  kvjit_prewarm_result *results = calloc(count ? count : 1, sizeof *results);
+  if (results == NULL) exit(3);
+  kvjit_context *ctx = NULL;
+  const int opened = open_context(run->cmd, run->cache, &ctx) == 0;
+  uint32_t share;
+  while (read_all(queue, &share, sizeof share)) {
+    msg m;
+    memset(&m, 0, sizeof m);
+    m.kind = MSG_STARTED;
+    m.share = share;
+    if (write_all(out, &m, sizeof m) != 0) break;
+    double t0 = now_seconds();
+    memset(results, 0, count * sizeof *results);
+    kvjit_status status = KVJIT_ERR_IO;
+    snprintf(m.detail, sizeof m.detail, "a prewarm worker could not open the cache");
+    if (opened) {
+      status = kvjit_variants_prewarm(ctx, run->variants->items, count, share, run->shares, results);
+      snprintf(m.detail, sizeof m.detail, "%s", status != KVJIT_OK ? kvjit_last_error() : "");
+    }
+    m.kind = MSG_DONE;
+    m.status = status;
+    m.seconds = now_seconds() - t0;
+    if (write_all(out, &m, sizeof m) != 0 || write_all(out, results, count * sizeof *results) != 0) break;
+  }
+  kvjit_context_destroy(ctx);
+  free(results);
+  /* exit(), not _exit(): what NVRTC cleans up at exit is cleaned up. Nothing is buffered (the
+   * parent flushed before the fork; a worker prints only on stderr). */
+  exit(0);
+}
+
+/* ---- the parent ----------------------------------------------------------------------------- */
+
+static void describe_end(int wstatus, char *out, size_t capacity) {
+  if (WIFSIGNALED(wstatus)) snprintf(out, capacity, "signal %d", WTERMSIG(wstatus));
+  else if (WIFEXITED(wstatus)) snprintf(out, capacity, "exit %d", WEXITSTATUS(wstatus));
+  else snprintf(out, capacity, "status %d", wstatus);
+}
+
+/* A message from @p w, or its end: 0 while it lives. */
+static int take_message(prewarm_run *run, worker *w, kvjit_prewarm_result *results) {
+  msg m;
+  if (read_all(w->fd, &m, sizeof m) && m.share < run->shares) {
+    if (m.kind == MSG_STARTED) {
+      w->running = m.share;
+      return 0;
+    }
+    if (m.kind == MSG_DONE && read_all(w->fd, results, run->variants->count * sizeof *results)) {
+      m.detail[sizeof m.detail - 1] = '\0';
+      prewarm_share_done(run, m.share, (kvjit_status)m.status, m.detail, results, m.seconds);
+      w->running = -1;
+      return 0;
+    }
+  }
+  /* End of file, or a message cut short: the worker is gone. */
+  close(w->fd);
+  w->fd = -1;
+  int wstatus = 0;
+  while (waitpid(w->pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (w->running >= 0) {
+    if (run->lost++ == 0) describe_end(wstatus, run->lost_why, sizeof run->lost_why);
+    run->done++;
+    w->running = -1;
+  }
+  return 1;
+}
+
+/* Forks up to @p wanted workers reading @p queue; returns how many started. */
+static size_t start_workers(const prewarm_run *run, worker *workers, size_t wanted, const int queue[2]) {
+  size_t started = 0;
+  fflush(NULL);
+  for (; started < wanted; started++) {
+    int out[2];
+    if (pipe(out) != 0) break;
+    pid_t pid = fork();
+    if (pid < 0) {
+      close(out[0]);
+      close(out[1]);
+      break;
+    }
+    if (pid == 0) {
+      close(queue[1]);
+      close(out[0]);
+      for (size_t i = 0; i < started; i++) close(workers[i].fd);
+      worker_main(run, queue[0], out[1]);
+    }
+    close(out[1]);
+    workers[started] = (worker){pid, out[0], -1};
+  }
+  return started;
+}
+
+/* Variants of a lost share that are not all in the cache fail, naming how their worker ended. */
+static void fail_lost(prewarm_run *run, kvjit_context *ctx) {
+  for (size_t i = 0; i < run->variants->count; i++) {
+    kvjit_prewarm_result *t = &run->totals[i];
+    if (t->status != KVJIT_OK) continue;
+    unsigned local = 0, remote = 0, missing = 0;
+    kvjit_status st = kvjit_variant_locate(ctx, &run->variants->items[i], &local, &remote, &missing);
+    if (st == KVJIT_OK && missing == 0) continue;
+    t->status = KVJIT_ERR_INTERNAL;
+    snprintf(t->error, sizeof t->error, "a prewarm worker died (%s) while building its kernels", run->lost_why);
+  }
+}
+
+void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
+  size_t wanted = jobs > 0 && (size_t)jobs < run->shares ? (size_t)jobs : run->shares;
+  if (wanted > MAX_WORKERS) wanted = MAX_WORKERS;
+  kvjit_prewarm_result *results = calloc(run->variants->count ? run->variants->count : 1, sizeof *results);
+  if (results == NULL) {
+    for (unsigned share = 0; share < run->shares; share++) {
+      prewarm_share_done(run, share, KVJIT_ERR_OUT_OF_MEMORY, "out of memory", NULL, 0);
+    }
+    return;
+  }
+  int queue[2] = {-1, -1};
+  worker workers[MAX_WORKERS];
+  size_t started = 0;
+  struct sigaction ignore, saved;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  /* A worker that dies must not take the parent with it on a write. */
+  sigaction(SIGPIPE, &ignore, &saved);
+  if (wanted > 1 && pipe(queue) == 0) started = start_workers(run, workers, wanted, queue);
+  uint32_t next = 0;
+  if (started > 0) {
+    /* The write end is the parent's alone; the read end stays blocking while workers share it. */
+    fcntl(queue[1], F_SETFL, fcntl(queue[1], F_GETFL) | O_NONBLOCK);
+    size_t alive = started;
+    struct pollfd fds[MAX_WORKERS + 1];
+    while (alive > 0) {
+      nfds_t n = 0;
+      for (size_t i = 0; i < started; i++) {
+        if (workers[i].fd >= 0) fds[n++] = (struct pollfd){workers[i].fd, POLLIN, 0};
+      }
+      const int feeding = queue[1] >= 0;
+      if (feeding) fds[n++] = (struct pollfd){queue[1], POLLOUT, 0};
+      if (poll(fds, n, -1) < 0) {
+        if (errno == EINTR) continue;
+        break;
+      }
+      if (feeding && fds[n - 1].revents != 0) {
+        while (next < run->shares && write(queue[1], &next, sizeof next) == (ssize_t)sizeof next) next++;
+        if (next == run->shares) {
+          /* Every share queued: end of file tells the workers to finish. */
+          close(queue[1]);
+          queue[1] = -1;
+        }
+      }
+      for (nfds_t f = 0, i = 0; f < n && i < started; f++) {
+        while (i < started && workers[i].fd != fds[f].fd) i++;
+        if (i == started) break;
+        if ((fds[f].revents & (POLLIN | POLLERR | POLLHUP)) && take_message(run, &workers[i], results)) alive--;
+      }
+    }
+    /* Queued, never taken (every worker gone): here, as are the ones never queued. The parent
+     * kept the queue's read end for this; no worker reads it any more. */
+    fcntl(queue[0], F_SETFL, fcntl(queue[0], F_GETFL) | O_NONBLOCK);
+    uint32_t share;
+    while (read(queue[0], &share, sizeof share) == (ssize_t)sizeof share) {
+      if (share < run->shares) run_here(run, ctx, share, results);
+    }
+  }
+  if (queue[0] >= 0) close(queue[0]);
+  if (queue[1] >= 0) close(queue[1]);
+  sigaction(SIGPIPE, &saved, NULL);
+  for (; next < run->shares; next++) run_here(run, ctx, next, results);
+  free(results);
+  if (run->lost != 0) fail_lost(run, ctx);
+}
