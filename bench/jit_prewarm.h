@@ -14,8 +14,11 @@
 size_t jit_main_set(kvjit_variant *out, size_t capacity, int arch);
 
 typedef struct jit_prewarm_result {
-  double one_share_ms;   /* the whole set, one thread */
-  double shares_ms;      /* the whole set, one share per core on as many threads */
+  double first_ms;       /* the whole set, one thread, the first time in the process (NVRTC's pages for
+                          * these kernels may still be on disk: a fresh machine's first prewarm) */
+  double one_share_ms;   /* the whole set, one thread, again (warm) */
+  double shares_ms;      /* the whole set, one share per core on as many threads of one process */
+  double procs_ms;       /* the whole set, one share per core on as many processes (kvjit prewarm -j) */
   unsigned shares;
   unsigned variants, kernels, programs; /* kernels compiled, NVRTC programs they took */
   bench_stats alias_compile; /* kvjit_program_compile of one kernel found through its alias, fresh context */

@@ -8,7 +8,8 @@
 #   store.csv  store.md  store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt
 #   transfer.csv  transfer.md  transfer_layers.csv  transfer_layers.md  torch_transfer.csv  log.txt
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
-# BENCH_ONLY=transfer runs the transfer_kv steps alone (bench_transfer and its PyTorch peer).
+# BENCH_ONLY=transfer runs the transfer_kv steps alone (bench_transfer and its PyTorch peer);
+# BENCH_ONLY=store every step but those (two calls of a machine's time limit each).
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd) || exit 2
@@ -123,7 +124,7 @@ timeout -k 5 "$T" "$BUILD/bench/bench_jit" > "$OUT/jit.txt" 2>&1
 echo "bench_jit exit: $?" | tee -a "$LOG"
 
 # 3b. transfer_kv, with what is left.
-run_transfer 40
+[ "${BENCH_ONLY:-}" = store ] || run_transfer 40
 
 # 4. The plot.
 T=$(cap 40 0)
