@@ -50,17 +50,21 @@ echo "== binding benchmark (every way into kvjit, one process)"
 python3 bench/bench_binding.py --build "$build" --md "$tmp/binding.md" || echo "bench_binding: failed"
 if [ -n "${OUT:-}" ] && [ -f "$tmp/binding.md" ]; then cp "$tmp/binding.md" "$OUT/binding.md"; fi
 
-echo "== pip install . (the wheel), then the suite against the installed package"
-# The GPU machine is offline: build without isolation, with meson-python already installed
+echo "== pip install (the wheel), then the suite against the installed package"
+# The GPU machine is offline: KVJIT_WHEEL names a wheel built elsewhere (what users install);
+# without it, pip install . builds one without isolation, with meson-python already installed
 # (carried as wheels: meson-python, pyproject-metadata; meson and ninja are there).
-if python3 -c "import mesonpy" 2>/dev/null; then
-  if python3 -m pip install -q --no-deps --no-build-isolation --no-index --target "$tmp/site" .; then
+wheel_source=.
+[ -n "${KVJIT_WHEEL:-}" ] && wheel_source=$KVJIT_WHEEL
+if [ -n "${KVJIT_WHEEL:-}" ] || python3 -c "import mesonpy" 2>/dev/null; then
+  echo "installing $wheel_source"
+  if python3 -m pip install -q --no-deps --no-build-isolation --no-index --target "$tmp/site" "$wheel_source"; then
     (cd "$tmp" && env -u KVJIT_LIB PYTHONPATH="$tmp/site" python3 -c \
       "import kvjit, kvjit._torch_op as t; kvjit.register_torch_ops(); print('installed:', kvjit.__version__, kvjit.library_path(), 'fast path:', t.fast_store is not None)")
     env -u KVJIT_LIB KVJIT_TEST_INSTALLED=1 PYTHONPATH="$tmp/site" python3 python/tests/run.py \
       python/tests/test_api.py python/tests/test_gpu_torch_op.py | tail -1
   else
-    echo "pip install .: failed"
+    echo "pip install $wheel_source: failed"
   fi
 else
   echo "no meson-python here (carry its wheel): install check skipped"
