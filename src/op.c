@@ -226,6 +226,64 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
   return KVJIT_OK;
 }
 
+/* ---- the calls -------------------------------------------------------------------------------- */
+
+kvjit_status kvjit_op_variant_error_or(const kvjit_op *op, const int64_t *values, kvjit_status status) {
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", kvjit_last_error());
+  int64_t checked[KVJIT_VARIANT_MAX_FIELDS];
+  memcpy(checked, values, op->info.num_fields * sizeof checked[0]);
+  checked[0] = 0; /* any arch: the rules that do not depend on the device */
+  kvjit_status st = kvjit_op_check_values(op, checked, KVJIT_OP_ALL_GIVEN);
+  if (st != KVJIT_OK) return st;
+  if (status == KVJIT_OK) return KVJIT_OK;
+  return kvjit_fail(status, "%s", detail);
+}
+
+static kvjit_status too_many_blocks(int64_t batch, const kvjit_op_entry *e) {
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: %lld items x split %u need more than 2^31-1 blocks",
+                    (long long)batch, e->geo.split);
+}
+
+kvjit_status kvjit_op_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class, int64_t batch,
+                           unsigned grid_y, struct CUstream_st *stream, void *params) {
+  if (batch == 0) return kvjit_op_variant_error_or(op, values, KVJIT_OK);
+  const kvjit_driver *drv;
+  kvjit_status st;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  int sm = 0;
+  if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  if (sm > op->max_arch) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_%d", sm, op->max_arch);
+  values[0] = sm;
+  const kvjit_op_entry *e;
+  if ((st = kvjit_op_find_entry(ctx, op, values, batch_class, &e)) != KVJIT_OK) return st;
+  const uint64_t blocks = kvjit_op_blocks(&e->geo, batch);
+  if (blocks == 0) return too_many_blocks(batch, e);
+  return kvjit_op_launch(drv, e, blocks, grid_y, stream, params);
+}
+
+kvjit_status kvjit_op_prepare_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class,
+                                   int64_t batch) {
+  const kvjit_driver *drv;
+  kvjit_status st;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  /* Loading needs no context (cuLibraryLoadData): without one, prepare for device 0. */
+  int sm = 0;
+  if ((st = kvjit_driver_current_sm(drv, &sm, NULL)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  values[0] = sm;
+  /* batch 0: every class, for callers that do not know their batch sizes before capture. */
+  const int first = batch > 0 ? batch_class : 0;
+  const int last = batch > 0 ? batch_class : op->info.num_classes - 1;
+  if ((st = kvjit_op_prepare(ctx, op, values, first, last)) != KVJIT_OK) return st;
+  if (batch > 0) {
+    const kvjit_op_entry *e;
+    if ((st = kvjit_op_find_entry(ctx, op, values, batch_class, &e)) != KVJIT_OK) return st;
+    if (kvjit_op_blocks(&e->geo, batch) == 0) return too_many_blocks(batch, e);
+  }
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
 /* ---- counters --------------------------------------------------------------------------------- */
 
 int kvjit_op_is_instance(const char *name, const char *kernel) {

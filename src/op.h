@@ -125,6 +125,28 @@ uint64_t kvjit_op_blocks(const kvjit_op_geometry *geo, int64_t items);
 kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entry, uint64_t blocks, unsigned grid_y,
                              struct CUstream_st *stream, void *params);
 
+/**
+ * A call that cannot go on (batch 0, no driver, no context) reports the rules between its
+ * variant's fields first, as it did before it needed a driver: those errors name the argument.
+ * Else @p status with the error detail it came with (KVJIT_OK: none).
+ */
+kvjit_status kvjit_op_variant_error_or(const kvjit_op *op, const int64_t *values, kvjit_status status);
+
+/**
+ * The hot path after an op's validation, the same for every op: the current device's arch into
+ * values[0], the entry (lock-free lookup, a load on a miss), the grid, the launch. @p batch 0
+ * launches nothing (the variant's rules still checked); @p grid_y is the launch's grid.y.
+ */
+kvjit_status kvjit_op_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class, int64_t batch,
+                           unsigned grid_y, struct CUstream_st *stream, void *params);
+
+/**
+ * An op's prepare after its validation: the kernels of @p batch_class (every class when @p batch
+ * is 0) loaded for device 0's arch or the current context's, and the grid of @p batch checked.
+ */
+kvjit_status kvjit_op_prepare_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class,
+                                   int64_t batch);
+
 /* ---- prewarm (op_prewarm.c) ------------------------------------------------------------------ */
 
 /** Prewarm (kvjit_variant_prewarm()) of checked @p values. */

@@ -83,62 +83,19 @@ const kvjit_op kvjit_op_transfer_kv = {
     .key = transfer_key,
 };
 
-/* As the store's: a call that cannot go on still reports its variant's own errors first. */
-static kvjit_status variant_error_or(const kvjit_transfer_kv_request *r, kvjit_status status) {
-  char detail[512];
-  snprintf(detail, sizeof detail, "%s", kvjit_last_error());
-  int64_t values[TRANSFER_F_COUNT];
-  memcpy(values, r->values, sizeof values);
-  values[TRANSFER_F_ARCH] = 0;
-  kvjit_status st = kvjit_op_check_values(&kvjit_op_transfer_kv, values, KVJIT_OP_ALL_GIVEN);
-  if (st != KVJIT_OK) return st;
-  if (status == KVJIT_OK) return KVJIT_OK;
-  return kvjit_fail(status, "%s", detail);
-}
-
-static kvjit_status too_many_blocks(int64_t batch, const kvjit_op_entry *e) {
-  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: %lld items x split %u need more than 2^31-1 blocks",
-                    (long long)batch, e->geo.split);
-}
-
 kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
   kvjit_transfer_kv_request r;
   kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
   if (st != KVJIT_OK) return st;
-  if (args->batch == 0) return variant_error_or(&r, KVJIT_OK);
-  const kvjit_driver *drv;
-  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return variant_error_or(&r, st);
-  int sm = 0;
-  if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return variant_error_or(&r, st);
-  if (sm > KVJIT_TRANSFER_KV_MAX_ARCH) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_1023", sm);
-  r.values[TRANSFER_F_ARCH] = sm;
-  const kvjit_op_entry *e;
-  if ((st = kvjit_op_find_entry(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, &e)) != KVJIT_OK) return st;
-  const uint64_t blocks = kvjit_op_blocks(&e->geo, args->batch);
-  if (blocks == 0) return too_many_blocks(args->batch, e);
-  return kvjit_op_launch(drv, e, blocks, r.layers, args->stream, &r.params);
+  return kvjit_op_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch, r.layers, args->stream,
+                       &r.params);
 }
 
 kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
   kvjit_transfer_kv_request r;
   kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
   if (st != KVJIT_OK) return st;
-  const kvjit_driver *drv;
-  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return variant_error_or(&r, st);
-  /* Loading needs no context (cuLibraryLoadData): without one, prepare for device 0. */
-  int sm = 0;
-  if ((st = kvjit_driver_current_sm(drv, &sm, NULL)) != KVJIT_OK) return variant_error_or(&r, st);
-  r.values[TRANSFER_F_ARCH] = sm;
-  const int first = args->batch > 0 ? r.batch_class : 0;
-  const int last = args->batch > 0 ? r.batch_class : KVJIT_TRANSFER_KV_CLASSES - 1;
-  if ((st = kvjit_op_prepare(ctx, &kvjit_op_transfer_kv, r.values, first, last)) != KVJIT_OK) return st;
-  if (args->batch > 0) {
-    const kvjit_op_entry *e;
-    if ((st = kvjit_op_find_entry(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, &e)) != KVJIT_OK) return st;
-    if (kvjit_op_blocks(&e->geo, args->batch) == 0) return too_many_blocks(args->batch, e);
-  }
-  kvjit_clear_error();
-  return KVJIT_OK;
+  return kvjit_op_prepare_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch);
 }
 
 kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset) {
