@@ -103,14 +103,21 @@ test_prewarm_worker_killed() {
   RC=0
   "$KVJIT" prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256,512,1024,2048 --index int32,int64 \
     -j 2 >"$TMP/out" 2>"$TMP/err" &
-  local parent=$! worker="" i
-  # Stopped as soon as it is seen (it cannot finish its share first), then killed.
-  for i in $(seq 1 400); do
-    worker=$(pgrep -P "$parent" | head -1 || true)
+  local parent=$! worker="" pid i
+  # A worker seen compiling (NVRTC loads its builtins on a process's first compile, and a worker
+  # compiles only inside a share it took) is stopped at once, then killed: it has a share in hand
+  # and cannot finish it first.
+  for i in $(seq 1 2000); do
+    for pid in $(pgrep -P "$parent" || true); do
+      if grep -q nvrtc-builtins "/proc/$pid/maps" 2>/dev/null; then
+        worker=$pid
+        break
+      fi
+    done
     [[ -n $worker ]] && break
-    sleep 0.01
+    sleep 0.005
   done
-  [[ -n $worker ]] || { wait "$parent" || true; fail "no worker process seen"; }
+  [[ -n $worker ]] || { wait "$parent" || true; fail "no worker seen compiling"; }
   kill -STOP "$worker"
   kill -KILL "$worker"
   wait "$parent" || RC=$?
