@@ -697,10 +697,12 @@ typedef struct kvjit_prewarm_result {
  * bundle); each kernel is still found alone by a later lookup (cache/FORMAT.md: aliases), and a
  * lookup that misses still compiles only its own kernel.
  *
- * For a pool of threads, the kernels are cut into @p parts shares of about equal compile time (by
+ * For a pool of workers, the kernels are cut into @p parts shares of about equal compile time (by
  * each op's estimate of its kernels' cost) and this
- * call builds share @p part only: @p parts threads calling it with part = 0 .. parts - 1 build
- * every kernel once (one bundle per share and op at least, so parts beyond the cores only cost).
+ * call builds share @p part only: @p parts callers with part = 0 .. parts - 1 build every kernel
+ * once (one bundle per share and op at least, so parts beyond the cores only cost). Prefer
+ * processes to threads: NVRTC 13.0 serializes the compiles of one process on a machine with a GPU
+ * (`kvjit prewarm -j` forks one worker per share, each with its own context over the same dirs).
  * @param results @p count entries: what this share did for each variant; a variant's totals are
  *        the sums over the shares, its status the first failure.
  * @return KVJIT_OK when every variant's kernels of this share built, else the first failure (each
