@@ -245,7 +245,7 @@ static int parse_options(options *o, int argc, char **argv) {
 /* Programs: the reference, the helpers, kvjit's variants; compiled in parallel up front      */
 /* ------------------------------------------------------------------------------------------ */
 
-/* The standard kvjit's own op is compiled with (src/codegen.c), for the reference and the helpers too. */
+/* The standard kvjit's own op is compiled with (src/ops/store_kv_plan.c), for the reference and the helpers too. */
 static const char *const nvrtc_options[] = {"-std=c++17"};
 
 typedef struct ref_program {

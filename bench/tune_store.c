@@ -1,5 +1,5 @@
 /*
- * tune_store: time store_kv_cache plans with one knob changed, to retune src/codegen.c's class
+ * tune_store: time store_kv_cache plans with one knob changed, to retune src/ops/store_kv_plan.c's class
  * table. Not a benchmark of record (bench_store is): it times exactly what a config line asks for.
  *
  *   usage: tune_store [--reps N] [--alt-template FILE] CONFIG

@@ -91,7 +91,7 @@ typedef struct kvjit_store_kv_plan {
   int fp8_soft;            /* 1: integer conversion (before sm_89), 0: the cvt instruction */
 } kvjit_store_kv_plan;
 
-/** What the automatic choice does for one batch class (the table lives in codegen.c). */
+/** What the automatic choice does for one batch class (the table lives in store_kv_plan.c). */
 typedef struct kvjit_store_kv_class_rule {
   int64_t max_batch;           /* the class holds batches up to this (inclusive) */
   int chunks_per_lane;         /* target vector accesses per lane per row */
