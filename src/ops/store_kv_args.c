@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "args.h"
 #include "status.h"
 #include "store_kv_op.h"
 
@@ -26,26 +27,6 @@ static void quant_fields(const kvjit_store_kv_args *a, kvjit_dtype *dtype, kvjit
     *k_scale = *v_scale = NULL;
     *num_heads = 0;
   }
-}
-
-/* a * b + c <= INT64_MAX for a, b, c >= 0 */
-static int extent_fits(int64_t a, int64_t b, int64_t c) {
-  int64_t prod;
-  if (__builtin_mul_overflow(a, b, &prod)) return 0;
-  int64_t sum;
-  return !__builtin_add_overflow(prod, c, &sum);
-}
-
-static kvjit_status check_stride(const char *name, int64_t *stride, int64_t row, const char *row_name) {
-  if (*stride == 0) {
-    *stride = row;
-    return KVJIT_OK;
-  }
-  if (*stride < row) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: must be 0 (= %s) or >= %s %lld, got %lld", name, row_name,
-                      row_name, (long long)row, (long long)*stride);
-  }
-  return KVJIT_OK;
 }
 
 /* Quantizing: what the key holds (28-bit rows, 16-bit splits) and rows of whole elements (a
@@ -123,24 +104,12 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
     if (st != KVJIT_OK) return st;
   }
   if (a->batch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: must be >= 0, got %lld", (long long)a->batch);
-  if (a->k_row_bytes <= 0 || a->k_row_bytes > KVJIT_STORE_KV_MAX_ROW_BYTES) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_row_bytes: must be 1..%lld, got %lld",
-                      (long long)KVJIT_STORE_KV_MAX_ROW_BYTES, (long long)a->k_row_bytes);
-  }
-  if ((a->v == NULL) != (a->v_cache == NULL)) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
-                      "v, v_cache: both NULL (store K only) or both set, got v=%p v_cache=%p", a->v, a->v_cache);
-  }
+  int64_t v_row;
+  st = kvjit_args_rows(a->k_row_bytes, a->v_row_bytes, a->v, "v", a->v_cache, "v_cache", "store K only",
+                       KVJIT_STORE_KV_MAX_ROW_BYTES, &v_row);
+  if (st != KVJIT_OK) return st;
   const int has_v = a->v != NULL;
   const int64_t k_row = a->k_row_bytes;
-  int64_t v_row = 0;
-  if (has_v) {
-    if (a->v_row_bytes < 0 || a->v_row_bytes > KVJIT_STORE_KV_MAX_ROW_BYTES) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_row_bytes: must be 0 (= k_row_bytes) or 1..%lld, got %lld",
-                        (long long)KVJIT_STORE_KV_MAX_ROW_BYTES, (long long)a->v_row_bytes);
-    }
-    v_row = a->v_row_bytes ? a->v_row_bytes : a->k_row_bytes;
-  }
   if (a->index_type != KVJIT_INDEX_INT32 && a->index_type != KVJIT_INDEX_INT64) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
                       "index_type: must be KVJIT_INDEX_INT32 (1) or KVJIT_INDEX_INT64 (2), got %d", (int)a->index_type);
@@ -163,13 +132,13 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   const int elem = quantize ? kvjit_dtype_bytes(quant.dtype) : 1;
   const int elem_shift = __builtin_ctz((unsigned)elem);
   const int64_t k_cache_row = k_row >> elem_shift, v_cache_row = v_row >> elem_shift;
-  st = check_stride("k_stride", &p->k_stride, k_row, "k_row_bytes");
+  st = kvjit_args_stride("k_stride", &p->k_stride, k_row, "k_row_bytes");
   if (st == KVJIT_OK) {
-    st = check_stride("k_cache_stride", &p->k_cache_stride, k_cache_row, quantize ? "a K cache row" : "k_row_bytes");
+    st = kvjit_args_stride("k_cache_stride", &p->k_cache_stride, k_cache_row, quantize ? "a K cache row" : "k_row_bytes");
   }
-  if (st == KVJIT_OK && has_v) st = check_stride("v_stride", &p->v_stride, v_row, "v_row_bytes");
+  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("v_stride", &p->v_stride, v_row, "v_row_bytes");
   if (st == KVJIT_OK && has_v) {
-    st = check_stride("v_cache_stride", &p->v_cache_stride, v_cache_row, quantize ? "a V cache row" : "v_row_bytes");
+    st = kvjit_args_stride("v_cache_stride", &p->v_cache_stride, v_cache_row, quantize ? "a V cache row" : "v_row_bytes");
   }
   if (st != KVJIT_OK) return st;
   if ((st = check_scales(a, r, quantize, scale_kind, cache_dtype, has_v)) != KVJIT_OK) return st;
@@ -205,17 +174,17 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   }
   /* Every byte offset the kernel forms must fit in 64 bits. */
   const int64_t last_item = a->batch > 0 ? a->batch - 1 : 0;
-  if (!extent_fits(last_item, p->k_stride, k_row) || !extent_fits(last_item, p->v_stride, v_row)) {
+  if (!kvjit_args_extent_fits(last_item, p->k_stride, k_row) || !kvjit_args_extent_fits(last_item, p->v_stride, v_row)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->batch, (long long)(p->k_stride > p->v_stride ? p->k_stride : p->v_stride));
   }
-  if (!extent_fits(last_item, p->index_stride, 1) ||
-      !extent_fits(last_item * p->index_stride, (int64_t)index_bytes, (int64_t)index_bytes)) {
+  if (!kvjit_args_extent_fits(last_item, p->index_stride, 1) ||
+      !kvjit_args_extent_fits(last_item * p->index_stride, (int64_t)index_bytes, (int64_t)index_bytes)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "index_stride: %lld x batch %lld overflows a 64-bit offset",
                       (long long)p->index_stride, (long long)a->batch);
   }
-  if (!extent_fits(a->num_slots - 1, p->k_cache_stride, k_cache_row) ||
-      !extent_fits(a->num_slots - 1, p->v_cache_stride, v_cache_row)) {
+  if (!kvjit_args_extent_fits(a->num_slots - 1, p->k_cache_stride, k_cache_row) ||
+      !kvjit_args_extent_fits(a->num_slots - 1, p->v_cache_stride, v_cache_row)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->num_slots,
                       (long long)(p->k_cache_stride > p->v_cache_stride ? p->k_cache_stride : p->v_cache_stride));

@@ -5,27 +5,10 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "args.h"
 #include "status.h"
 #include "store_kv_plan.h"
 #include "transfer_kv_op.h"
-
-/* (slots - 1) * stride + row <= INT64_MAX for non-negative operands */
-static int extent_fits(int64_t count, int64_t stride, int64_t row) {
-  int64_t prod, sum;
-  return !__builtin_mul_overflow(count, stride, &prod) && !__builtin_add_overflow(prod, row, &sum);
-}
-
-static kvjit_status check_stride(const char *name, int64_t *stride, int64_t row, const char *row_name) {
-  if (*stride == 0) {
-    *stride = row;
-    return KVJIT_OK;
-  }
-  if (*stride < row) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: must be 0 (= %s) or >= %s %lld, got %lld", name, row_name,
-                      row_name, (long long)row, (long long)*stride);
-  }
-  return KVJIT_OK;
-}
 
 static kvjit_status check_location(const char *name, kvjit_location where) {
   if (where == KVJIT_LOCATION_DEVICE || where == KVJIT_LOCATION_HOST) return KVJIT_OK;
@@ -55,7 +38,7 @@ static kvjit_status check_index_array(const char *name, const void *indices, uin
                       indices, (unsigned)bytes, bytes == 8 ? "int64" : "int32");
   }
   const int64_t last = batch > 0 ? batch - 1 : 0;
-  if (!extent_fits(last, stride, 1) || !extent_fits(last * stride, (int64_t)bytes, (int64_t)bytes)) {
+  if (!kvjit_args_extent_fits(last, stride, 1) || !kvjit_args_extent_fits(last * stride, (int64_t)bytes, (int64_t)bytes)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: stride %lld x batch %lld overflows a 64-bit offset", name,
                       (long long)stride, (long long)batch);
   }
@@ -71,24 +54,12 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
                       KVJIT_TRANSFER_KV_ARGS_VERSION, a->version);
   }
   if (a->batch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: must be >= 0, got %lld", (long long)a->batch);
-  if (a->k_row_bytes <= 0 || a->k_row_bytes > KVJIT_TRANSFER_KV_MAX_ROW_BYTES) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_row_bytes: must be 1..%lld, got %lld",
-                      (long long)KVJIT_TRANSFER_KV_MAX_ROW_BYTES, (long long)a->k_row_bytes);
-  }
-  if ((a->src_v == NULL) != (a->dst_v == NULL)) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
-                      "src_v, dst_v: both NULL (move K only) or both set, got src_v=%p dst_v=%p", a->src_v, a->dst_v);
-  }
+  int64_t v_row;
+  kvjit_status st = kvjit_args_rows(a->k_row_bytes, a->v_row_bytes, a->src_v, "src_v", a->dst_v, "dst_v",
+                                    "move K only", KVJIT_TRANSFER_KV_MAX_ROW_BYTES, &v_row);
+  if (st != KVJIT_OK) return st;
   const int has_v = a->src_v != NULL;
   const int64_t k_row = a->k_row_bytes;
-  int64_t v_row = 0;
-  if (has_v) {
-    if (a->v_row_bytes < 0 || a->v_row_bytes > KVJIT_TRANSFER_KV_MAX_ROW_BYTES) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_row_bytes: must be 0 (= k_row_bytes) or 1..%lld, got %lld",
-                        (long long)KVJIT_TRANSFER_KV_MAX_ROW_BYTES, (long long)a->v_row_bytes);
-    }
-    v_row = a->v_row_bytes ? a->v_row_bytes : k_row;
-  }
   if (a->index_type != KVJIT_INDEX_INT32 && a->index_type != KVJIT_INDEX_INT64) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
                       "index_type: must be KVJIT_INDEX_INT32 (1) or KVJIT_INDEX_INT64 (2), got %d", (int)a->index_type);
@@ -98,7 +69,7 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
                       a->src_index_stride < 0 ? "src_index_stride" : "dst_index_stride",
                       (long long)(a->src_index_stride < 0 ? a->src_index_stride : a->dst_index_stride));
   }
-  kvjit_status st = check_location("src", a->src);
+  st = check_location("src", a->src);
   if (st == KVJIT_OK) st = check_location("dst", a->dst);
   if (st != KVJIT_OK) return st;
   if (a->pdl != KVJIT_PDL_AUTO && a->pdl != KVJIT_PDL_ON && a->pdl != KVJIT_PDL_OFF) {
@@ -118,10 +89,10 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   p->dst_k_stride = a->dst_k_stride;
   p->src_v_stride = has_v ? a->src_v_stride : 0;
   p->dst_v_stride = has_v ? a->dst_v_stride : 0;
-  st = check_stride("src_k_stride", &p->src_k_stride, k_row, "k_row_bytes");
-  if (st == KVJIT_OK) st = check_stride("dst_k_stride", &p->dst_k_stride, k_row, "k_row_bytes");
-  if (st == KVJIT_OK && has_v) st = check_stride("src_v_stride", &p->src_v_stride, v_row, "v_row_bytes");
-  if (st == KVJIT_OK && has_v) st = check_stride("dst_v_stride", &p->dst_v_stride, v_row, "v_row_bytes");
+  st = kvjit_args_stride("src_k_stride", &p->src_k_stride, k_row, "k_row_bytes");
+  if (st == KVJIT_OK) st = kvjit_args_stride("dst_k_stride", &p->dst_k_stride, k_row, "k_row_bytes");
+  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("src_v_stride", &p->src_v_stride, v_row, "v_row_bytes");
+  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("dst_v_stride", &p->dst_v_stride, v_row, "v_row_bytes");
   if (st != KVJIT_OK) return st;
   if (a->src_num_slots <= 0 || a->dst_num_slots <= 0) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: must be > 0, got %lld",
@@ -136,14 +107,14 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   if (st == KVJIT_OK) st = check_index_array("dst_indices", a->dst_indices, index_bytes, p->dst_index_stride, a->batch);
   if (st != KVJIT_OK) return st;
   /* Every byte offset the kernel forms must fit in 64 bits. */
-  if (!extent_fits(a->src_num_slots - 1, p->src_k_stride, k_row) ||
-      !extent_fits(a->src_num_slots - 1, p->src_v_stride, v_row)) {
+  if (!kvjit_args_extent_fits(a->src_num_slots - 1, p->src_k_stride, k_row) ||
+      !kvjit_args_extent_fits(a->src_num_slots - 1, p->src_v_stride, v_row)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "src_num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->src_num_slots,
                       (long long)(p->src_k_stride > p->src_v_stride ? p->src_k_stride : p->src_v_stride));
   }
-  if (!extent_fits(a->dst_num_slots - 1, p->dst_k_stride, k_row) ||
-      !extent_fits(a->dst_num_slots - 1, p->dst_v_stride, v_row)) {
+  if (!kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_k_stride, k_row) ||
+      !kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_v_stride, v_row)) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "dst_num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->dst_num_slots,
                       (long long)(p->dst_k_stride > p->dst_v_stride ? p->dst_k_stride : p->dst_v_stride));
