@@ -208,11 +208,15 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
     fcntl(queue[1], F_SETFL, fcntl(queue[1], F_GETFL) | O_NONBLOCK);
     size_t alive = started;
     struct pollfd fds[MAX_WORKERS + 1];
+    worker *who[MAX_WORKERS]; /* fds[f]'s worker */
     while (alive > 0) {
       nfds_t n = 0;
       for (size_t i = 0; i < started; i++) {
-        if (workers[i].fd >= 0) fds[n++] = (struct pollfd){workers[i].fd, POLLIN, 0};
+        if (workers[i].fd < 0) continue;
+        who[n] = &workers[i];
+        fds[n++] = (struct pollfd){workers[i].fd, POLLIN, 0};
       }
+      const nfds_t readers = n;
       const int feeding = queue[1] >= 0;
       if (feeding) fds[n++] = (struct pollfd){queue[1], POLLOUT, 0};
       if (poll(fds, n, -1) < 0) {
@@ -227,10 +231,8 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
           queue[1] = -1;
         }
       }
-      for (nfds_t f = 0, i = 0; f < n && i < started; f++) {
-        while (i < started && workers[i].fd != fds[f].fd) i++;
-        if (i == started) break;
-        if ((fds[f].revents & (POLLIN | POLLERR | POLLHUP)) && take_message(run, &workers[i], results)) alive--;
+      for (nfds_t f = 0; f < readers; f++) {
+        if ((fds[f].revents & (POLLIN | POLLERR | POLLHUP)) && take_message(run, who[f], results)) alive--;
       }
     }
     /* Queued, never taken (every worker gone): here, as are the ones never queued. The parent

@@ -2,13 +2,10 @@
  * The store_kv_cache op: its descriptor (fields, rules, plan, source, geometry, key) and its
  * public entry points. Plans and sources are store_kv_plan.c; call validation store_kv_args.c.
  *
- * Hot path, once a variant is loaded: validate (arithmetic only) -> current device's compute
- * capability (cuCtxGetDevice + a per-device cache) -> request key -> lock-free lookup -> launch.
- * No plan, no allocation, lock or compile: the plan was made on the miss that loaded the key.
+ * Hot path, once a variant is loaded: validate (arithmetic only), then the op layer's common
+ * call (kvjit_op_call: current device's compute capability -> request key -> lock-free lookup ->
+ * launch). No plan, no allocation, lock or compile: the plan was made on the miss that loaded it.
  */
-#include <stdio.h>
-#include <string.h>
-
 #include "ops.h"
 #include "status.h"
 #include "store_kv_op.h"

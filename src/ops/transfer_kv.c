@@ -3,9 +3,6 @@
  * transfer_kv_plan.c; call validation transfer_kv_args.c. The hot path is the store's: validate
  * -> current device's arch -> request key -> lock-free lookup -> launch (grid.y = layers).
  */
-#include <stdio.h>
-#include <string.h>
-
 #include "ops.h"
 #include "status.h"
 #include "transfer_kv_op.h"
