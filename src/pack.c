@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "entry.h"
+#include "safe_fs.h"
 #include "status.h"
 #include "xxh.h"
 
@@ -74,17 +75,6 @@ static int collect_key(const kvjit_cache_entry_info *entry, void *user) {
   return 0;
 }
 
-static int write_all(int fd, const uint8_t *data, size_t len) {
-  while (len > 0) {
-    ssize_t w = write(fd, data, len);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return -1;
-    data += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
 /* XXH3-64 of the first @p len bytes of @p fd (read back: the count in the header is only known
  * once every entry is written). */
 static int checksum_file(int fd, uint64_t *out) {
@@ -127,7 +117,7 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
   memcpy(head, PACK_MAGIC, 8);
   wr32(head + 8, PACK_VERSION);
   wr32(head + 12, 0);
-  int failed = write_all(fd, head, PACK_HEADER) != 0;
+  int failed = kvjit_write_full(fd, head, PACK_HEADER) != 0;
   uint32_t written = 0;
   for (size_t i = 0; i < list.count && !failed; i++) {
     uint8_t *data = NULL;
@@ -137,7 +127,7 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
     size_t len = (size_t)(view.payload - data) + (size_t)view.payload_len;
     uint8_t lenbuf[8];
     wr64(lenbuf, len);
-    failed = write_all(fd, lenbuf, 8) != 0 || write_all(fd, data, len) != 0;
+    failed = kvjit_write_full(fd, lenbuf, 8) != 0 || kvjit_write_full(fd, data, len) != 0;
     free(data);
     written++;
   }
@@ -147,7 +137,7 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
   wr32(head + 12, written);
   if (!failed) failed = pwrite(fd, head, PACK_HEADER, 0) != PACK_HEADER || checksum_file(fd, &sum) != 0;
   wr64(tail, sum);
-  if (!failed) failed = write_all(fd, tail, 8) != 0 || fsync(fd) != 0;
+  if (!failed) failed = kvjit_write_full(fd, tail, 8) != 0 || fsync(fd) != 0;
   int err = errno;
   close(fd);
   if (!failed && rename(tmp, path) != 0) {
@@ -164,15 +154,9 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
 
 /* ---- import ------------------------------------------------------------------------------------ */
 
+/* 0 when all @p len bytes came (a pack's lengths are checked against its size first). */
 static int read_exact(int fd, uint8_t *buf, size_t len) {
-  while (len > 0) {
-    ssize_t r = read(fd, buf, len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    buf += r;
-    len -= (size_t)r;
-  }
-  return 0;
+  return kvjit_read_full(fd, buf, len) == (ssize_t)len ? 0 : -1;
 }
 
 /* Walk the pack once: every length within bounds, the counts and size consistent, the checksum
