@@ -13,6 +13,7 @@
 
 #include "include_scan.h"
 #include "nvrtc_lib.h"
+#include "safe_fs.h"
 #include "status.h"
 #include "toolkit_digest.h"
 
@@ -79,25 +80,22 @@ static unsigned bucket_of(const char *path) {
 /* Read a whole regular file; the stat it was read under goes to @p st (re-read once if it changed). */
 static kvjit_status read_file(const char *path, char **text, size_t *len, struct stat *st) {
   for (int attempt = 0; attempt < 2; attempt++) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO swapped in after the lookup's stat opens at once; fstat refuses it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return kvjit_fail(KVJIT_ERR_IO, "header %s: cannot be read: %s", path, strerror(errno));
     struct stat before, after;
     if (fstat(fd, &before) != 0 || !S_ISREG(before.st_mode) || before.st_size > (off_t)MAX_HEADER_BYTES) {
       close(fd);
       return kvjit_fail(KVJIT_ERR_IO, "header %s: not a regular file of at most %u MiB", path, MAX_HEADER_BYTES >> 20);
     }
-    size_t n = (size_t)before.st_size, got = 0;
+    size_t n = (size_t)before.st_size;
     char *buf = malloc(n + 1);
     if (buf == NULL) {
       close(fd);
       return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "header %s: out of memory", path);
     }
-    while (got < n) {
-      ssize_t r = read(fd, buf + got, n - got);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
+    const ssize_t r = kvjit_read_full(fd, buf, n);
+    const size_t got = r > 0 ? (size_t)r : 0;
     int changed = fstat(fd, &after) != 0 || after.st_size != before.st_size ||
                   ns_of(after.st_mtim) != ns_of(before.st_mtim) || ns_of(after.st_ctim) != ns_of(before.st_ctim);
     close(fd);

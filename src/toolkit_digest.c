@@ -66,8 +66,14 @@ static int walk(const char *root, const char *rel, file_list *l, int depth) {
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int hash_file(kvjit_key_builder *b, const char *path, char **buf, size_t *cap, size_t *bytes) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK, and regular files only: the walk's stat said so, but the tree can change. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return 0;
+  }
   size_t got = 0;
   for (;;) {
     if (got == *cap) {
