@@ -14,9 +14,9 @@
 
 #include "kvjit.h"
 #include "op.h"
-#include "ops/ops.h"
-#include "ops/store_kv_op.h"
-#include "ops/transfer_kv_op.h"
+#include "ops.h"
+#include "store_kv_op.h"
+#include "transfer_kv_op.h"
 
 static uint64_t now_ns(void) {
   struct timespec t;

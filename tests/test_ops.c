@@ -17,9 +17,9 @@
 #include "fast_table.h"
 #include "kvjit.h"
 #include "op.h"
-#include "ops/ops.h"
-#include "ops/store_kv_op.h"
-#include "ops/transfer_kv_op.h"
+#include "ops.h"
+#include "store_kv_op.h"
+#include "transfer_kv_op.h"
 
 /* ---- descriptors ------------------------------------------------------------------------------ */
 

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "op.h"
-#include "ops/ops.h"
+#include "ops.h"
 
 const kvjit_op *const kvjit_ops[] = {
     &kvjit_op_store_kv,
