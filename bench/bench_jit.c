@@ -20,7 +20,7 @@
 #include "store_kv_plan.h"
 #include "driver.h"
 #include "gpu_driver.h"
-#include "jit.h"
+#include "program.h"
 #include "kvjit.h"
 #include "jit_prewarm.h"
 #include "toolkit_digest.h"

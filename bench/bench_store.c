@@ -15,7 +15,7 @@
 #include "bench_util.h"
 #include "driver.h"
 #include "gpu_driver.h"
-#include "jit.h"
+#include "program.h"
 #include "kvjit.h"
 #include "op.h"
 
@@ -971,7 +971,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   }
   kernel_match m = {found.kern, found.func,
                     (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000), NULL};
-  kvjit_fast_map_foreach(kvjit_context_fast_table(b->ctx)->variants, match_kernel, &m);
+  kvjit_fast_map_foreach(kvjit_op_tables_of(b->ctx)->variants, match_kernel, &m);
   b->host_same_kernel[pdl] = m.found != NULL;
 
   CUlaunchAttribute attr;

@@ -33,7 +33,7 @@
 
 #include "cache.h"
 #include "entry.h"
-#include "jit.h"
+#include "context.h"
 #include "kvjit.h"
 #include "safe_fs.h"
 #include "test_util.h"

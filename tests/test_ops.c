@@ -14,10 +14,11 @@
 
 #include <cmocka.h>
 
-#include "fast_table.h"
+#include "fast_map.h"
 #include "kvjit.h"
 #include "op.h"
-#include "ops.h"
+#include "registry.h"
+#include "variant.h"
 #include "store_kv_op.h"
 #include "transfer_kv_op.h"
 
@@ -385,7 +386,7 @@ static void test_key_fields_all_count(void **state) {
 
 /* ---- the fast table ------------------------------------------------------------------------------ */
 
-static kvjit_fast_key test_key(uint64_t i) { return kvjit_fast_key_make(KVJIT_FAMILY_STORE_KV, i * 2654435761u, ~i); }
+static kvjit_fast_key test_key(uint64_t i) { return kvjit_fast_key_make(KVJIT_FAMILY_store_kv, i * 2654435761u, ~i); }
 
 static void test_fast_map_grows(void **state) {
   (void)state;

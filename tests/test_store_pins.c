@@ -17,6 +17,7 @@
 
 #include "key.h"
 #include "op.h"
+#include "registry.h"
 #include "kvjit.h"
 #include "store_kv_plan.h"
 #include "test_util.h"

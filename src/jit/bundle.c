@@ -1,87 +1,22 @@
 /*
- * Bundles and their aliases (bundle.h): writing and checking alias entries, compiling a group of
- * kernels as one program for the cache, and checking aliases when the cache is verified.
+ * Group compiles (bundle.h): many kernels of one source compiled as one program for the cache, an
+ * alias entry (store/alias.c) written for each.
  */
 #include "bundle.h"
 
-#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "alias.h"
 #include "compile.h"
-#include "program.h"
+#include "loader.h"
+#include "publish.h"
 #include "request.h"
+#include "resolve.h"
 #include "status.h"
-
-/* ---- alias entries ------------------------------------------------------------------------- */
-
-int kvjit_bundle_holds(const kvjit_entry_view *alias, const kvjit_entry_alias *a, const kvjit_key_target *target,
-                       const kvjit_key *content, size_t count, const char *name, size_t name_len, const char *lowered,
-                       size_t lowered_len) {
-  const char *an, *al;
-  size_t anl, all;
-  kvjit_entry_kernel(alias, 0, &an, &anl, &al, &all);
-  return target->kind == KVJIT_PAYLOAD_CUBIN && target->arch == alias->target.arch &&
-         target->suffix == alias->target.suffix && target->nvrtc_major == alias->target.nvrtc_major &&
-         target->nvrtc_minor == alias->target.nvrtc_minor && kvjit_key_equal(content, &alias->content) &&
-         count == a->count && a->index < count && name_len == anl && !memcmp(name, an, anl) &&
-         lowered_len == all && !memcmp(lowered, al, all);
-}
-
-int kvjit_bundle_entry_usable(kvjit_cache *cache, const kvjit_entry_view *alias, const kvjit_entry_alias *a) {
-  uint8_t *file = NULL;
-  kvjit_entry_view b;
-  if (kvjit_cache_read(cache, &a->bundle, &file, &b) != KVJIT_OK) return 0;
-  int ok = 0;
-  if (a->index < b.num_kernels) {
-    const char *n, *l;
-    size_t nl, ll;
-    kvjit_entry_kernel(&b, a->index, &n, &nl, &l, &ll);
-    ok = kvjit_bundle_holds(alias, a, &b.target, &b.content, b.num_kernels, n, nl, l, ll);
-  }
-  free(file);
-  return ok;
-}
-
-kvjit_status kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label,
-                                      const kvjit_key_target *target, const kvjit_key *key, const kvjit_key *content,
-                                      const char *program, const char *name, const char *lowered,
-                                      const kvjit_entry_alias *alias) {
-  if (!kvjit_cache_writable(cache)) {
-    return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(cache));
-  }
-  char compiler[32];
-  snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
-  kvjit_entry_meta meta = {.key = *key,
-                           .content = *content,
-                           .target = *target,
-                           .created = (int64_t)time(NULL),
-                           .program = program,
-                           .op = label && label->op ? label->op : "",
-                           .variant = label && label->variant ? label->variant : "",
-                           .compiler = compiler,
-                           .num_kernels = 1,
-                           .kernels = &name,
-                           .lowered = &lowered};
-  meta.target.kind = KVJIT_PAYLOAD_ALIAS;
-  uint8_t payload[KVJIT_ENTRY_ALIAS_BYTES];
-  kvjit_entry_alias_encode(payload, alias);
-  uint8_t *buf = NULL;
-  size_t len = 0;
-  kvjit_status st = kvjit_entry_encode(&buf, &len, &meta, payload, sizeof payload);
-  if (st != KVJIT_OK) return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_last_error());
-  st = kvjit_cache_write(cache, key, buf, len);
-  /* The remote tier gets the alias as it gets the bundle (kvjit_context_compile publishes it). */
-  kvjit_cache_push(cache, key, buf, len);
-  free(buf);
-  return st;
-}
-
-/* ---- group compiles -------------------------------------------------------------------------- */
+#include "table.h"
 
 /* A description of the kernels of @p desc listed in @p pick (indexes), for the bundle. */
 static kvjit_program_desc pick_kernels(const kvjit_program_desc *desc, const char **names, const size_t *pick,
@@ -105,7 +40,7 @@ static kvjit_program_desc one_kernel(const kvjit_program_desc *desc, size_t i) {
 static kvjit_status bundle_lowered(kvjit_context *ctx, const kvjit_key *key, size_t count, char **lowered) {
   uint8_t *file = NULL;
   kvjit_entry_view view;
-  if (kvjit_cache_read(kvjit_context_cache(ctx), key, &file, &view) != KVJIT_OK) {
+  if (kvjit_cache_read(ctx->cache, key, &file, &view) != KVJIT_OK) {
     return kvjit_fail(KVJIT_ERR_NOT_FOUND, "bundle: its entry is gone");
   }
   kvjit_status st = KVJIT_OK;
@@ -142,17 +77,17 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     goto done;
   }
   kvjit_program_desc bundle_desc = pick_kernels(desc, names, todo, count);
-  if ((st = kvjit_request_init(&req, kvjit_context_memo(ctx), &bundle_desc)) != KVJIT_OK) goto done;
+  if ((st = kvjit_request_init(&req, ctx->memo, &bundle_desc)) != KVJIT_OK) goto done;
   have_req = 1;
   kvjit_key key;
   kvjit_request_key(&req, target, &key);
   /* The bundle's entry says which op it serves, not one variant: it serves many. */
-  kvjit_program_label bundle_label = {members[todo[0]].label ? members[todo[0]].label->op : NULL, NULL};
-  kvjit_cache *cache = kvjit_context_cache(ctx);
+  kvjit_entry_label bundle_label = {members[todo[0]].label ? members[todo[0]].label->op : NULL, NULL};
+  kvjit_cache *cache = ctx->cache;
   kvjit_cache_lock lock;
   int locked = kvjit_cache_lock_key(cache, &key, &lock);
   int publishable = 1;
-  if (kvjit_context_entry_usable(ctx, &key)) {
+  if (kvjit_resolve_usable(ctx, &key)) {
     st = bundle_lowered(ctx, &key, count, lowered);
   } else {
     kvjit_compiled compiled;
@@ -178,9 +113,9 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     kvjit_cache_lock member_lock;
     int member_locked = kvjit_cache_lock_key(cache, &member, &member_lock);
     /* Another process may have built this kernel meanwhile: its entry stays. */
-    if (!kvjit_context_entry_usable(ctx, &member)) {
+    if (!kvjit_resolve_usable(ctx, &member)) {
       kvjit_entry_alias alias = {key, (uint32_t)j, (uint32_t)count};
-      kvjit_status written = kvjit_bundle_write_alias(cache, members[todo[j]].label, target, &member,
+      kvjit_status written = kvjit_alias_write(cache, members[todo[j]].label, target, &member,
                                                       &group->content, desc->name, kernel, lowered[j], &alias);
       if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, written);
     }
@@ -202,7 +137,7 @@ kvjit_status kvjit_program_compile_group(kvjit_context *ctx, const kvjit_program
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx, desc or members is NULL");
   }
   kvjit_request group;
-  kvjit_status st = kvjit_request_init(&group, kvjit_context_memo(ctx), desc);
+  kvjit_status st = kvjit_request_init(&group, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
   const size_t n = desc->num_kernels;
   size_t *todo = calloc(n, sizeof *todo);
@@ -223,18 +158,18 @@ kvjit_status kvjit_program_compile_group(kvjit_context *ctx, const kvjit_program
     int twice = 0;
     for (size_t j = 0; j < i && !twice; j++) twice = kvjit_key_equal(&keys[i], &keys[j]);
     if (twice) continue;
-    if (target.kind != KVJIT_PAYLOAD_CUBIN || kvjit_context_has_program(ctx, &keys[i])) {
+    if (target.kind != KVJIT_PAYLOAD_CUBIN || kvjit_table_has(ctx, &keys[i])) {
       /* Known in memory (the loader's own path writes it back if it was evicted), or PTX (no
        * bundles: an alias stands for a cubin): alone, as kvjit_program_compile() does. */
       kvjit_program_desc one = one_kernel(desc, i);
       st = kvjit_program_compile_labeled(ctx, &members[i].origin, &one, members[i].label);
-    } else if (kvjit_context_entry_usable(ctx, &keys[i])) {
+    } else if (kvjit_resolve_usable(ctx, &keys[i])) {
       cached++;
     } else {
       todo[count++] = i;
     }
   }
-  kvjit_context_count_disk_hits(ctx, cached);
+  atomic_fetch_add(&ctx->disk_hits, cached);
   if (st != KVJIT_OK || count == 0) goto done;
   if (count == 1) {
     kvjit_program_desc one = one_kernel(desc, todo[0]);
@@ -247,123 +182,5 @@ done:
   free(keys);
   kvjit_request_free(&group);
   if (st == KVJIT_OK) kvjit_clear_error();
-  return st;
-}
-
-/* ---- verify ---------------------------------------------------------------------------------- */
-
-/* Aliases are checked after every entry was (so that a corrupt bundle is counted and moved
- * aside as a bad entry of its own, then its aliases are orphans): their infos wait here. */
-typedef struct deferred {
-  kvjit_cache_entry_info info;
-  char *strings; /* path, key, program, kernels, bundle: one block */
-} deferred;
-
-typedef struct verify_visit {
-  kvjit_context *ctx;
-  kvjit_cache_visit_fn visit;
-  void *user;
-  deferred *aliases;
-  size_t count, capacity;
-  int stop, out_of_memory;
-} verify_visit;
-
-static int defer_alias(verify_visit *v, const kvjit_cache_entry_info *e) {
-  if (v->count == v->capacity) {
-    size_t cap = v->capacity ? v->capacity * 2 : 64;
-    deferred *grown = realloc(v->aliases, cap * sizeof *grown);
-    if (grown == NULL) return -1;
-    v->aliases = grown;
-    v->capacity = cap;
-  }
-  const char *parts[5] = {e->path, e->key, e->program, e->kernels, e->bundle};
-  size_t lens[5], total = 0;
-  for (int i = 0; i < 5; i++) total += (lens[i] = strlen(parts[i] ? parts[i] : "")) + 1;
-  deferred *d = &v->aliases[v->count];
-  if ((d->strings = malloc(total)) == NULL) return -1;
-  d->info = *e;
-  const char **fields[5] = {&d->info.path, &d->info.key, &d->info.program, &d->info.kernels, &d->info.bundle};
-  char *at = d->strings;
-  for (int i = 0; i < 5; i++) {
-    memcpy(at, parts[i] ? parts[i] : "", lens[i] + 1);
-    *fields[i] = at;
-    at += lens[i] + 1;
-  }
-  v->count++;
-  return 0;
-}
-
-/* An alias file's bytes (small: a header and 24 bytes), read again by its path. */
-static uint8_t *read_alias_file(const char *path, size_t *len) {
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  struct stat st;
-  uint8_t *buf = NULL;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
-      (uint64_t)st.st_size <= KVJIT_ENTRY_MAX_HEADER_BYTES + KVJIT_ENTRY_ALIAS_BYTES &&
-      (buf = malloc((size_t)st.st_size)) != NULL) {
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-      ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-      if (r <= 0) break;
-      got += (size_t)r;
-    }
-    if (got != (size_t)st.st_size) {
-      free(buf);
-      buf = NULL;
-    }
-    *len = got;
-  }
-  close(fd);
-  return buf;
-}
-
-/* An alias whose bundle is there and holds its kernel (or one gone since it was listed). */
-static int alias_usable(kvjit_context *ctx, const kvjit_cache_entry_info *e) {
-  size_t len = 0;
-  uint8_t *file = read_alias_file(e->path, &len);
-  if (file == NULL) return 1; /* replaced or evicted since the listing: nothing to say of it now */
-  kvjit_entry_view view;
-  kvjit_key key;
-  int usable = 0;
-  if (kvjit_key_parse_hex(&key, e->key) == 0 && kvjit_entry_parse(&view, file, len, &key, 1) == KVJIT_OK) {
-    if (view.target.kind != KVJIT_PAYLOAD_ALIAS) {
-      usable = 1; /* replaced by the kernel's own entry */
-    } else {
-      kvjit_entry_alias a;
-      kvjit_entry_alias_get(&view, &a);
-      usable = kvjit_bundle_entry_usable(kvjit_context_cache(ctx), &view, &a);
-    }
-  }
-  free(file);
-  return usable;
-}
-
-static int verify_entry(const kvjit_cache_entry_info *entry, void *user) {
-  verify_visit *v = user;
-  if (entry->bundle != NULL && entry->status == KVJIT_OK) {
-    if (defer_alias(v, entry) == 0) return 0;
-    v->out_of_memory = 1;
-    return 1;
-  }
-  if (v->visit && v->visit(entry, v->user)) v->stop = 1;
-  return v->stop;
-}
-
-kvjit_status kvjit_bundle_list(kvjit_context *ctx, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
-                               void *user, uint64_t *bad) {
-  kvjit_cache *cache = kvjit_context_cache(ctx);
-  if (!verify) return kvjit_cache_visit(cache, include_read_dirs, 0, visit, user, bad);
-  verify_visit v = {ctx, visit, user, NULL, 0, 0, 0, 0};
-  kvjit_status st = kvjit_cache_visit(cache, include_read_dirs, 1, verify_entry, &v, bad);
-  for (size_t i = 0; i < v.count; i++) {
-    if (!v.stop && !v.out_of_memory) {
-      if (!alias_usable(ctx, &v.aliases[i].info)) v.aliases[i].info.status = KVJIT_ERR_NOT_FOUND;
-      if (visit && visit(&v.aliases[i].info, user)) v.stop = 1;
-    }
-    free(v.aliases[i].strings);
-  }
-  free(v.aliases);
-  if (v.out_of_memory) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "verify: out of memory");
   return st;
 }

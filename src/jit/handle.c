@@ -7,7 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
+#include "context.h"
 #include "driver.h"
+#include "load.h"
 #include "program.h"
 #include "request.h"
 #include "status.h"
@@ -36,7 +39,7 @@ kvjit_status kvjit_program_handle_create(kvjit_context *ctx, kvjit_program_handl
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "program handle: out of memory");
   }
   h->ctx = ctx;
-  if ((st = kvjit_request_init(&h->req, kvjit_context_memo(ctx), h->desc)) != KVJIT_OK) {
+  if ((st = kvjit_request_init(&h->req, ctx->memo, h->desc)) != KVJIT_OK) {
     free(h->desc);
     free(h);
     return st;
@@ -91,7 +94,7 @@ kvjit_status kvjit_program_handle_get(kvjit_program_handle *h, kvjit_program **o
   kvjit_program *p = dev >= 0 && dev < HANDLE_DEVICES ? atomic_load_explicit(&h->slots[dev], memory_order_acquire)
                                                       : NULL;
   if (p != NULL) {
-    kvjit_context_count_memory_hit(h->ctx);
+    atomic_fetch_add_explicit(&h->ctx->memory_hits, 1, memory_order_relaxed);
     if (origin) *origin = KVJIT_FROM_MEMORY;
     *out = p;
     return KVJIT_OK;

@@ -3,11 +3,12 @@
  * priority and an argument-count check), attributes per device, parameter layouts, and the
  * programs' __device__ globals.
  */
+#include "launch.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #include "driver.h"
-#include "jit.h"
 #include "program.h"
 #include "status.h"
 

@@ -1,21 +1,33 @@
 /*
- * Programs inside the library: what a kvjit_program holds, and the steps of kvjit_program_get()
- * (find or build, then load) for the parts that hold a prepared request (handle.c) or launch
- * its kernels (launch.c). A program never changes once READY, except that it gets loaded (once,
- * under the context's lock); it lives until its context is destroyed.
+ * Programs inside the library: what a kvjit_program and its kernels hold, made and freed here,
+ * filled by the build (build.c) and the load (load.c). A program never changes once READY, except
+ * that it gets loaded (once, under its context's lock); it lives until its context is destroyed.
  */
 #ifndef KVJIT_PROGRAM_H
 #define KVJIT_PROGRAM_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "driver.h"
-#include "includes.h"
-#include "jit.h"
+#include "entry.h"
 #include "key.h"
 #include "kvjit.h"
 #include "request.h"
+
+/** kvjit_kernel.num_params before the driver was asked (cuKernelGetParamInfo, launch.c). */
+#define KVJIT_KERNEL_PARAMS_UNKNOWN (-1)
+/** ... and when it cannot say (a driver before CUDA 12.4). */
+#define KVJIT_KERNEL_PARAMS_UNAVAILABLE (-2)
+
+struct kvjit_kernel {
+  CUkernel handle;                    /* context-independent handle from cuLibraryGetKernel */
+  const struct kvjit_program *program;
+  const char *name;                   /* canonical name expression */
+  const char *lowered;                /* mangled name NVRTC produced */
+  atomic_int num_params;              /* parameter count, or one of the two values above */
+};
 
 typedef enum program_state { PROGRAM_BUILDING, PROGRAM_READY, PROGRAM_FAILED } program_state;
 
@@ -54,60 +66,19 @@ struct kvjit_program {
   struct kvjit_program *next;
 };
 
-/** The context's header memo (includes.h). */
-kvjit_include_memo *kvjit_context_memo(kvjit_context *ctx);
+/** A BUILDING program of @p req for @p target under @p key, or NULL when out of memory. */
+kvjit_program *kvjit_program_new(const kvjit_request *req, const kvjit_key_target *target, const kvjit_key *key);
+
+/** Free @p p, unloading its library through @p drv when it has one of its own (an alias has not). */
+void kvjit_program_free(kvjit_program *p, const kvjit_driver *drv);
 
 /**
- * Find the program of @p key, or build it (memory table, disk, NVRTC) without loading it. Two
- * threads asking for one key build it once; a failed build is remembered (out of memory and I/O
- * errors excepted). On failure *out is the failed program (its log) when there is one.
+ * Copies of what entry @p view holds, taken out of the cache's buffer: the lowered names of its
+ * first @p n kernels into @p lowered, their names into @p names unless NULL, and its payload
+ * (NUL-terminated) into *payload unless @p payload is NULL. The slots filled before a failure
+ * (KVJIT_ERR_OUT_OF_MEMORY) are the caller's to free, as on success.
  */
-kvjit_status kvjit_program_acquire(kvjit_context *ctx, const kvjit_request *req, const kvjit_key_target *target,
-                                   const kvjit_key *key, int ptx_fallback, const kvjit_program_label *label,
-                                   kvjit_program **out, kvjit_origin *origin);
-
-/** Load a READY program into the driver (once per context; cuLibraryLoadData) and its kernels. */
-kvjit_status kvjit_program_load(kvjit_context *ctx, kvjit_program *p, const kvjit_request *req,
-                                const kvjit_program_label *label, const kvjit_driver *drv);
-
-/** Count a memory hit served outside jit.c (handles). */
-void kvjit_context_count_memory_hit(kvjit_context *ctx);
-
-/* ---- for bundle.c: compiling groups of kernels as one program ---------------------------------- */
-
-struct kvjit_cache;
-struct kvjit_compiled;
-
-/** The target and key of @p req built for its desc->arch (the current device's when it names none). */
-kvjit_status kvjit_request_build_key(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key);
-
-/** The context's disk cache. */
-struct kvjit_cache *kvjit_context_cache(kvjit_context *ctx);
-
-/** 1 when the context's program table has @p key (built, building or failed). */
-int kvjit_context_has_program(kvjit_context *ctx, const kvjit_key *key);
-
-/**
- * 1 when the disk cache has a usable entry for @p key: its own, or an alias whose bundle is there
- * and holds its kernel (read-only dirs first; an unusable alias makes the search go on).
- */
-int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key);
-
-/**
- * NVRTC for @p req, counted and logged, its entry written under @p key when it may be; @p published
- * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk.
- */
-kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                                   const kvjit_key_target *target, const kvjit_key *key,
-                                   struct kvjit_compiled *compiled, kvjit_status *published);
-
-/**
- * A compile's publication @p published as its caller's status: KVJIT_OK when it is on disk or the
- * cache is off by choice, else KVJIT_ERR_IO "REQ compiled but ..." (a prewarm reports it).
- */
-kvjit_status kvjit_context_not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published);
-
-/** Count disk hits served outside jit.c (a group's kernels found cached). */
-void kvjit_context_count_disk_hits(kvjit_context *ctx, unsigned hits);
+kvjit_status kvjit_program_copy_entry(const kvjit_entry_view *view, size_t n, char **names, char **lowered,
+                                      uint8_t **payload, size_t *payload_len);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * The generic op layer (see op.h): the miss path that plans, loads and publishes a variant, the
- * manifest record, prepare, the launch, the bad-slot counters and the op statistics. Prewarm is
- * op_prewarm.c.
+ * The generic op layer (see op.h): the context's op tables, the miss path that plans, loads and
+ * publishes a variant, the manifest record, prepare, the launch, the bad-slot counters and the op
+ * statistics. Prewarm is op_prewarm.c.
  */
 #include "op.h"
 
@@ -10,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launch.h"
+#include "loader.h"
 #include "status.h"
+#include "variant.h"
 
 /* ---- current device ---------------------------------------------------------------------------- */
 
@@ -60,25 +63,46 @@ kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
   return st;
 }
 
+/* ---- the context's op tables ------------------------------------------------------------------- */
+
+kvjit_status kvjit_op_tables_create(void **out) {
+  *out = NULL;
+  kvjit_op_tables *t = calloc(1, sizeof *t);
+  if (t == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "op tables: out of memory");
+  kvjit_status st = kvjit_fast_map_create(&t->variants, "variants", 0);
+  if (st == KVJIT_OK) st = kvjit_fast_map_create(&t->recorded, "manifest", 0);
+  if (st != KVJIT_OK) {
+    kvjit_op_tables_destroy(t);
+    return st;
+  }
+  *out = t;
+  return KVJIT_OK;
+}
+
+static void free_entry(void *value, void *user) {
+  (void)user;
+  free(value);
+}
+
+void kvjit_op_tables_destroy(void *tables) {
+  kvjit_op_tables *t = tables;
+  if (t == NULL) return;
+  /* Op entries are single malloc'd blocks (kvjit_op_load()); the manifest set's values are not owned. */
+  if (t->variants != NULL) kvjit_fast_map_foreach(t->variants, free_entry, NULL);
+  kvjit_fast_map_destroy(t->variants);
+  kvjit_fast_map_destroy(t->recorded);
+  free(t);
+}
+
 /* ---- plans and programs -------------------------------------------------------------------------- */
 
-/* A plan buffer: op plans are plain structs of ints and pointers. */
-typedef union plan_buffer {
-  unsigned char bytes[KVJIT_OP_MAX_PLAN];
-  int64_t align_i;
-  void *align_p;
-  long double align_f;
-} plan_buffer;
-
-/* The plan of checked @p values for their arch (values[0] > 0) and @p batch_class, zeroed first so
- * that plans compare with memcmp. */
-static kvjit_status make_plan(const kvjit_op *op, const int64_t *values, int batch_class, plan_buffer *plan) {
+kvjit_status kvjit_op_make_plan(const kvjit_op *op, const int64_t *values, int batch_class, kvjit_op_plan_buffer *plan) {
   memset(plan, 0, sizeof *plan);
   return op->plan(values, (int)values[0], batch_class, plan->bytes);
 }
 
 /* Write the variant's line to the manifest the first time this context loads it. */
-static void record_variant(kvjit_context *ctx, kvjit_fast_table *tables, const kvjit_op *op, const int64_t *values,
+static void record_variant(kvjit_context *ctx, kvjit_op_tables *tables, const kvjit_op *op, const int64_t *values,
                            const char *line) {
   static char marker; /* the set's values: only the keys count */
   int inserted = 0;
@@ -87,7 +111,7 @@ static void record_variant(kvjit_context *ctx, kvjit_fast_table *tables, const k
   if (inserted) kvjit_context_record(ctx, line);
 }
 
-static void log_first_overflow(kvjit_context *ctx, kvjit_fast_table *tables) {
+static void log_first_overflow(kvjit_context *ctx, kvjit_op_tables *tables) {
   kvjit_fast_map_stats s;
   kvjit_fast_map_get_stats(tables->variants, &s);
   if (s.overflows == 0 || atomic_exchange(&tables->overflow_logged, 1) != 0) return;
@@ -104,13 +128,13 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   /* The rules between fields run here, once per request key: a hit needs none of them. */
   kvjit_status st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN);
   if (st != KVJIT_OK) return st;
-  plan_buffer plan;
-  if ((st = make_plan(op, values, batch_class, &plan)) != KVJIT_OK) return st;
+  kvjit_op_plan_buffer plan;
+  if ((st = kvjit_op_make_plan(op, values, batch_class, &plan)) != KVJIT_OK) return st;
   char line[KVJIT_VARIANT_MAX_FIELDS * 32];
   if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
   kvjit_op_program prog;
   if ((st = op->program(plan.bytes, &prog)) != KVJIT_OK) return st;
-  kvjit_program_label label = {op->info.name, line};
+  kvjit_entry_label label = {op->info.name, line};
   kvjit_program *program = NULL;
   if ((st = kvjit_program_get_labeled(ctx, &program, NULL, &prog.desc, &label)) != KVJIT_OK) return st;
   kvjit_kernel *kernel = NULL;
@@ -119,7 +143,11 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   if (entry == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", op->info.name);
   entry->kernel = kernel;
   op->geometry(plan.bytes, &entry->geo);
-  kvjit_fast_table *tables = kvjit_context_fast_table(ctx);
+  kvjit_op_tables *tables = kvjit_op_tables_of(ctx);
+  if (tables == NULL) {
+    free(entry);
+    return KVJIT_ERR_OUT_OF_MEMORY;
+  }
   void *winner = NULL;
   int inserted = 0;
   st = kvjit_fast_map_insert(tables->variants, key, entry, &winner, &inserted);
@@ -140,44 +168,6 @@ kvjit_status kvjit_op_prepare(kvjit_context *ctx, const kvjit_op *op, const int6
     kvjit_status st = kvjit_op_find_entry(ctx, op, values, cls, &entry);
     if (st != KVJIT_OK) return st;
   }
-  return KVJIT_OK;
-}
-
-kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *local,
-                             unsigned *remote, unsigned *missing) {
-  *local = *remote = *missing = 0;
-  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
-  memcpy(values, checked, op->info.num_fields * sizeof values[0]);
-  kvjit_status st;
-  if (values[0] == 0) {
-    const kvjit_driver *drv;
-    int arch = 0;
-    if ((st = kvjit_driver_get(&drv)) != KVJIT_OK || (st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) {
-      return st;
-    }
-    values[0] = arch;
-    if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
-  }
-  /* The programs a runtime lookup would ask for: one per distinct plan, as kvjit_op_prewarm(). */
-  enum { MAX_CLASSES = 8 };
-  plan_buffer done[MAX_CLASSES];
-  int num_done = 0;
-  for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
-    if ((st = make_plan(op, values, cls, &done[num_done])) != KVJIT_OK) return st;
-    int seen = 0;
-    for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
-    if (seen) continue;
-    kvjit_op_program prog;
-    if ((st = op->program(done[num_done].bytes, &prog)) != KVJIT_OK) return st;
-    num_done++;
-    /* The one-kernel program a runtime miss asks for: found as an entry or as a bundle's alias. */
-    int where = 0;
-    if ((st = kvjit_program_find(ctx, &prog.desc, &where)) != KVJIT_OK) return st;
-    if (where == 1) (*local)++;
-    else if (where == 2) (*remote)++;
-    else (*missing)++; /* nowhere, or a remote that could not say: a server would compile it */
-  }
-  kvjit_clear_error();
   return KVJIT_OK;
 }
 
@@ -330,7 +320,9 @@ kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t 
   if ((st = kvjit_op_current_sm(drv, &list.sm)) != KVJIT_OK) return st;
   CUresult res = drv->cuCtxSynchronize();
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxSynchronize");
-  kvjit_fast_map_foreach(kvjit_context_fast_table(ctx)->variants, collect_program, &list);
+  kvjit_op_tables *tables = kvjit_op_tables_of(ctx);
+  if (tables == NULL) return KVJIT_ERR_OUT_OF_MEMORY;
+  kvjit_fast_map_foreach(tables->variants, collect_program, &list);
   if (list.failed) {
     free(list.items);
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: listing the loaded variants", op->info.name);
@@ -368,14 +360,6 @@ kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t 
   return KVJIT_OK;
 }
 
-kvjit_status kvjit_op_oob_count(kvjit_context *ctx, const char *name, uint64_t *count, int reset) {
-  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
-  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
-  const kvjit_op *op = name ? kvjit_op_of(kvjit_op_find(name)) : NULL;
-  if (op == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "op: \"%.64s\" is not an op", name ? name : "(null)");
-  return kvjit_op_counters(ctx, op, count, reset);
-}
-
 kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_stats *out) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
@@ -383,7 +367,9 @@ kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_stats *out) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out->version: must be KVJIT_OP_STATS_VERSION (%d), got %u",
                       KVJIT_OP_STATS_VERSION, out->version);
   }
-  kvjit_fast_table *tables = kvjit_context_fast_table(ctx);
+  /* The tables are made on first use, which reading them may be: not a change a caller can see. */
+  kvjit_op_tables *tables = kvjit_op_tables_of((kvjit_context *)(uintptr_t)ctx);
+  if (tables == NULL) return KVJIT_ERR_OUT_OF_MEMORY;
   kvjit_fast_map_stats v, r;
   kvjit_fast_map_get_stats(tables->variants, &v);
   kvjit_fast_map_get_stats(tables->recorded, &r);

@@ -1,17 +1,21 @@
 /*
- * Prewarm (op.h): the kernels of many variants, planned for every batch class, each distinct
+ * Prewarm (op_prewarm.h): the kernels of many variants, planned for every batch class, each distinct
  * kernel once, grouped by program (one op template, its options and arch) and compiled as
  * bundles (bundle.h), so that NVRTC's fixed cost is paid once per group rather than once per
  * kernel. The kernels are cut into shares of about equal size for callers that build shares on
  * threads: deterministic, so every share's caller cuts the same way.
  */
+#include "op_prewarm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bundle.h"
+#include "loader.h"
 #include "op.h"
 #include "status.h"
+#include "variant.h"
 #include "xxh.h"
 
 /* At most this many distinct plans per variant (one per batch class). */
@@ -21,7 +25,7 @@ typedef struct pw_variant {
   const kvjit_op *op;
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
   char line[KVJIT_VARIANT_MAX_FIELDS * 32];
-  kvjit_program_label label;
+  kvjit_entry_label label;
   size_t kernels[MAX_CLASSES]; /* its distinct kernels (indexes into the set's) */
   size_t num_kernels;
   kvjit_status status;
@@ -161,14 +165,8 @@ static kvjit_status plan_variant(pw_set *s, size_t index) {
   v->label.variant = v->line;
   /* Every kernel the automatic choice may pick: one plan per batch class, duplicates once. */
   for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
-    union {
-      unsigned char bytes[KVJIT_OP_MAX_PLAN];
-      int64_t align_i;
-      void *align_p;
-      long double align_f;
-    } plan;
-    memset(&plan, 0, sizeof plan);
-    if ((st = op->plan(v->values, (int)v->values[0], cls, plan.bytes)) != KVJIT_OK) return st;
+    kvjit_op_plan_buffer plan;
+    if ((st = kvjit_op_make_plan(op, v->values, cls, &plan)) != KVJIT_OK) return st;
     pw_kernel k;
     if ((st = op->program(plan.bytes, &k.prog)) != KVJIT_OK) return st;
     k.cost = op->compile_cost ? op->compile_cost(plan.bytes) : 1;
@@ -328,4 +326,41 @@ kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int6
   if (compiled) *compiled = st == KVJIT_OK ? r.compiled : 0;
   if (cached) *cached = st == KVJIT_OK ? r.cached : 0;
   return st;
+}
+
+kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *local,
+                             unsigned *remote, unsigned *missing) {
+  *local = *remote = *missing = 0;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  memcpy(values, checked, op->info.num_fields * sizeof values[0]);
+  kvjit_status st;
+  if (values[0] == 0) {
+    const kvjit_driver *drv;
+    int arch = 0;
+    if ((st = kvjit_driver_get(&drv)) != KVJIT_OK || (st = kvjit_driver_current_sm(drv, &arch, NULL)) != KVJIT_OK) {
+      return st;
+    }
+    values[0] = arch;
+    if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
+  }
+  /* The programs a runtime lookup would ask for: one per distinct plan, as kvjit_op_prewarm(). */
+  kvjit_op_plan_buffer done[MAX_CLASSES];
+  int num_done = 0;
+  for (int cls = 0; cls < op->info.num_classes && cls < MAX_CLASSES; cls++) {
+    if ((st = kvjit_op_make_plan(op, values, cls, &done[num_done])) != KVJIT_OK) return st;
+    int seen = 0;
+    for (int i = 0; i < num_done && !seen; i++) seen = memcmp(done[i].bytes, done[num_done].bytes, op->plan_size) == 0;
+    if (seen) continue;
+    kvjit_op_program prog;
+    if ((st = op->program(done[num_done].bytes, &prog)) != KVJIT_OK) return st;
+    num_done++;
+    /* The one-kernel program a runtime miss asks for: found as an entry or as a bundle's alias. */
+    kvjit_cached_at where = KVJIT_CACHED_NOWHERE;
+    if ((st = kvjit_program_find(ctx, &prog.desc, &where)) != KVJIT_OK) return st;
+    if (where == KVJIT_CACHED_LOCAL) (*local)++;
+    else if (where == KVJIT_CACHED_REMOTE) (*remote)++;
+    else (*missing)++; /* nowhere, or a remote that could not say: a server would compile it */
+  }
+  kvjit_clear_error();
+  return KVJIT_OK;
 }

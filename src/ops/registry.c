@@ -1,16 +1,21 @@
 /*
- * The table of ops: adding an op is its template in kernel_src/, its descriptor in src/ops/, and
- * one line here. Everything generic (lookup, load, prepare, prewarm, manifests, the CLI's
- * expansion, the checkasm-like test over every op) reads this table.
+ * The table of ops, from ops.def: adding an op is its template in kernel_src/, its folder in
+ * src/ops/, its section of kvjit.h, and one line in ops.def. Everything generic (lookup, load,
+ * prepare, prewarm, manifests, the CLI's expansion, the checkasm-like test over every op) reads
+ * this table.
  */
+#include "registry.h"
+
 #include <string.h>
 
-#include "op.h"
-#include "ops.h"
+#define KVJIT_OP(folder) extern const kvjit_op kvjit_op_##folder;
+#include "ops.def"
+#undef KVJIT_OP
 
 const kvjit_op *const kvjit_ops[] = {
-    &kvjit_op_store_kv,
-    &kvjit_op_transfer_kv,
+#define KVJIT_OP(folder) &kvjit_op_##folder,
+#include "ops.def"
+#undef KVJIT_OP
 };
 const size_t kvjit_num_ops = sizeof kvjit_ops / sizeof kvjit_ops[0];
 

@@ -19,6 +19,16 @@
 #define KVJIT_ENTRY_MAX_BYTES (KVJIT_ENTRY_MAX_HEADER_BYTES + KVJIT_ENTRY_MAX_PAYLOAD_BYTES)
 #define KVJIT_ENTRY_MAX_KERNELS 4096u
 
+/**
+ * What an op says about a program it asks for, recorded in the program's cache entry so that a
+ * shipped cache can be audited (`kvjit cache ls`): the op's name and the variant as its manifest
+ * line. Not part of the key: two variants that plan the same program share one entry.
+ */
+typedef struct kvjit_entry_label {
+  const char *op;      /* e.g. "store_kv_cache" */
+  const char *variant; /* e.g. "store_kv_cache arch=90 k_row_bytes=256 ..." */
+} kvjit_entry_label;
+
 /** What an entry says about itself besides the payload. */
 typedef struct kvjit_entry_meta {
   kvjit_key key;

@@ -6,9 +6,10 @@
  * call (kvjit_op_call: current device's compute capability -> request key -> lock-free lookup ->
  * launch). No plan, no allocation, lock or compile: the plan was made on the miss that loaded it.
  */
-#include "ops.h"
+#include "op_prewarm.h"
 #include "status.h"
 #include "store_kv_op.h"
+#include "variant.h"
 
 /* ---- fields ----------------------------------------------------------------------------------- */
 
@@ -110,12 +111,37 @@ static void store_geometry(const void *plan, kvjit_op_geometry *out) {
   out->pdl = p->pdl;
 }
 
-static kvjit_fast_key store_key(const int64_t *v, int batch_class) { return kvjit_store_kv_key(v, batch_class); }
+#ifndef KVJIT_OP_FAMILY
+#error "KVJIT_OP_FAMILY: the op's line in src/ops/ops.def, set by src/ops/meson.build"
+#endif
+
+/*
+ * The request key. Word a, below the family byte: quantizing 55 | arch 45..54 | k_row_bytes
+ * 14..44 | batch class 12..13 | log2 vec 9..11 | int64 indices 8 | pdl mode 6..7, and quantizing
+ * only: source dtype - 1 at 4..5 | fp8 kind 3 | scale kind 1..2. Word b: v_row_bytes 0..30 and
+ * split 31..51 (plain copies); v_row_bytes 0..27, split 28..43 and heads 44..59 (quantizing,
+ * whose rows, splits and heads are capped to fit). Validation keeps every field in its bits.
+ */
+static kvjit_fast_key store_key(const int64_t *v, int batch_class) {
+  const uint64_t quant = v[STORE_F_CACHE_DTYPE] != 0;
+  uint64_t a = quant << 55 | (uint64_t)v[STORE_F_ARCH] << 45 | (uint64_t)v[STORE_F_K_ROW] << 14 |
+               (uint64_t)batch_class << 12 | (uint64_t)__builtin_ctzll((uint64_t)v[STORE_F_VEC]) << 9 |
+               (uint64_t)(v[STORE_F_INDEX] == KVJIT_INDEX_INT64) << 8 | (uint64_t)v[STORE_F_PDL] << 6;
+  uint64_t b;
+  if (quant) {
+    a |= (uint64_t)(v[STORE_F_DTYPE] - KVJIT_DTYPE_F16) << 4 |
+         (uint64_t)(v[STORE_F_CACHE_DTYPE] - KVJIT_DTYPE_FP8_E4M3) << 3 | (uint64_t)v[STORE_F_SCALE] << 1;
+    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 28 | (uint64_t)v[STORE_F_HEADS] << 44;
+  } else {
+    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 31;
+  }
+  return kvjit_fast_key_make(KVJIT_OP_FAMILY, a, b);
+}
 
 const kvjit_op kvjit_op_store_kv = {
     .info = {"store_kv_cache", "copy each new token's K/V rows into the cache at its slot (quantizing to fp8 on the way)",
              store_fields, STORE_F_COUNT, KVJIT_STORE_KV_CLASSES},
-    .family = KVJIT_FAMILY_STORE_KV,
+    .family = KVJIT_OP_FAMILY,
     .plan_size = sizeof(kvjit_store_kv_plan),
     .kernel = KVJIT_STORE_KV_KERNEL,
     .oob_counter = KVJIT_STORE_KV_OOB_COUNTER,
@@ -195,32 +221,4 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
   kvjit_status st = variant_values(variant, values);
   if (st != KVJIT_OK) return st;
   return kvjit_op_format_line(&kvjit_op_store_kv, values, out, capacity);
-}
-
-kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line) {
-  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
-  if (line == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: NULL");
-  int64_t v[KVJIT_VARIANT_MAX_FIELDS];
-  const kvjit_op *op = NULL;
-  kvjit_status st = kvjit_op_parse_line(line, &op, v);
-  if (st != KVJIT_OK) return st;
-  if (op != &kvjit_op_store_kv) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: must start with \"store_kv_cache\", got a %s line",
-                      op->info.name);
-  }
-  kvjit_store_kv_variant r = KVJIT_STORE_KV_VARIANT_INIT;
-  r.arch = (int)v[STORE_F_ARCH];
-  r.k_row_bytes = v[STORE_F_K_ROW];
-  r.v_row_bytes = v[STORE_F_V_ROW];
-  r.index_type = (kvjit_index_type)v[STORE_F_INDEX];
-  r.pdl = (kvjit_pdl_mode)v[STORE_F_PDL];
-  r.split = (int)v[STORE_F_SPLIT];
-  r.vector_bytes = (int)v[STORE_F_VEC];
-  r.dtype = (kvjit_dtype)v[STORE_F_DTYPE];
-  r.cache_dtype = (kvjit_dtype)v[STORE_F_CACHE_DTYPE];
-  r.scale_kind = (kvjit_scale_kind)v[STORE_F_SCALE];
-  r.num_heads = v[STORE_F_HEADS];
-  *out = r;
-  kvjit_clear_error();
-  return KVJIT_OK;
 }

@@ -197,10 +197,10 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
                               (uint64_t)p->v_cache_stride;
   int vec;
   if (!quantize) {
-    vec = kvjit_store_kv_vec_of(src_bits | cache_bits);
+    vec = kvjit_rows_vec_of(src_bits | cache_bits);
   } else {
     /* An access of vec source bytes writes vec / elem cache bytes. */
-    const int src_vec = kvjit_store_kv_vec_of(src_bits);
+    const int src_vec = kvjit_rows_vec_of(src_bits);
     if (src_vec < elem) {
       const char *what = (uintptr_t)a->k & (uintptr_t)(elem - 1)   ? "k"
                          : (uintptr_t)a->v & (uintptr_t)(elem - 1) ? "v"
@@ -209,7 +209,7 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not aligned to the %d bytes of one %s element", what, elem,
                         kvjit_dtype_name(quant.dtype));
     }
-    const int cache_vec = kvjit_store_kv_vec_of(cache_bits) << elem_shift;
+    const int cache_vec = kvjit_rows_vec_of(cache_bits) << elem_shift;
     vec = src_vec < cache_vec ? src_vec : cache_vec;
   }
   p->k = a->k;

@@ -20,7 +20,7 @@
  *    with PDL at every measured size. A threshold of 8 MiB per tensor was tried and withdrawn;
  *  - lanes: just enough lanes for the slice (a 128 B row at 16 B uses 8 lanes, not a warp);
  *  - decode batches (<= 16), plain copies: the split prefers slices of a power-of-two vector count,
- *    so that no lane of a group idles (kvjit_store_kv_whole_split: 96 B at 8 B is 3 slices of 4
+ *    so that no lane of a group idles (kvjit_rows_whole_split: 96 B at 8 B is 3 slices of 4
  *    lanes, not 12 vectors in 16 lanes). The masked tail cost about one memory latency (H200, hot
  *    inputs: 96 B x 16 0.727 -> 0.642 us, 196 B x 16 0.763 -> 0.649, 1152 B x 16 0.80 -> 0.68).
  *    And rows up to 256 B take 8 B accesses, twice the lanes (128 B x 16 0.638 -> 0.611 us,
@@ -83,8 +83,10 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "embedded.h"
 #include "status.h"
+
+/* The op's template (kernel_src/), embedded at build time by this folder's meson.build. */
+extern const char kvjit_src_store_kv_cache[];
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
     /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
@@ -109,15 +111,6 @@ int kvjit_store_kv_batch_class(int64_t batch) {
   int c = 0;
   while (c < KVJIT_STORE_KV_CLASSES - 1 && batch > class_rules[c].max_batch) c++;
   return c;
-}
-
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b != 0) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
 }
 
 static int is_fp8(kvjit_dtype d) { return d == KVJIT_DTYPE_FP8_E4M3 || d == KVJIT_DTYPE_FP8_E5M2; }
@@ -169,59 +162,6 @@ kvjit_status kvjit_store_kv_quant_resolve(kvjit_store_kv_quant *out, int *quanti
   out->num_heads = num_heads;
   *quantize = 1;
   return KVJIT_OK;
-}
-
-int kvjit_store_kv_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane) {
-  /* In vectors: a split s is valid when it divides both chunk counts. */
-  int64_t k_chunks = k_row_bytes / vec;
-  int64_t v_chunks = v_row_bytes / vec;
-  int64_t both = v_chunks > 0 ? gcd64(k_chunks, v_chunks) : k_chunks;
-  int64_t widest = k_chunks > v_chunks ? k_chunks : v_chunks;
-  int64_t per_slice = 32 * (int64_t)chunks_per_lane;
-  int64_t wanted = (widest + per_slice - 1) / per_slice;
-  if (wanted <= 1 || both <= 1) return 1;
-  int64_t limit = both < KVJIT_STORE_KV_MAX_SPLIT ? both : KVJIT_STORE_KV_MAX_SPLIT;
-  /* Rows are almost always powers of two times a small odd number: the first try hits. The loops
-   * are bounded by the max split either way. */
-  for (int64_t s = wanted; s <= limit; s++) {
-    if (both % s == 0) return (int)s;
-  }
-  for (int64_t s = wanted < limit ? wanted : limit; s > 1; s--) {
-    if (both % s == 0) return (int)s;
-  }
-  return 1;
-}
-
-static int is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
-
-int kvjit_store_kv_whole_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane) {
-  /* On every decode-sized call: shifts and bit counts, no division. */
-  if (k_row_bytes <= 0 || v_row_bytes < 0 || !is_pow2(vec) || chunks_per_lane < 1 ||
-      ((uint64_t)(k_row_bytes | v_row_bytes) & (uint64_t)(vec - 1)) != 0) {
-    return 0;
-  }
-  const int vec_shift = __builtin_ctz((unsigned)vec);
-  const uint64_t k = (uint64_t)k_row_bytes >> vec_shift, v = (uint64_t)v_row_bytes >> vec_shift;
-  /* The slice: the largest power of two of vectors dividing K's count, at most 32 x chunks_per_lane
-   * (the fewest slices). A smaller one cannot help V: halving the slice halves V's share too. */
-  const int k_twos = __builtin_ctzll(k);
-  const int cap = 63 - __builtin_clzll(32ull * (uint64_t)chunks_per_lane);
-  const int slice_shift = k_twos < cap ? k_twos : cap;
-  const uint64_t split = k >> slice_shift;
-  if (split > (uint64_t)KVJIT_STORE_KV_MAX_SPLIT) return 0;
-  if (v == 0) return (int)split;
-  /* V's share, v / split, is a whole power of two when both counts have the same odd part and V
-   * has at least as many factors of two as the split. */
-  const int v_twos = __builtin_ctzll(v);
-  if ((k >> k_twos) != (v >> v_twos) || v_twos < k_twos - slice_shift) return 0;
-  return (int)split;
-}
-
-int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane) {
-  int64_t need = (slice_chunks + chunks_per_lane - 1) / chunks_per_lane;
-  int lanes = 1;
-  while (lanes < 32 && lanes < need) lanes <<= 1;
-  return lanes;
 }
 
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
@@ -276,7 +216,7 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
     }
     bits |= (uint64_t)(k_row_bytes / q->num_heads) | (uint64_t)(v_row_bytes / q->num_heads);
   }
-  int narrowed = kvjit_store_kv_vec_of(bits);
+  int narrowed = kvjit_rows_vec_of(bits);
   if (narrowed < elem) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "vector_bytes: %d is narrower than one %d-byte %s element", *vec, elem,
                       name);
@@ -332,12 +272,12 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
   if (quant == NULL && widest <= rule->narrow_max_row && vec > rule->narrow_max_vec) vec = rule->narrow_max_vec;
   /* The rows bound the vector too: a 196 B row takes 4 B accesses whatever the pointers allow. */
-  vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
+  vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
   if (split == 0) {
     if (quant == NULL && rule->whole_lane_groups) {
-      split = kvjit_store_kv_whole_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
+      split = kvjit_rows_whole_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
     }
-    if (split == 0) split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
+    if (split == 0) split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
   } else {
     if (k_row_bytes % split != 0) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
@@ -348,7 +288,7 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
                         (long long)v_row_bytes);
     }
     /* An explicit split whose slices are not whole vectors narrows the vector instead of failing. */
-    vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
+    vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
   }
   memset(out, 0, sizeof *out);
   out->arch = arch;
@@ -356,7 +296,7 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
   out->v_row_bytes = v_row_bytes;
   out->split = split;
   out->vec = vec;
-  out->lanes = kvjit_store_kv_lanes(widest / split / vec, rule->chunks_per_lane);
+  out->lanes = kvjit_rows_lanes(widest / split / vec, rule->chunks_per_lane);
   out->block = KVJIT_STORE_KV_BLOCK;
   /* Two items per group: only where every lane makes one access per row (kernel's static_assert). */
   out->items = quant == NULL && out->lanes <= rule->pair_max_lanes &&

@@ -11,16 +11,16 @@
 #include <stdint.h>
 
 #include "dtype.h"
-#include "jit.h"
 #include "kvjit.h"
 #include "op_program.h"
+#include "rows.h"
 
 /** Threads per block of every store_kv_cache kernel. */
 #define KVJIT_STORE_KV_BLOCK 128
 /** Largest row, in bytes, of K or V (the kernel's constants and the key hold 31 bits). */
 #define KVJIT_STORE_KV_MAX_ROW_BYTES ((int64_t)INT32_MAX)
 /** Largest explicit split. */
-#define KVJIT_STORE_KV_MAX_SPLIT (1 << 20)
+#define KVJIT_STORE_KV_MAX_SPLIT KVJIT_ROWS_MAX_SPLIT
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_STORE_KV_MAX_ARCH 1023
 /** Batch classes (see kvjit_store_kv_batch_class()): the automatic choice is made per class. */
@@ -112,29 +112,6 @@ const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class);
 
 /** Batch class of a batch >= 1: the first class whose max_batch holds it. */
 int kvjit_store_kv_batch_class(int64_t batch);
-
-/** Largest power of two <= 16 dividing @p bits (the OR of every address, stride and size); 16 for 0. */
-static inline int kvjit_store_kv_vec_of(uint64_t bits) {
-  bits |= 16;
-  return (int)(bits & (~bits + 1));
-}
-
-/**
- * The automatic split: the smallest s dividing both rows into whole vectors with at most
- * 32 lanes x chunks_per_lane vectors per slice; when no s is that small, the largest s that keeps
- * slices whole vectors and is at most what was wanted.
- */
-int kvjit_store_kv_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane);
-
-/**
- * The smallest split whose K and V slices each hold a power-of-two number of @p vec-byte vectors,
- * at most 32 x @p chunks_per_lane: every lane of every group then has work (no masked tail).
- * 0 when no such split exists (e.g. 72 and 64 vectors).
- */
-int kvjit_store_kv_whole_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane);
-
-/** Lanes for a slice of @p slice_chunks vectors: the smallest power of two >= chunks/cpl, at most 32. */
-int kvjit_store_kv_lanes(int64_t slice_chunks, int chunks_per_lane);
 
 /**
  * Resolve a plan. @p vec is what the pointers and strides allow (1..16, power of two); it is

@@ -3,7 +3,6 @@
  * transfer_kv_plan.c; call validation transfer_kv_args.c. The hot path is the store's: validate
  * -> current device's arch -> request key -> lock-free lookup -> launch (grid.y = layers).
  */
-#include "ops.h"
 #include "status.h"
 #include "transfer_kv_op.h"
 
@@ -62,12 +61,29 @@ static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
   out->pdl = p->pdl;
 }
 
-static kvjit_fast_key transfer_key(const int64_t *v, int batch_class) { return kvjit_transfer_kv_key(v, batch_class); }
+#ifndef KVJIT_OP_FAMILY
+#error "KVJIT_OP_FAMILY: the op's line in src/ops/ops.def, set by src/ops/meson.build"
+#endif
+
+/*
+ * The request key. Word a, below the family byte: arch 46..55 | k_row_bytes 15..45 | batch class
+ * 13..14 | log2 vec 10..12 | int64 indices 9 | source on the host 8 | destination on the host 7 |
+ * layer tables 6 | pdl mode 4..5. Word b: v_row_bytes 0..30 | split 31..51.
+ */
+static kvjit_fast_key transfer_key(const int64_t *v, int batch_class) {
+  const uint64_t a = (uint64_t)v[TRANSFER_F_ARCH] << 46 | (uint64_t)v[TRANSFER_F_K_ROW] << 15 |
+                     (uint64_t)batch_class << 13 | (uint64_t)__builtin_ctzll((uint64_t)v[TRANSFER_F_VEC]) << 10 |
+                     (uint64_t)(v[TRANSFER_F_INDEX] == KVJIT_INDEX_INT64) << 9 | (uint64_t)v[TRANSFER_F_SRC] << 8 |
+                     (uint64_t)v[TRANSFER_F_DST] << 7 | (uint64_t)v[TRANSFER_F_LAYERS] << 6 |
+                     (uint64_t)v[TRANSFER_F_PDL] << 4;
+  const uint64_t b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 31;
+  return kvjit_fast_key_make(KVJIT_OP_FAMILY, a, b);
+}
 
 const kvjit_op kvjit_op_transfer_kv = {
     .info = {"transfer_kv", "copy K/V rows from slots of one cache to slots of another (device or pinned host memory)",
              transfer_fields, TRANSFER_F_COUNT, KVJIT_TRANSFER_KV_CLASSES},
-    .family = KVJIT_FAMILY_TRANSFER_KV,
+    .family = KVJIT_OP_FAMILY,
     .plan_size = sizeof(kvjit_transfer_kv_plan),
     .kernel = KVJIT_TRANSFER_KV_KERNEL,
     .oob_counter = KVJIT_TRANSFER_KV_OOB_COUNTER,

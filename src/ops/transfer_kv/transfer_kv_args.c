@@ -7,7 +7,6 @@
 
 #include "args.h"
 #include "status.h"
-#include "store_kv_plan.h"
 #include "transfer_kv_op.h"
 
 static kvjit_status check_location(const char *name, kvjit_location where) {
@@ -151,7 +150,7 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   v[TRANSFER_F_LAYERS] = table;
   v[TRANSFER_F_PDL] = a->pdl;
   v[TRANSFER_F_SPLIT] = a->split;
-  v[TRANSFER_F_VEC] = kvjit_store_kv_vec_of(bits);
+  v[TRANSFER_F_VEC] = kvjit_rows_vec_of(bits);
   r->batch_class = a->batch > 0 ? kvjit_transfer_kv_batch_class(a->batch) : 0;
   r->layers = table ? (unsigned)a->num_layers : 1u;
   return KVJIT_OK;

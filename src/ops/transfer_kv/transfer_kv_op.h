@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "descriptor.h"
 #include "op.h"
 #include "transfer_kv_plan.h"
 
@@ -37,19 +38,7 @@ typedef struct kvjit_transfer_kv_request {
 kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_transfer_kv_args *args,
                                         kvjit_transfer_kv_request *out);
 
-/*
- * The request key. Word a, below the family byte: arch 46..55 | k_row_bytes 15..45 | batch class
- * 13..14 | log2 vec 10..12 | int64 indices 9 | source on the host 8 | destination on the host 7 |
- * layer tables 6 | pdl mode 4..5. Word b: v_row_bytes 0..30 | split 31..51.
- */
-static inline kvjit_fast_key kvjit_transfer_kv_key(const int64_t *v, int batch_class) {
-  const uint64_t a = (uint64_t)v[TRANSFER_F_ARCH] << 46 | (uint64_t)v[TRANSFER_F_K_ROW] << 15 |
-                     (uint64_t)batch_class << 13 | (uint64_t)__builtin_ctzll((uint64_t)v[TRANSFER_F_VEC]) << 10 |
-                     (uint64_t)(v[TRANSFER_F_INDEX] == KVJIT_INDEX_INT64) << 9 | (uint64_t)v[TRANSFER_F_SRC] << 8 |
-                     (uint64_t)v[TRANSFER_F_DST] << 7 | (uint64_t)v[TRANSFER_F_LAYERS] << 6 |
-                     (uint64_t)v[TRANSFER_F_PDL] << 4;
-  const uint64_t b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 31;
-  return kvjit_fast_key_make(KVJIT_FAMILY_TRANSFER_KV, a, b);
-}
+/** The op's descriptor (transfer_kv.c), in the registry's table (src/ops/ops.def). */
+extern const kvjit_op kvjit_op_transfer_kv;
 
 #endif

@@ -4,7 +4,7 @@
  * The choice, per batch class and link (first cut; bench/bench_transfer.c measures it on the GPU
  * against the bounds, and the rules are retuned from its tables):
  *  - vector width: the widest power of two <= 16 B dividing every stride, slice and pointer;
- *  - split and lanes: as store_kv_cache's (kvjit_store_kv_auto_split / _lanes): the smallest
+ *  - split and lanes: as store_kv_cache's (op/rows.h: kvjit_rows_auto_split, kvjit_rows_lanes): the smallest
  *    split whose slices need at most 32 lanes x chunks_per_lane vectors;
  *  - device to device: one access per lane (all of a lane's loads issued before its stores, as in
  *    the store); at batches > 32768 a group of <= 8 lanes moves two items, for the same wave
@@ -20,9 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embedded.h"
 #include "status.h"
-#include "store_kv_plan.h"
+
+/* The op's template (kernel_src/), embedded at build time by this folder's meson.build. */
+extern const char kvjit_src_transfer_kv[];
 
 int kvjit_transfer_kv_batch_class(int64_t batch) {
   if (batch <= 64) return KVJIT_TRANSFER_KV_CLASS_SMALL;
@@ -47,9 +48,9 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   }
   const int host_link = src == KVJIT_LOCATION_HOST || dst == KVJIT_LOCATION_HOST;
   const int cpl = chunks_per_lane(host_link, batch_class);
-  vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
+  vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
   if (split == 0) {
-    split = kvjit_store_kv_auto_split(k_row_bytes, v_row_bytes, vec, cpl);
+    split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, cpl);
   } else {
     if (k_row_bytes % split != 0) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
@@ -59,7 +60,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide v_row_bytes %lld", split,
                         (long long)v_row_bytes);
     }
-    vec = kvjit_store_kv_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
+    vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
   }
   const int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
   memset(out, 0, sizeof *out);
@@ -68,7 +69,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->v_row_bytes = v_row_bytes;
   out->split = split;
   out->vec = vec;
-  out->lanes = kvjit_store_kv_lanes(widest / split / vec, cpl);
+  out->lanes = kvjit_rows_lanes(widest / split / vec, cpl);
   out->block = KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
   out->items = !host_link && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE && out->lanes <= 8 && one_access ? 2 : 1;

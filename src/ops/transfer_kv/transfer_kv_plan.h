@@ -9,16 +9,16 @@
 
 #include <stdint.h>
 
-#include "jit.h"
 #include "kvjit.h"
 #include "op_program.h"
+#include "rows.h"
 
 /** Threads per block of every transfer_kv kernel. */
 #define KVJIT_TRANSFER_KV_BLOCK 128
 /** Largest row, in bytes (the key holds 31 bits). */
 #define KVJIT_TRANSFER_KV_MAX_ROW_BYTES ((int64_t)INT32_MAX)
 /** Largest explicit split. */
-#define KVJIT_TRANSFER_KV_MAX_SPLIT (1 << 20)
+#define KVJIT_TRANSFER_KV_MAX_SPLIT KVJIT_ROWS_MAX_SPLIT
 /** Largest compute capability number a plan accepts. */
 #define KVJIT_TRANSFER_KV_MAX_ARCH 1023
 /** Batch classes (kvjit_transfer_kv_batch_class()). */

@@ -1,16 +1,16 @@
 /*
- * The op layer's lock-free tables, one set per context: exact 128-bit keys (no hashing of a
- * description) to immutable values, for op hot paths.
+ * Lock-free, growing tables of exact 128-bit keys (no hashing of a description) to immutable
+ * values, for hot paths (the op layer keeps its loaded variants in one per context, op.h).
  *
- * Every key names its family in its top byte (one enum below), so keys of different families can
+ * Every key names its family in its top byte (the op registry numbers them, ops/registry.h), so keys of different families can
  * never be equal whatever the rest of the bits hold. A table grows: a bigger slot array is built
  * under the table's lock and published atomically, the old one kept until the table dies, so a
  * lookup never probes a full array. Only when no bigger array can be had does an entry go to a
  * locked overflow list (counted; the op layer logs the first one): a lookup then costs one locked
  * list walk, never a rebuild. Lookups are safe from any thread, allocate nothing and make no syscall.
  */
-#ifndef KVJIT_FAST_TABLE_H
-#define KVJIT_FAST_TABLE_H
+#ifndef KVJIT_FAST_MAP_H
+#define KVJIT_FAST_MAP_H
 
 #include <stdint.h>
 
@@ -22,26 +22,18 @@ typedef struct kvjit_fast_key {
 } kvjit_fast_key;
 
 /** Who a key belongs to: the top byte of word a. 0 is never a key's family. */
-typedef enum kvjit_key_family {
-  KVJIT_FAMILY_NONE = 0,
-  KVJIT_FAMILY_STORE_KV = 1,    /* store_kv_cache requests */
-  KVJIT_FAMILY_TRANSFER_KV = 2, /* transfer_kv requests */
-  KVJIT_FAMILY_COUNT
-} kvjit_key_family;
-
+#define KVJIT_FAMILY_NONE 0u
 #define KVJIT_FAMILY_SHIFT 56
 /** Bits of word a below the family byte. */
 #define KVJIT_FAMILY_PAYLOAD_MASK ((UINT64_C(1) << KVJIT_FAMILY_SHIFT) - 1)
 
 /** The key of @p family with payload @p a (its top byte must be clear) and @p b. */
-static inline kvjit_fast_key kvjit_fast_key_make(kvjit_key_family family, uint64_t a, uint64_t b) {
+static inline kvjit_fast_key kvjit_fast_key_make(unsigned family, uint64_t a, uint64_t b) {
   kvjit_fast_key key = {(uint64_t)family << KVJIT_FAMILY_SHIFT | (a & KVJIT_FAMILY_PAYLOAD_MASK), b};
   return key;
 }
 
-static inline kvjit_key_family kvjit_fast_key_family(kvjit_fast_key key) {
-  return (kvjit_key_family)(key.a >> KVJIT_FAMILY_SHIFT);
-}
+static inline unsigned kvjit_fast_key_family(kvjit_fast_key key) { return (unsigned)(key.a >> KVJIT_FAMILY_SHIFT); }
 
 static inline int kvjit_fast_key_equal(kvjit_fast_key x, kvjit_fast_key y) { return x.a == y.a && x.b == y.b; }
 
@@ -80,20 +72,5 @@ kvjit_status kvjit_fast_map_insert(kvjit_fast_map *map, kvjit_fast_key key, void
 void kvjit_fast_map_foreach(kvjit_fast_map *map, void (*visit)(void *value, void *user), void *user);
 
 void kvjit_fast_map_get_stats(kvjit_fast_map *map, kvjit_fast_map_stats *out);
-
-/**
- * What a context holds for its ops: the table of loaded variants (request key -> entry) and the
- * set of variants already written to the manifest (a table of its own: a marker can never stand
- * for a kernel). Created and destroyed by the context (jit.c); everything else is in op.c.
- */
-typedef struct kvjit_fast_table {
-  kvjit_fast_map *variants;
-  kvjit_fast_map *recorded;
-  _Atomic int overflow_logged; /* the first overflow of `variants` was logged */
-} kvjit_fast_table;
-
-kvjit_status kvjit_fast_table_create(kvjit_fast_table **out);
-/** Frees the tables and every op entry they hold (op.c's kvjit_op_entry_free). Accepts NULL. */
-void kvjit_fast_table_destroy(kvjit_fast_table *table);
 
 #endif

@@ -1,5 +1,5 @@
-/* The op layer's lock-free, growing exact-key tables (see fast_table.h). */
-#include "fast_table.h"
+/* Lock-free, growing exact-key tables (fast_map.h). */
+#include "fast_map.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -181,34 +181,4 @@ void kvjit_fast_map_get_stats(kvjit_fast_map *m, kvjit_fast_map_stats *out) {
   out->overflows = atomic_load_explicit(&m->overflow_count, memory_order_relaxed);
   out->capacity = atomic_load_explicit(&m->current, memory_order_relaxed)->mask + 1;
   pthread_mutex_unlock(&m->lock);
-}
-
-/* ---- a context's tables ------------------------------------------------------------------------ */
-
-kvjit_status kvjit_fast_table_create(kvjit_fast_table **out) {
-  *out = NULL;
-  kvjit_fast_table *t = calloc(1, sizeof *t);
-  if (t == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "fast table: out of memory");
-  kvjit_status st = kvjit_fast_map_create(&t->variants, "variants", 0);
-  if (st == KVJIT_OK) st = kvjit_fast_map_create(&t->recorded, "manifest", 0);
-  if (st != KVJIT_OK) {
-    kvjit_fast_table_destroy(t);
-    return st;
-  }
-  *out = t;
-  return KVJIT_OK;
-}
-
-static void free_value(void *value, void *user) {
-  (void)user;
-  free(value);
-}
-
-void kvjit_fast_table_destroy(kvjit_fast_table *t) {
-  if (t == NULL) return;
-  /* Op entries are single malloc'd blocks (op.c); the manifest set's values are not owned. */
-  if (t->variants != NULL) kvjit_fast_map_foreach(t->variants, free_value, NULL);
-  kvjit_fast_map_destroy(t->variants);
-  kvjit_fast_map_destroy(t->recorded);
-  free(t);
 }

@@ -1,0 +1,42 @@
+/*
+ * A context's writes to its caches and its compiles: an entry published (disk, then the remote
+ * tier), NVRTC run for a miss under the context's compile policy (KVJIT_COMPILE), and what a
+ * compile that is not on disk means to its caller.
+ */
+#ifndef KVJIT_PUBLISH_H
+#define KVJIT_PUBLISH_H
+
+#include "compile.h"
+#include "context.h"
+#include "entry.h"
+#include "key.h"
+#include "kvjit.h"
+#include "request.h"
+
+/**
+ * Write a payload to the disk cache, and to the remote tier. KVJIT_ERR_IO (reason in the last
+ * error) when it is not on disk afterwards: a runtime lookup carries on memory-only, a prewarm
+ * reports the failure. A compile kept in memory on purpose (@p publishable 0: after a
+ * state-leaking one) is KVJIT_OK: it is counted.
+ */
+kvjit_status kvjit_context_publish(kvjit_context *ctx, const kvjit_entry_label *label, const kvjit_key_target *target,
+                                   const kvjit_key *key, const kvjit_key *content, const char *program,
+                                   size_t num_kernels, const char *const *kernels, const uint8_t *payload,
+                                   size_t payload_len, const char *const *lowered, int publishable);
+
+/**
+ * NVRTC for @p req, counted and logged, its entry written under @p key when it may be; @p published
+ * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk. Under
+ * KVJIT_COMPILE=never a miss is KVJIT_ERR_NOT_CACHED; under warn it is logged.
+ */
+kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_entry_label *label,
+                                   const kvjit_key_target *target, const kvjit_key *key,
+                                   struct kvjit_compiled *compiled, kvjit_status *published);
+
+/**
+ * A compile's publication @p published as its caller's status: KVJIT_OK when it is on disk or the
+ * cache is off by choice, else KVJIT_ERR_IO "REQ compiled but ..." (a prewarm reports it).
+ */
+kvjit_status kvjit_context_not_cached(kvjit_context *ctx, const kvjit_request *req, kvjit_status published);
+
+#endif
