@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "examples.h"
+#include "kvjit_tools.h"
 #include "test_util.h"
 
 static char tmpdir[256];

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /* Exit status of a bad command line (one line on stderr naming the flag and the value). */
 enum { EXIT_USAGE = 2 };

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** What NVRTC gets: everything here is covered by the key (request.h builds it). */
 typedef struct kvjit_compile_input {

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 typedef struct kvjit_scan_directive {
   size_t start, end; /* the name with its delimiters; for a computed one, where the directive is */

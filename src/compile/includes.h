@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Per-context memo of header files: one stat per header on a hit. Thread-safe. */
 typedef struct kvjit_include_memo kvjit_include_memo;

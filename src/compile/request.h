@@ -12,7 +12,7 @@
 #include "compile.h"
 #include "includes.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 typedef struct kvjit_request {
   const kvjit_program_desc *desc; /* the description (its strings must outlive the request) */

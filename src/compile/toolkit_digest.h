@@ -13,7 +13,7 @@
 #define KVJIT_TOOLKIT_DIGEST_H
 
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Digest of the header dirs @p dirs (either may be ""; the second is skipped inside the first). */
 kvjit_status kvjit_toolkit_digest(const char *const dirs[2], kvjit_key *out);

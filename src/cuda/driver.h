@@ -9,7 +9,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 typedef struct kvjit_driver {
   int version; /* cuDriverGetVersion */

@@ -14,7 +14,7 @@
 
 #include <nvrtc.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 typedef struct kvjit_nvrtc {
   int major, minor; /* nvrtcVersion */

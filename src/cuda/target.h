@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 #define KVJIT_TARGET_FLAGS (KVJIT_TARGET_ARCH_SPECIFIC | KVJIT_TARGET_FAMILY | KVJIT_TARGET_PTX)
 

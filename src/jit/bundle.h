@@ -13,7 +13,7 @@
 
 #include "context.h"
 #include "entry.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** The kernel of one member of a group compile (kvjit_program_compile_group()). */
 typedef struct kvjit_group_member {

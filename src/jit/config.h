@@ -6,7 +6,7 @@
 #define KVJIT_CONFIG_H
 
 #include "cache.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 typedef struct kvjit_context_config {
   int log;                       /* -1 warnings only, 0 silent, 1 verbose */

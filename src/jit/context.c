@@ -212,3 +212,18 @@ void *kvjit_context_extension(kvjit_context *ctx, kvjit_status (*create)(void **
   pthread_mutex_unlock(&ctx->lock);
   return extension;
 }
+
+/* Where each version of the options ends (kvjit_context_options_init()). */
+static const size_t options_end[KVJIT_CONTEXT_OPTIONS_VERSION + 1] = {
+    0, offsetof(kvjit_context_options, read_only), offsetof(kvjit_context_options, compile_mode),
+    sizeof(kvjit_context_options)};
+
+kvjit_status kvjit_context_options_init(kvjit_context_options *out, unsigned version) {
+  static const kvjit_context_options defaults = KVJIT_CONTEXT_OPTIONS_INIT;
+  return kvjit_struct_init(out, version, &defaults, options_end, KVJIT_CONTEXT_OPTIONS_VERSION, "kvjit_context_options");
+}
+
+kvjit_status kvjit_stats_init(kvjit_stats *out, unsigned version) {
+  static const kvjit_stats defaults = KVJIT_STATS_INIT;
+  return kvjit_struct_init(out, version, &defaults, stats_end, KVJIT_STATS_VERSION, "kvjit_stats");
+}

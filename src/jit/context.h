@@ -12,7 +12,7 @@
 
 #include "cache.h"
 #include "includes.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "program.h"
 
 #define PROGRAM_BUCKETS 256u

@@ -273,3 +273,9 @@ kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config 
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLaunchKernelEx");
   return KVJIT_OK;
 }
+
+kvjit_status kvjit_launch_config_init(kvjit_launch_config *out, unsigned version) {
+  static const kvjit_launch_config defaults = KVJIT_LAUNCH_CONFIG_INIT;
+  static const size_t ends[] = {0, sizeof defaults};
+  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_LAUNCH_CONFIG_VERSION, "kvjit_launch_config");
+}

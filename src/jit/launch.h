@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "driver.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Device address of a __device__ variable of a loaded program, in the current CUDA context. */
 kvjit_status kvjit_program_global(const kvjit_program *program, CUdeviceptr *ptr, size_t *bytes, const char *name);

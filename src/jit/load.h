@@ -8,7 +8,7 @@
 #include "context.h"
 #include "driver.h"
 #include "entry.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "program.h"
 #include "request.h"
 

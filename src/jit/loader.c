@@ -133,3 +133,9 @@ kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *de
   kvjit_request_free(&req);
   return st;
 }
+
+kvjit_status kvjit_program_desc_init(kvjit_program_desc *out, unsigned version) {
+  static const kvjit_program_desc defaults = KVJIT_PROGRAM_DESC_INIT;
+  static const size_t ends[] = {0, sizeof defaults};
+  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_PROGRAM_DESC_VERSION, "kvjit_program_desc");
+}

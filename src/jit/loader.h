@@ -8,7 +8,7 @@
 
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "precompile.h"
 #include "request.h"
 

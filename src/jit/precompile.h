@@ -8,7 +8,7 @@
 #include "context.h"
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "request.h"
 
 /** Where a compile-only lookup finds a key (kvjit_program_find()). */

@@ -13,7 +13,7 @@
 #include "driver.h"
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "request.h"
 
 /** kvjit_kernel.num_params before the driver was asked (cuKernelGetParamInfo, launch.c). */

@@ -10,7 +10,7 @@
 #include "context.h"
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "request.h"
 
 /**

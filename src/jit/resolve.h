@@ -11,7 +11,7 @@
 #include "context.h"
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "program.h"
 
 /**

@@ -8,7 +8,7 @@
 
 #include "context.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "program.h"
 
 /** Under ctx->lock: the program of @p key, or NULL. */

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "fast_map.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "op_program.h"
 
 /** How a loaded variant is launched: the parts of its plan the hot path needs. */

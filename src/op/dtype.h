@@ -2,7 +2,7 @@
 #ifndef KVJIT_DTYPE_H
 #define KVJIT_DTYPE_H
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Bytes of one element of @p dtype (1 for BYTES and the fp8 types), 0 for an unknown value. */
 int kvjit_dtype_bytes(kvjit_dtype dtype);

@@ -380,3 +380,9 @@ kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_stats *out) {
   out->manifest_lines = r.entries;
   return KVJIT_OK;
 }
+
+kvjit_status kvjit_op_stats_init(kvjit_op_stats *out, unsigned version) {
+  static const kvjit_op_stats defaults = KVJIT_OP_STATS_INIT;
+  static const size_t ends[] = {0, sizeof defaults};
+  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_OP_STATS_VERSION, "kvjit_op_stats");
+}

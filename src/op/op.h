@@ -15,7 +15,7 @@
 #include "descriptor.h"
 #include "driver.h"
 #include "fast_map.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "program.h"
 
 /** What a hit returns: immutable, owned by the context's tables. */

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "descriptor.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Prewarm (kvjit_variant_prewarm()) of checked @p values. */
 kvjit_status kvjit_op_prewarm(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, unsigned *compiled,

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Room for the longest kernel name expression an op writes, with its NUL. */
 #define KVJIT_OP_MAX_KERNEL_NAME 256

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "descriptor.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Ranges and words of every field, then op->check. Error messages name the field. */
 kvjit_status kvjit_op_check_values(const kvjit_op *op, int64_t *values, uint64_t given);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "descriptor.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /**
  * The key families (fast_map.h): KVJIT_FAMILY_<folder> is its op's line of ops.def, 1 on; the op's

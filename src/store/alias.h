@@ -14,7 +14,7 @@
 #include "cache.h"
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /**
  * Whether a bundle holds the kernel of @p alias (view of an alias entry, @p a its payload): a

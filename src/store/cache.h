@@ -20,7 +20,7 @@
 
 #include "entry.h"
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "remote.h"
 
 typedef struct kvjit_cache kvjit_cache;

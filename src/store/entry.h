@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 #define KVJIT_ENTRY_MAGIC "KVJITENT"
 #define KVJIT_ENTRY_FIXED_BYTES 88u

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "cache.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Write every good entry (of the writable dir, and of the read-only dirs when asked) to @p path. */
 kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include_read_dirs, uint64_t *entries);

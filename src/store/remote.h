@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "key.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 typedef struct kvjit_remote kvjit_remote;
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** 128-bit exact key (ops pack their request into it; the top byte of @c a is the family). */
 typedef struct kvjit_fast_key {

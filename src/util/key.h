@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 #define KVJIT_CACHE_FORMAT_VERSION 2u
 

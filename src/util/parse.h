@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** $name, or NULL when it is unset or empty (empty means unset everywhere). */
 const char *kvjit_env_text(const char *name);

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[512];
 
@@ -46,6 +47,17 @@ kvjit_status kvjit_check_version(unsigned version, unsigned newest, const char *
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s->version: %u, expected 1 (use %s)", what, version, init);
   }
   return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s->version: %u, expected 1..%u (use %s)", what, version, newest, init);
+}
+
+kvjit_status kvjit_struct_init(void *out, unsigned version, const void *defaults, const size_t *ends, unsigned newest,
+                               const char *what) {
+  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL", what);
+  if (version < 1 || version > newest) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "version: %u, expected 1..%u for %s", version, newest, what);
+  }
+  memcpy(out, defaults, ends[version]);
+  memcpy(out, &version, sizeof version);
+  return KVJIT_OK;
 }
 
 void kvjit_log_line(const char *fmt, ...) {

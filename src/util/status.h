@@ -2,7 +2,7 @@
 #ifndef KVJIT_STATUS_INTERNAL_H
 #define KVJIT_STATUS_INTERNAL_H
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 
 #if defined(__GNUC__)
 #define KVJIT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -20,6 +20,15 @@ kvjit_status kvjit_fail(kvjit_status status, const char *fmt, ...) KVJIT_PRINTF(
  * writes only the fields that version has.
  */
 kvjit_status kvjit_check_version(unsigned version, unsigned newest, const char *what, const char *init);
+
+/**
+ * The body of every public kvjit_*_init(ptr, version): @p out gets the defaults @p defaults (the
+ * struct's _INIT) for the caller's @p version, exactly the bytes that version has (@p ends[v]: a
+ * caller built against an older header has a smaller struct), its version field (the first
+ * member) set to @p version. KVJIT_ERR_INVALID_ARGUMENT names @p what on a NULL or a bad version.
+ */
+kvjit_status kvjit_struct_init(void *out, unsigned version, const void *defaults, const size_t *ends, unsigned newest,
+                               const char *what);
 
 /** Clear the thread's last-error detail (at the start of public calls that succeed silently). */
 void kvjit_clear_error(void);

@@ -222,3 +222,18 @@ kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant
   if (st != KVJIT_OK) return st;
   return kvjit_op_format_line(&kvjit_op_store_kv, values, out, capacity);
 }
+
+/* Where each version of the arguments ends: version 2 added dtype .. num_heads. */
+static const size_t args_end[KVJIT_STORE_KV_ARGS_VERSION + 1] = {0, offsetof(kvjit_store_kv_args, dtype),
+                                                                 sizeof(kvjit_store_kv_args)};
+
+kvjit_status kvjit_store_kv_args_init(kvjit_store_kv_args *out, unsigned version) {
+  static const kvjit_store_kv_args defaults = KVJIT_STORE_KV_ARGS_INIT;
+  return kvjit_struct_init(out, version, &defaults, args_end, KVJIT_STORE_KV_ARGS_VERSION, "kvjit_store_kv_args");
+}
+
+kvjit_status kvjit_store_kv_variant_init(kvjit_store_kv_variant *out, unsigned version) {
+  static const kvjit_store_kv_variant defaults = KVJIT_STORE_KV_VARIANT_INIT;
+  static const size_t ends[] = {0, sizeof defaults};
+  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_STORE_KV_VARIANT_VERSION, "kvjit_store_kv_variant");
+}

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "op_program.h"
 #include "rows.h"
 

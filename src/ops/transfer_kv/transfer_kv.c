@@ -116,3 +116,9 @@ kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, in
   if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
   return kvjit_op_counters(ctx, &kvjit_op_transfer_kv, count, reset);
 }
+
+kvjit_status kvjit_transfer_kv_args_init(kvjit_transfer_kv_args *out, unsigned version) {
+  static const kvjit_transfer_kv_args defaults = KVJIT_TRANSFER_KV_ARGS_INIT;
+  static const size_t ends[] = {0, sizeof defaults};
+  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_TRANSFER_KV_ARGS_VERSION, "kvjit_transfer_kv_args");
+}

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "kvjit.h"
+#include "kvjit_tools.h"
 #include "op_program.h"
 #include "rows.h"
 
