@@ -21,6 +21,7 @@
 #include "driver.h"
 #include "gpu_driver.h"
 #include "program.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "jit_prewarm.h"
 #include "toolkit_digest.h"

@@ -35,6 +35,7 @@
 #include "driver.h"
 #include "gpu_driver.h"
 #include "program.h"
+#include "internal_util.h"
 #include "kvjit.h"
 
 /* store_kv_cache's template as the library embeds it (src/ops/store_kv/meson.build). */

@@ -25,6 +25,7 @@
 #include "context.h"
 #include "cubin_util.h"
 #include "program.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "test_util.h"
 

@@ -16,6 +16,7 @@
 #include "store_kv_plan.h"
 #include "fp8_ref.h"
 #include "key.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "test_util.h"
 

@@ -29,6 +29,7 @@
 #include "store_kv_plan.h"
 #include "fp8_ref.h"
 #include "gpu_util.h"
+#include "internal_util.h"
 #include "kvjit.h"
 
 static gpu_env env;

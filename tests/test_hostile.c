@@ -34,6 +34,7 @@
 #include "cache.h"
 #include "entry.h"
 #include "context.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "safe_fs.h"
 #include "test_util.h"

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "fast_map.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "op.h"
 #include "registry.h"

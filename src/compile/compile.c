@@ -24,8 +24,6 @@ int kvjit_nvrtc_leaks_state(const char *o) {
   return strcmp(value, "0") != 0;
 }
 
-int kvjit_nvrtc_tainted(void) { return atomic_load(&leaking_compiles) != 0; }
-
 static kvjit_status nvrtc_fail(const kvjit_nvrtc *nv, nvrtcResult r, const char *what) {
   return kvjit_fail(r == NVRTC_ERROR_OUT_OF_MEMORY ? KVJIT_ERR_OUT_OF_MEMORY : KVJIT_ERR_NVRTC, "%s: %s", what,
                     nv->GetErrorString(r));

@@ -53,7 +53,4 @@ void kvjit_compiled_free(kvjit_compiled *c);
  */
 int kvjit_nvrtc_leaks_state(const char *option);
 
-/** 1 once a state-leaking compile has started in this process. */
-int kvjit_nvrtc_tainted(void);
-
 #endif

@@ -75,14 +75,6 @@ void kvjit_key_content_program(kvjit_key_builder *b, const char *name, const cha
   put_str(st, 'N', name);
 }
 
-void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc) {
-  kvjit_key_builder b;
-  kvjit_key_content_begin(&b, "kvjit-content");
-  kvjit_key_content_program(&b, desc->name, desc->source, desc->num_options, desc->options, desc->num_headers,
-                            desc->headers);
-  kvjit_key_content_end(&b, out);
-}
-
 void kvjit_key_of_bytes(kvjit_key *out, const void *data, size_t len) {
   XXH128_hash_t h = XXH3_128bits(data, len);
   out->high = h.high64;
@@ -119,26 +111,6 @@ void kvjit_key_derive(kvjit_key *out, const kvjit_key_target *target, size_t num
   kvjit_key_begin(&b, target, num_kernels);
   for (size_t i = 0; i < num_kernels; i++) kvjit_key_add_kernel(&b, kernels[i], strlen(kernels[i]));
   kvjit_key_finish(&b, content, out);
-}
-
-void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
-  kvjit_key content;
-  kvjit_key_content(&content, desc);
-  kvjit_key_builder b;
-  kvjit_key_begin(&b, target, desc->num_kernels);
-  for (size_t i = 0; i < desc->num_kernels; i++) {
-    /* The loader keys canonical name expressions (names.h); so does this. */
-    char small[256];
-    size_t len = strlen(desc->kernels[i]);
-    char *name = len < sizeof small ? small : malloc(len + 1);
-    if (name == NULL) {
-      kvjit_key_add_kernel(&b, desc->kernels[i], len);
-      continue;
-    }
-    kvjit_key_add_kernel(&b, name, kvjit_name_canonical(desc->kernels[i], name));
-    if (name != small) free(name);
-  }
-  kvjit_key_finish(&b, &content, out);
 }
 
 void kvjit_key_hex(const kvjit_key *key, char out[33]) {

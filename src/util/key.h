@@ -42,14 +42,7 @@ typedef struct kvjit_key_builder {
   unsigned char state[640] __attribute__((aligned(64))); /* an XXH3_state_t */
 } kvjit_key_builder;
 
-/**
- * Digest of the program's content: options in order, source, headers, program name. For a
- * description whose source includes nothing and whose options name no include dir this is the
- * digest the loader keys it by; the loader's own adds the resolved headers (includes.h).
- */
-void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc);
-
-/** The pieces kvjit_key_content() is made of, for digests with more fields after them. */
+/** A content digest (request.c), in pieces, for digests with more fields after them. */
 void kvjit_key_content_begin(kvjit_key_builder *b, const char *magic);
 void kvjit_key_content_program(kvjit_key_builder *b, const char *name, const char *source, size_t num_options,
                                const char *const *options, size_t num_headers, const kvjit_header *headers);
@@ -69,12 +62,6 @@ void kvjit_key_finish(kvjit_key_builder *b, const kvjit_key *content, kvjit_key 
 /** The key of @p content built for @p target with these kernel names (NUL-terminated). */
 void kvjit_key_derive(kvjit_key *out, const kvjit_key_target *target, size_t num_kernels, const char *const *kernels,
                       const kvjit_key *content);
-
-/**
- * Key of @p desc built for @p target (content digest, then derivation over the canonical kernel
- * names). desc->arch is ignored. The loader's key for descriptions that include nothing.
- */
-void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target);
 
 /** 32 lower-case hex digits and a NUL. */
 void kvjit_key_hex(const kvjit_key *key, char out[33]);

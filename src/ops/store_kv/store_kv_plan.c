@@ -164,13 +164,6 @@ kvjit_status kvjit_store_kv_quant_resolve(kvjit_store_kv_quant *out, int *quanti
   return KVJIT_OK;
 }
 
-kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
-                                      int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
-                                      int batch_class) {
-  return kvjit_store_kv_plan_make_quant(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, batch_class,
-                                        NULL);
-}
-
 kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k_row_bytes, int64_t v_row_bytes,
                                         int split, int *vec) {
   int elem = kvjit_dtype_bytes(q->dtype);
@@ -354,26 +347,4 @@ kvjit_status kvjit_store_kv_program(const kvjit_store_kv_plan *plan, kvjit_op_pr
                       KVJIT_OP_MAX_KERNEL_NAME - 1);
   }
   return KVJIT_OK;
-}
-
-/* Lane groups a launch of @p batch items needs, or 0 when batch x split overflows. This runs on
- * every call: no 64-bit division (each costs tens of cycles; they showed in the host cost). */
-static uint64_t launch_groups(const kvjit_store_kv_plan *plan, int64_t batch) {
-  uint64_t units;
-  if (batch <= 0 || __builtin_mul_overflow((uint64_t)batch, (uint64_t)plan->split, &units)) return 0;
-  return plan->items == 2 ? (units >> 1) + (units & 1) : units;
-}
-
-uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch) {
-  uint64_t groups = launch_groups(plan, batch);
-  if (groups == 0) return 0;
-  const unsigned per_block = (unsigned)(plan->block / plan->lanes);
-  uint64_t blocks;
-  if ((per_block & (per_block - 1)) == 0) {
-    const int shift = __builtin_ctz(per_block);
-    blocks = (groups >> shift) + ((groups & (per_block - 1)) != 0);
-  } else {
-    blocks = groups / per_block + (groups % per_block != 0);
-  }
-  return blocks > (uint64_t)INT32_MAX ? 0 : blocks;
 }

@@ -114,16 +114,6 @@ const kvjit_store_kv_class_rule *kvjit_store_kv_class_rule_get(int batch_class);
 int kvjit_store_kv_batch_class(int64_t batch);
 
 /**
- * Resolve a plan. @p vec is what the pointers and strides allow (1..16, power of two); it is
- * narrowed to what the rows and slices allow. @p split 0 = automatic for @p batch_class.
- * @return KVJIT_ERR_INVALID_ARGUMENT (row bytes, split, index type, pdl value, arch) or
- *         KVJIT_ERR_UNSUPPORTED (PDL on before sm_90), with the argument named.
- */
-kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
-                                      int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
-                                      int batch_class);
-
-/**
  * The quantizing rules of a plan: rows of whole elements, the limits of the fast key, a head
  * count dividing both rows, a split that does not cut an element. Narrows @p vec (source bytes)
  * so that one access holds whole elements of one head; fails when that is less than an element.
@@ -132,9 +122,12 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
                                         int split, int *vec);
 
 /**
- * As kvjit_store_kv_plan_make(), quantizing when @p quant is not NULL (from
- * kvjit_store_kv_quant_resolve()). @p vec then counts source bytes and must be at least one
- * element; it is narrowed so that one access never straddles two heads.
+ * Resolve a plan. @p vec is what the pointers and strides allow (1..16, power of two); it is
+ * narrowed to what the rows and slices allow. @p split 0 = automatic for @p batch_class. Quantizing
+ * when @p quant is not NULL (from kvjit_store_kv_quant_resolve()): @p vec then counts source bytes
+ * and must be at least one element; it is narrowed so that one access never straddles two heads.
+ * @return KVJIT_ERR_INVALID_ARGUMENT (row bytes, split, index type, pdl value, arch) or
+ *         KVJIT_ERR_UNSUPPORTED (PDL on before sm_90), with the argument named.
  */
 kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
@@ -150,8 +143,5 @@ int kvjit_store_kv_kernel_name(const kvjit_store_kv_plan *plan, char *out, size_
 
 /** A plan's program: the embedded template and its kernel (KVJIT_ERR_INTERNAL if the name cannot fit). */
 kvjit_status kvjit_store_kv_program(const kvjit_store_kv_plan *plan, kvjit_op_program *out);
-
-/** Blocks of a launch of @p batch items, or 0 when it exceeds the grid limit (2^31 - 1). */
-uint64_t kvjit_store_kv_blocks(const kvjit_store_kv_plan *plan, int64_t batch);
 
 #endif
