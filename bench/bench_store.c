@@ -990,7 +990,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   cfg.hStream = b->stream;
   cfg.attrs = pdl ? &attr : NULL;
   cfg.numAttrs = pdl ? 1 : 0;
-  /* Launch it as kvjit does: its CUkernel handle passed as a CUfunction (jit.c's kvjit_launch). */
+  /* Launch it as kvjit does: its CUkernel handle passed as a CUfunction (launch.c's kvjit_launch). */
   const CUfunction fn = m.found ? (CUfunction)m.found->handle : found.func ? found.func : (CUfunction)found.kern;
 
   double samples[2][HOST_GROUPS];
