@@ -22,14 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "include_memo.h"
 #include "key.h"
 #include "kvjit_tools.h"
 
-/** Per-context memo of header files: one stat per header on a hit. Thread-safe. */
-typedef struct kvjit_include_memo kvjit_include_memo;
-
-kvjit_status kvjit_include_memo_create(kvjit_include_memo **out);
-void kvjit_include_memo_destroy(kvjit_include_memo *memo);
 
 typedef enum kvjit_include_kind {
   KVJIT_INCLUDE_FILE = 1,    /* a file of the graph (in memory or read from disk) */
