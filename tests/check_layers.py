@@ -23,16 +23,19 @@ SOURCE_SUFFIXES = (".c", ".h", ".cpp")
 
 
 def read_layers(src):
+    """(order, skipped): the layers bottom up, and the folders not checked (`!folder`)."""
     path = os.path.join(src, "LAYERS")
     if not os.path.exists(path):
-        return None
-    order = []
+        return None, set()
+    order, skipped = [], set()
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.split("#", 1)[0].strip()
-            if line:
+            if line.startswith("!"):
+                skipped.add(line[1:].strip())
+            elif line:
                 order.append(line)
-    return order
+    return order, skipped
 
 
 def folder_of(rel):
@@ -179,12 +182,14 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     src = os.path.normpath(argv[1])
-    order = read_layers(src)
+    order, skipped = read_layers(src)
     files = {}
     for root, _, names in os.walk(src):
         for name in sorted(names):
             if name.endswith(SOURCE_SUFFIXES):
                 rel = os.path.relpath(os.path.join(root, name), src)
+                if rel.split(os.sep)[0] in skipped:
+                    continue
                 with open(os.path.join(root, name), encoding="utf-8") as f:
                     files[rel] = f.read()
     by_base = {}
