@@ -37,11 +37,17 @@ static kvjit_status keyed(const kvjit_request *req, int code, kvjit_key_target *
   return st;
 }
 
-kvjit_status kvjit_request_build_key(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key) {
-  int code, ptx_fallback = 0;
+/* The target and key of @p req for a build: its desc->arch, the current device's filled in. */
+static kvjit_status build_keyed(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key, int *ptx_fallback) {
+  int code;
   kvjit_status st = target_for_build(req->desc->arch, &code);
-  if (st == KVJIT_OK) st = keyed(req, code, target, key, &ptx_fallback);
+  if (st == KVJIT_OK) st = keyed(req, code, target, key, ptx_fallback);
   return st;
+}
+
+kvjit_status kvjit_request_build_key(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key) {
+  int ptx_fallback = 0;
+  return build_keyed(req, target, key, &ptx_fallback);
 }
 
 kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
@@ -84,11 +90,10 @@ kvjit_status kvjit_program_build(kvjit_context *ctx, kvjit_program **out, kvjit_
   kvjit_request req;
   kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
-  int code, ptx_fallback = 0;
+  int ptx_fallback = 0;
   kvjit_key_target target;
   kvjit_key key;
-  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK &&
-      (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
+  if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
     st = kvjit_program_acquire(ctx, &req, &target, &key, ptx_fallback, NULL, out, origin);
   }
   kvjit_request_free(&req);
@@ -106,11 +111,10 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   kvjit_request req;
   kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
-  int code, ptx_fallback = 0;
+  int ptx_fallback = 0;
   kvjit_key_target target;
   kvjit_key key;
-  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK &&
-      (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
+  if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
     st = kvjit_program_precompile(ctx, &req, &target, &key, label, origin);
   }
   kvjit_request_free(&req);
@@ -123,11 +127,10 @@ kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *de
   kvjit_request req;
   kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
-  int code, ptx_fallback = 0;
+  int ptx_fallback = 0;
   kvjit_key_target target;
   kvjit_key key;
-  if ((st = target_for_build(desc->arch, &code)) == KVJIT_OK &&
-      (st = keyed(&req, code, &target, &key, &ptx_fallback)) == KVJIT_OK) {
+  if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
     *where = kvjit_program_cached_at(ctx, &key);
   }
   kvjit_request_free(&req);
