@@ -25,6 +25,14 @@ static kvjit_status variant_op(const kvjit_variant *v, const kvjit_op **op) {
   return KVJIT_OK;
 }
 
+/* The op of @p variant and a copy of its values, checked and in canonical form. */
+static kvjit_status variant_checked(const kvjit_variant *variant, const kvjit_op **op, int64_t *values) {
+  kvjit_status st = variant_op(variant, op);
+  if (st != KVJIT_OK) return st;
+  memcpy(values, variant->values, KVJIT_VARIANT_MAX_FIELDS * sizeof values[0]);
+  return kvjit_op_check_values(*op, values, KVJIT_OP_ALL_GIVEN);
+}
+
 kvjit_status kvjit_variant_init(kvjit_variant *out, const kvjit_op_info *info) {
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
   const kvjit_op *op = kvjit_op_of(info);
@@ -66,11 +74,8 @@ kvjit_status kvjit_variant_format(const kvjit_variant *variant, char *out, size_
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
   if (capacity > 0) out[0] = '\0';
   const kvjit_op *op;
-  kvjit_status st = variant_op(variant, &op);
-  if (st != KVJIT_OK) return st;
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
-  memcpy(values, variant->values, sizeof values);
-  st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN);
+  kvjit_status st = variant_checked(variant, &op, values);
   if (st == KVJIT_OK) st = kvjit_op_format_line(op, values, out, capacity);
   if (st == KVJIT_OK) kvjit_clear_error();
   return st;
@@ -82,11 +87,8 @@ kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_variant *vari
   if (cached) *cached = 0;
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   const kvjit_op *op;
-  kvjit_status st = variant_op(variant, &op);
-  if (st != KVJIT_OK) return st;
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
-  memcpy(values, variant->values, sizeof values);
-  st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN);
+  kvjit_status st = variant_checked(variant, &op, values);
   if (st != KVJIT_OK) return st;
   return kvjit_op_prewarm(ctx, op, values, compiled, cached);
 }
@@ -183,11 +185,9 @@ kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *varia
   if (missing) *missing = 0;
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   const kvjit_op *op;
-  kvjit_status st = variant_op(variant, &op);
-  if (st != KVJIT_OK) return st;
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
-  memcpy(values, variant->values, sizeof values);
-  if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
+  kvjit_status st = variant_checked(variant, &op, values);
+  if (st != KVJIT_OK) return st;
   if ((st = kvjit_op_locate(ctx, op, values, &a, &b, &c)) != KVJIT_OK) return st;
   if (local) *local = a;
   if (remote) *remote = b;
