@@ -55,4 +55,11 @@ int kvjit_context_warnings(const kvjit_context *ctx);
  */
 void *kvjit_context_extension(kvjit_context *ctx, kvjit_status (*create)(void **out), void (*destroy)(void *));
 
+/** kvjit_context_extension() for hot paths: inline, one acquire load once the state exists. */
+static inline void *kvjit_context_extension_get(kvjit_context *ctx, kvjit_status (*create)(void **out),
+                                                void (*destroy)(void *)) {
+  void *extension = atomic_load_explicit(&ctx->extension, memory_order_acquire);
+  return __builtin_expect(extension != NULL, 1) ? extension : kvjit_context_extension(ctx, create, destroy);
+}
+
 #endif

@@ -42,7 +42,7 @@ void kvjit_op_tables_destroy(void *tables);
 
 /** The op tables of @p ctx, made on first use; NULL when out of memory (last error set). */
 static inline kvjit_op_tables *kvjit_op_tables_of(kvjit_context *ctx) {
-  return (kvjit_op_tables *)kvjit_context_extension(ctx, kvjit_op_tables_create, kvjit_op_tables_destroy);
+  return (kvjit_op_tables *)kvjit_context_extension_get(ctx, kvjit_op_tables_create, kvjit_op_tables_destroy);
 }
 
 /** A plan buffer: op plans are plain structs of ints and pointers. */
