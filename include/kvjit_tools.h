@@ -194,8 +194,8 @@ KVJIT_API kvjit_status kvjit_target_name(int target, char *out, size_t capacity)
  * what its manifest lines hold and what `kvjit prewarm --op NAME` expands. A variant is the op and
  * one value per field; kvjit_variant_check() applies the op's rules, kvjit_variant_format() and
  * kvjit_variant_parse() write and read its manifest line (cache/MANIFEST.md), and
- * kvjit_variant_prewarm() compiles every kernel it may use. The op-specific calls below
- * (kvjit_store_kv_cache_prewarm(), ...) are the same operations on the op's own structs.
+ * kvjit_variant_prewarm() compiles every kernel it may use: the one way, for every op (the
+ * store's own variant calls at the end of this header are deprecated).
  */
 
 /** How a field's value is written in a manifest line. */
