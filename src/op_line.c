@@ -369,9 +369,22 @@ kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *varia
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
   memcpy(values, variant->values, sizeof values);
   if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
-  if ((st = kvjit_op_locate(ctx, op, values, &a, &b, &c)) != KVJIT_OK) return st;
+  if ((st = kvjit_op_locate(ctx, op, values, &a, &b, &c, NULL)) != KVJIT_OK) return st;
   if (local) *local = a;
   if (remote) *remote = b;
   if (missing) *missing = c;
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_variant_explain(kvjit_context *ctx, const kvjit_variant *variant, kvjit_miss_info *out) {
+  if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out: NULL");
+  memset(out, 0, sizeof *out);
+  const kvjit_op *op;
+  kvjit_status st = variant_op(variant, &op);
+  if (st != KVJIT_OK) return st;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  memcpy(values, variant->values, sizeof values);
+  if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
+  unsigned a, b, c;
+  return kvjit_op_locate(ctx, op, values, &a, &b, &c, out);
 }

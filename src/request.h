@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "compile.h"
+#include "entry.h"
 #include "includes.h"
 #include "key.h"
 #include "kvjit.h"
@@ -29,6 +30,7 @@ typedef struct kvjit_request {
   kvjit_includes inc;
   kvjit_include_input inc_in;
   kvjit_key content;              /* the content digest */
+  kvjit_entry_digests digests;    /* its inputs' digests, recorded in the entry (nvrtc: zero here) */
 } kvjit_request;
 
 /** Check every field of @p desc, naming the bad one (what kvjit_request_init() checks first). */

@@ -16,6 +16,8 @@ static const char *lowered[] = {"_Z5scaleILi128EfEvPf", "plain"};
 static const char *kernels_of_alias[] = {"scale<128,float>", "plain"};
 static const char *lowered_of_alias[] = {"_Z5scaleILi128EfEvPf", "plain"};
 
+static const kvjit_entry_digests digests = {{1, 2}, {3, 4}, {5, 6}, {7, 8}};
+
 static void make_entry(uint8_t **buf, size_t *len, kvjit_key *key) {
   static uint8_t payload[1000];
   for (size_t i = 0; i < sizeof payload; i++) payload[i] = (uint8_t)(i * 131 + 7);
@@ -28,7 +30,8 @@ static void make_entry(uint8_t **buf, size_t *len, kvjit_key *key) {
                         .compiler = "NVRTC 13.0",
                         .num_kernels = 2,
                         .kernels = kernels,
-                        .lowered = lowered};
+                        .lowered = lowered,
+                        .digests = &digests};
   kvjit_key_derive(&m.key, &m.target, m.num_kernels, kernels, &m.content);
   *key = m.key;
   assert_int_equal(kvjit_entry_encode(buf, len, &m, payload, sizeof payload), KVJIT_OK);
@@ -119,7 +122,7 @@ static void test_named_cases(void **state) {
   buf[0] = 'K';
   buf[8] = 1; /* format version 1 */
   expect_corrupt(buf, len, &key, "version 1");
-  buf[8] = 2;
+  buf[8] = KVJIT_ENTRY_VERSION;
   kvjit_key other = key;
   other.low ^= 1;
   expect_corrupt(buf, len, &other, "key mismatch");
@@ -147,6 +150,52 @@ static void test_named_cases(void **state) {
   buf[len - 1] ^= 1;
   kvjit_entry_view v;
   assert_int_equal(kvjit_entry_parse(&v, buf, len, NULL, 0), KVJIT_OK);
+  free(buf);
+}
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* The same entry as kvjit before version 3 wrote it: no digests block, version 2. */
+static uint8_t *as_version_2(const uint8_t *buf, size_t len, size_t *out_len) {
+  uint32_t header = rd32(buf + 12), block = 4 + KVJIT_ENTRY_DIGESTS_BYTES;
+  uint8_t *old = malloc(len - block);
+  memcpy(old, buf, header - 8 - block);
+  memcpy(old + header - block, buf + header, len - header);
+  old[8] = 2;
+  uint32_t h = header - block;
+  for (int i = 0; i < 4; i++) old[12 + i] = (uint8_t)(h >> (8 * i));
+  reseal(old);
+  *out_len = len - block;
+  return old;
+}
+
+/* Version 3 records the key inputs' digests; a version 2 entry still reads, its digests unknown. */
+static void test_digests_and_version_2(void **state) {
+  (void)state;
+  uint8_t *buf;
+  size_t len;
+  kvjit_key key;
+  make_entry(&buf, &len, &key);
+  kvjit_entry_view v;
+  assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
+  assert_int_equal(v.version, 3);
+  assert_memory_equal(&v.digests, &digests, sizeof digests);
+  size_t old_len;
+  uint8_t *old = as_version_2(buf, len, &old_len);
+  assert_int_equal(kvjit_entry_parse(&v, old, old_len, &key, 1), KVJIT_OK);
+  assert_int_equal(v.version, 2);
+  assert_int_equal(v.digests.sources.low, 0);
+  assert_int_equal(v.payload_len, 1000);
+  free(old);
+  /* A digests block that claims more or less than the header holds. */
+  uint32_t header = rd32(buf + 12);
+  uint8_t *at = buf + header - 8 - 4 - KVJIT_ENTRY_DIGESTS_BYTES;
+  at[0] = KVJIT_ENTRY_DIGESTS_BYTES - 16;
+  reseal(buf);
+  expect_corrupt(buf, len, &key, "digests");
+  at[0] = KVJIT_ENTRY_DIGESTS_BYTES + 16;
+  reseal(buf);
+  expect_corrupt(buf, len, &key, "digests");
   free(buf);
 }
 
@@ -222,6 +271,7 @@ int main(void) {
       cmocka_unit_test(test_every_flipped_byte_is_caught),
       cmocka_unit_test(test_named_cases),
       cmocka_unit_test(test_alias),
+      cmocka_unit_test(test_digests_and_version_2),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
