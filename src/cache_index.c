@@ -89,7 +89,7 @@ void cache_index_add(kvjit_cache *c, const kvjit_entry_view *view) {
   kvjit_key id;
   kvjit_cache_index_id(view, &id);
   if (!index_path(path, sizeof path, c->write_dir, &id)) return;
-  int fd = kvjit_open_regular(path, O_WRONLY | O_CREAT | O_APPEND, 0600, &st);
+  int fd = kvjit_open_regular(path, O_RDWR | O_CREAT | O_APPEND, 0600, &st);
   if (fd < 0) return;
   if (st.st_size % (off_t)INDEX_LINE != 0 && ftruncate(fd, 0) != 0) st.st_size = 0; /* a torn line: start over */
   else if (st.st_size >= (off_t)INDEX_MAX_BYTES) index_trim(fd, st.st_size);

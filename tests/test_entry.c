@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "entry.h"
+#include "entry_util.h"
 #include "xxh.h"
 
 static const char *kernels[] = {"scale<128, float>", "plain"};
@@ -73,13 +74,6 @@ static void test_round_trip(void **state) {
   free(buf);
 }
 
-/* Recompute the header checksum of an edited entry, as a forger would. */
-static void reseal(uint8_t *buf) {
-  uint32_t header = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
-  uint64_t sum = XXH3_64bits(buf, header - 8);
-  for (int i = 0; i < 8; i++) buf[header - 8 + i] = (uint8_t)(sum >> (8 * i));
-}
-
 static void expect_corrupt(const uint8_t *buf, size_t len, const kvjit_key *key, const char *why) {
   kvjit_entry_view v;
   assert_int_equal(kvjit_entry_parse(&v, buf, len, key, 1), KVJIT_ERR_CORRUPT);
@@ -142,7 +136,7 @@ static void test_named_cases(void **state) {
     uint8_t *lie = malloc(len);
     memcpy(lie, buf, len);
     lie[at] ^= 1;
-    reseal(lie);
+    entry_reseal(lie);
     expect_corrupt(lie, len, &key, at == 57 ? "suffix" : at >= 54 && at <= 55 ? "range" : "derive");
     free(lie);
   }
@@ -151,22 +145,6 @@ static void test_named_cases(void **state) {
   kvjit_entry_view v;
   assert_int_equal(kvjit_entry_parse(&v, buf, len, NULL, 0), KVJIT_OK);
   free(buf);
-}
-
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-
-/* The same entry as kvjit before version 3 wrote it: no digests block, version 2. */
-static uint8_t *as_version_2(const uint8_t *buf, size_t len, size_t *out_len) {
-  uint32_t header = rd32(buf + 12), block = 4 + KVJIT_ENTRY_DIGESTS_BYTES;
-  uint8_t *old = malloc(len - block);
-  memcpy(old, buf, header - 8 - block);
-  memcpy(old + header - block, buf + header, len - header);
-  old[8] = 2;
-  uint32_t h = header - block;
-  for (int i = 0; i < 4; i++) old[12 + i] = (uint8_t)(h >> (8 * i));
-  reseal(old);
-  *out_len = len - block;
-  return old;
 }
 
 /* Version 3 records the key inputs' digests; a version 2 entry still reads, its digests unknown. */
@@ -181,20 +159,20 @@ static void test_digests_and_version_2(void **state) {
   assert_int_equal(v.version, 3);
   assert_memory_equal(&v.digests, &digests, sizeof digests);
   size_t old_len;
-  uint8_t *old = as_version_2(buf, len, &old_len);
+  uint8_t *old = entry_as_version_2(buf, len, &old_len);
   assert_int_equal(kvjit_entry_parse(&v, old, old_len, &key, 1), KVJIT_OK);
   assert_int_equal(v.version, 2);
   assert_int_equal(v.digests.sources.low, 0);
   assert_int_equal(v.payload_len, 1000);
   free(old);
   /* A digests block that claims more or less than the header holds. */
-  uint32_t header = rd32(buf + 12);
+  uint32_t header = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
   uint8_t *at = buf + header - 8 - 4 - KVJIT_ENTRY_DIGESTS_BYTES;
   at[0] = KVJIT_ENTRY_DIGESTS_BYTES - 16;
-  reseal(buf);
+  entry_reseal(buf);
   expect_corrupt(buf, len, &key, "digests");
   at[0] = KVJIT_ENTRY_DIGESTS_BYTES + 16;
-  reseal(buf);
+  entry_reseal(buf);
   expect_corrupt(buf, len, &key, "digests");
   free(buf);
 }
@@ -235,10 +213,10 @@ static void test_alias(void **state) {
   /* Its kind byte made cubin (checksum made good): the same key, an entry of 24 bytes that the
    * driver refuses (and the loader then rebuilds); made PTX: not its key. */
   buf[56] = KVJIT_PAYLOAD_CUBIN;
-  reseal(buf);
+  entry_reseal(buf);
   assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
   buf[56] = KVJIT_PAYLOAD_PTX;
-  reseal(buf);
+  entry_reseal(buf);
   expect_corrupt(buf, len, &key, "derive");
   free(buf);
   /* Malformed: two kernels, another payload size, an index past the count, no count, itself. */
