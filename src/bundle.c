@@ -175,6 +175,8 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   for (size_t j = 0; j < count; j++) members[todo[j]].origin = KVJIT_FROM_COMPILE;
   /* Compiled after a state-leaking compile: nothing of it was written, so no alias either. */
   if (!publishable) goto done;
+  kvjit_entry_digests digests;
+  kvjit_request_digests(group, &digests);
   for (size_t j = 0; j < count; j++) {
     kvjit_key member;
     const char *kernel = req.kernels[j];
@@ -185,7 +187,7 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     if (!kvjit_context_entry_usable(ctx, &member)) {
       kvjit_entry_alias alias = {key, (uint32_t)j, (uint32_t)count};
       kvjit_status written = kvjit_bundle_write_alias(cache, members[todo[j]].label, target, &member,
-                                                      &group->content, &group->digests, desc->name, kernel, lowered[j], &alias);
+                                                      &group->content, &digests, desc->name, kernel, lowered[j], &alias);
       if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, written);
     }
     if (member_locked) kvjit_cache_unlock_key(&member_lock);

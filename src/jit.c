@@ -317,7 +317,7 @@ static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_targ
   p->key = *key;
   kvjit_key_hex(key, p->key_hex);
   p->content = req->content;
-  p->digests = req->digests;
+  kvjit_request_digests(req, &p->digests);
   p->target = *target;
   p->arch = kvjit_target_code(target);
   p->state = PROGRAM_BUILDING;
@@ -446,7 +446,7 @@ static void miss_query(const kvjit_request *req, const kvjit_key_target *target,
   q->key = *key;
   q->target = *target;
   q->content = req->content;
-  q->digests = req->digests;
+  kvjit_request_digests(req, &q->digests);
   q->program = req->desc->name;
   q->num_kernels = req->desc->num_kernels;
   q->kernels = (const char *const *)req->kernels;
@@ -516,7 +516,9 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
-    *published = publish(ctx, label, target, key, &req->content, &req->digests, req->desc->name, req->desc->num_kernels,
+    kvjit_entry_digests digests;
+    kvjit_request_digests(req, &digests);
+    *published = publish(ctx, label, target, key, &req->content, &digests, req->desc->name, req->desc->num_kernels,
                          (const char *const *)req->kernels, compiled->payload, compiled->payload_len,
                          (const char *const *)compiled->lowered, compiled->publishable);
   } else if (st != KVJIT_ERR_NO_NVRTC) {

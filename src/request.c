@@ -137,15 +137,14 @@ static kvjit_status sort_options(kvjit_request *r, const kvjit_program_desc *des
   return KVJIT_OK;
 }
 
-/* The content digest's inputs one by one, for an entry to record (entry.h): a miss then names the
- * one that differs. A few hashes of what the content digest already read, once per request. */
-static void record_digests(kvjit_request *r) {
+void kvjit_request_digests(const kvjit_request *r, kvjit_entry_digests *out) {
   const kvjit_program_desc *desc = r->desc;
   kvjit_key_builder b;
+  memset(out, 0, sizeof *out);
   kvjit_key_content_begin(&b, "kvjit-options");
   kvjit_key_put_u64(&b, r->num_options);
   for (size_t i = 0; i < r->num_options; i++) kvjit_key_put_str(&b, 'O', r->options[i]);
-  kvjit_key_content_end(&b, &r->digests.options);
+  kvjit_key_content_end(&b, &out->options);
   kvjit_key_content_begin(&b, "kvjit-sources");
   kvjit_key_put_str(&b, 'S', desc->source);
   kvjit_key_put_u64(&b, desc->num_headers);
@@ -154,10 +153,8 @@ static void record_digests(kvjit_request *r) {
     kvjit_key_put_str(&b, 'C', desc->headers[i].source);
   }
   if (kvjit_includes_matter(&r->inc)) kvjit_includes_hash_files(&r->inc, &b);
-  kvjit_key_content_end(&b, &r->digests.sources);
-  memset(&r->digests.toolkit, 0, sizeof r->digests.toolkit);
-  if (r->inc.uses_toolkit) r->digests.toolkit = r->inc.toolkit;
-  memset(&r->digests.nvrtc, 0, sizeof r->digests.nvrtc);
+  kvjit_key_content_end(&b, &out->sources);
+  if (r->inc.uses_toolkit) out->toolkit = r->inc.toolkit;
 }
 
 kvjit_status kvjit_request_init(kvjit_request *r, kvjit_include_memo *memo, const kvjit_program_desc *desc) {
@@ -210,7 +207,6 @@ kvjit_status kvjit_request_init(kvjit_request *r, kvjit_include_memo *memo, cons
                             desc->headers);
   if (kvjit_includes_matter(&r->inc)) kvjit_includes_hash(&r->inc, &b);
   kvjit_key_content_end(&b, &r->content);
-  record_digests(r);
   return KVJIT_OK;
 
 fail:
