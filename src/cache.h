@@ -109,6 +109,12 @@ size_t kvjit_cache_index_keys(kvjit_cache *cache, const kvjit_key *id, kvjit_key
 kvjit_status kvjit_cache_read_header(kvjit_cache *cache, const kvjit_key *key, uint8_t **data,
                                      kvjit_entry_view *view);
 
+/** The entry the remote tier's hint of @p id names (the last one pushed for that program and kernel
+ *  list; cache/FORMAT.md), fetched and its header checked (never written locally or loaded: it is
+ *  only compared). @p data is malloc'd. KVJIT_ERR_NOT_FOUND without a remote, a hint or the entry. */
+kvjit_status kvjit_cache_remote_nearest(kvjit_cache *cache, const kvjit_key *id, uint8_t **data,
+                                        kvjit_entry_view *view);
+
 /** A held per-key compile lock. */
 typedef struct kvjit_cache_lock {
   int fd;

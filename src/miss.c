@@ -60,12 +60,13 @@ static void target_text(const kvjit_key_target *t, char *out, size_t cap) {
 }
 
 /* The sentence for cause @p c of entry @p v (after "WHAT: "). */
-static void reason(const kvjit_miss_query *q, const kvjit_entry_view *v, kvjit_miss_cause c, char *out, size_t cap) {
+static void reason(const kvjit_miss_query *q, const kvjit_entry_view *v, kvjit_miss_cause c, const char *where, char *out,
+                   size_t cap) {
   char theirs[32], ours[32];
   switch (c) {
   case KVJIT_MISS_NVRTC:
-    snprintf(out, cap, "cached for NVRTC %d.%d, this process uses %d.%d (%s): set KVJIT_NVRTC to an NVRTC %d.%d, "
-             "or prewarm with this one (kvjit prewarm --nvrtc PATH)", v->target.nvrtc_major, v->target.nvrtc_minor,
+    snprintf(out, cap, "cached%s for NVRTC %d.%d, this process uses %d.%d (%s): set KVJIT_NVRTC to an NVRTC %d.%d, "
+             "or prewarm with this one (kvjit prewarm --nvrtc PATH)", where, v->target.nvrtc_major, v->target.nvrtc_minor,
              q->target.nvrtc_major, q->target.nvrtc_minor,
              q->nvrtc_path ? q->nvrtc_path : "no NVRTC loaded: the version kvjit was built for", v->target.nvrtc_major,
              v->target.nvrtc_minor);
@@ -73,30 +74,51 @@ static void reason(const kvjit_miss_query *q, const kvjit_entry_view *v, kvjit_m
   case KVJIT_MISS_TARGET:
     target_text(&v->target, theirs, sizeof theirs);
     target_text(&q->target, ours, sizeof ours);
-    snprintf(out, cap, "cached for %s, this lookup is for %s: prewarm --arch %s", theirs, ours, ours);
+    snprintf(out, cap, "cached%s for %s, this lookup is for %s: prewarm --arch %s", where, theirs, ours, ours);
     break;
   case KVJIT_MISS_TOOLKIT:
-    snprintf(out, cap, "cached with other toolkit headers than those beside this process's NVRTC (%s): prewarm "
-             "with the same NVRTC and toolkit", q->nvrtc_path ? q->nvrtc_path : "none loaded");
+    snprintf(out, cap, "cached%s with other toolkit headers than those beside this process's NVRTC (%s): prewarm "
+             "with the same NVRTC and toolkit", where, q->nvrtc_path ? q->nvrtc_path : "none loaded");
     break;
   case KVJIT_MISS_OPTIONS:
-    snprintf(out, cap, "cached with other compile options: prewarm with the kvjit version and options this process uses");
+    snprintf(out, cap, "cached%s with other compile options: prewarm with the kvjit version and options this process "
+             "uses", where);
     break;
   case KVJIT_MISS_SOURCE:
-    snprintf(out, cap, "cached from other source or header contents (another kvjit version, or an edited kernel or "
-             "header): prewarm with this one");
+    snprintf(out, cap, "cached%s from other source or header contents (another kvjit version, or an edited kernel or "
+             "header): prewarm with this one", where);
     break;
   default:
     if (kvjit_key_equal(&v->key, &q->key)) {
-      snprintf(out, cap, "an entry is there but cannot be used (an alias whose bundle is gone or a bad entry: "
-               "kvjit cache verify says which): prewarm again");
+      snprintf(out, cap, "an entry is there%s but cannot be used (an alias whose bundle is gone or a bad entry: "
+               "kvjit cache verify says which): prewarm again", where);
     } else if (v->version < 3) {
-      snprintf(out, cap, "cached with other options, source or toolkit headers (an entry from before kvjit recorded "
-               "which): prewarm with this kvjit");
+      snprintf(out, cap, "cached%s with other options, source or toolkit headers (an entry from before kvjit "
+               "recorded which): prewarm with this kvjit", where);
     } else {
-      snprintf(out, cap, "cached with another program content: prewarm with this kvjit");
+      snprintf(out, cap, "cached%s with another program content: prewarm with this kvjit", where);
     }
     break;
+  }
+}
+
+/* The nearest entry so far: fewest differing inputs, then the newest. Only its header is kept. */
+typedef struct nearest {
+  uint8_t *data;
+  kvjit_entry_view view;
+  unsigned diff;
+  int count;
+} nearest;
+
+/* Weigh the header @p data / @p v (taken over or freed). */
+static void consider(const kvjit_miss_query *q, nearest *best, uint8_t *data, const kvjit_entry_view *v) {
+  unsigned d = kvjit_key_equal(&v->key, &q->key) ? DIFF(KVJIT_MISS_OTHER) : differences(q, v);
+  int count = __builtin_popcount(d);
+  if (best->data == NULL || count < best->count || (count == best->count && v->created > best->view.created)) {
+    free(best->data);
+    *best = (nearest){data, *v, d, count};
+  } else {
+    free(data);
   }
 }
 
@@ -107,35 +129,32 @@ void kvjit_miss_explain(kvjit_cache *cache, const kvjit_miss_query *q, kvjit_mis
   kvjit_cache_index_id_of(q->program, q->num_kernels, q->kernels, &id);
   kvjit_key keys[KVJIT_MISS_CANDIDATES];
   size_t n = kvjit_cache_index_keys(cache, &id, keys, KVJIT_MISS_CANDIDATES);
-  /* The nearest: fewest differing inputs, then the newest. Only its header is kept. */
-  uint8_t *best = NULL;
-  kvjit_entry_view best_view;
-  unsigned best_diff = 0;
-  int best_count = 99;
+  nearest best;
+  memset(&best, 0, sizeof best);
   for (size_t i = 0; i < n; i++) {
     uint8_t *data = NULL;
     kvjit_entry_view v;
-    if (kvjit_cache_read_header(cache, &keys[i], &data, &v) != KVJIT_OK) continue;
-    unsigned d = kvjit_key_equal(&v.key, &q->key) ? DIFF(KVJIT_MISS_OTHER) : differences(q, &v);
-    int count = __builtin_popcount(d);
-    if (count < best_count || (count == best_count && v.created > best_view.created)) {
-      free(best);
-      best = data;
-      best_view = v;
-      best_diff = d;
-      best_count = count;
-    } else {
-      free(data);
+    if (kvjit_cache_read_header(cache, &keys[i], &data, &v) == KVJIT_OK) consider(q, &best, data, &v);
+  }
+  /* Nothing locally: the remote tier's hint (one GET, and one of the entry it names). */
+  const char *where = "";
+  if (best.data == NULL) {
+    uint8_t *data = NULL;
+    kvjit_entry_view v;
+    if (kvjit_cache_remote_nearest(cache, &id, &data, &v) == KVJIT_OK) {
+      consider(q, &best, data, &v);
+      where = " on the remote";
     }
   }
   char why[600];
-  if (best == NULL) {
+  if (best.data == NULL) {
     out->cause = KVJIT_MISS_COLD;
-    snprintf(why, sizeof why, "never cached: no entry of this program and kernels in the cache dirs: prewarm it");
+    snprintf(why, sizeof why, "never cached: no entry of this program and kernels in the cache dirs%s: prewarm it",
+             kvjit_cache_remote_urls(cache)[0] ? " or on the remote" : "");
   } else {
-    out->cause = primary(best_diff);
-    reason(q, &best_view, out->cause, why, sizeof why);
-    unsigned rest = best_diff & ~DIFF(out->cause);
+    out->cause = primary(best.diff);
+    reason(q, &best.view, out->cause, where, why, sizeof why);
+    unsigned rest = best.diff & ~DIFF(out->cause);
     if (rest) {
       size_t used = strlen(why);
       used += (size_t)snprintf(why + used, sizeof why - used, " (also differs:");
@@ -144,7 +163,7 @@ void kvjit_miss_explain(kvjit_cache *cache, const kvjit_miss_query *q, kvjit_mis
       }
       if (used < sizeof why) snprintf(why + used, sizeof why - used, ")");
     }
-    free(best);
+    free(best.data);
   }
   snprintf(out->message, sizeof out->message, "%s: %s", q->what, why);
 }
