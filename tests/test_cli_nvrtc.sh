@@ -49,6 +49,10 @@ nvrtc_of() {
 
 A=$(nvrtc_of $OLD)
 B=$(nvrtc_of $NEW)
+# libnvrtc dlopens its libnvrtc-builtins.so.X.Y from its own dir ($ORIGIN); under ASan the
+# interceptor hides that origin, so a sanitizer build finds the builtins through the loader path.
+LD_LIBRARY_PATH="$(dirname "$A"):$(dirname "$B")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_LIBRARY_PATH
 VARIANT=(--arch sm_90 --k-row-bytes 256 --index int64 -j 1)
 
 # kvjit info names the NVRTC in use and why it was chosen.

@@ -219,6 +219,31 @@ static void test_index_bounded(void **state) {
 }
 
 /* Measured: the cost of one explanation with a full index (printed, not asserted). */
+/* A clear removes the indexes with the entries. */
+static void test_clear_removes_indexes(void **state) {
+  (void)state;
+  char dir[300], index[400];
+  snprintf(dir, sizeof dir, "%s/clear", tmpdir);
+  kvjit_cache *cache = open_cache(dir);
+  const kvjit_miss_query q = wanted();
+  kvjit_key_target t = q.target;
+  t.nvrtc_minor = 0;
+  publish(cache, &t, &q.content, &q.digests, 1);
+  kvjit_key id;
+  kvjit_cache_index_id_of(q.program, 1, kernel, &id);
+  char hex[33];
+  kvjit_key_hex(&id, hex);
+  snprintf(index, sizeof index, "%s/v2/index/%s", dir, hex);
+  struct stat st;
+  assert_int_equal(stat(index, &st), 0);
+  uint64_t removed = 0;
+  assert_int_equal(kvjit_cache_remove_all(cache, &removed), KVJIT_OK);
+  assert_int_equal(removed, 1);
+  assert_int_equal(stat(index, &st), -1);
+  expect(cache, KVJIT_MISS_COLD, "never cached");
+  kvjit_cache_close(cache);
+}
+
 static void test_cost(void **state) {
   (void)state;
   char dir[300];
@@ -271,6 +296,7 @@ int main(void) {
       cmocka_unit_test(test_each_input_named),
       cmocka_unit_test(test_old_entry_and_unusable),
       cmocka_unit_test(test_index_bounded),
+      cmocka_unit_test(test_clear_removes_indexes),
       cmocka_unit_test(test_cost),
       cmocka_unit_test(test_log),
   };
