@@ -32,14 +32,16 @@ static unsigned differences(const kvjit_miss_query *q, const kvjit_entry_view *v
   }
   if (kvjit_key_equal(&v->content, &q->content)) return d;
   if (v->version < 3) return d | DIFF(KVJIT_MISS_OTHER); /* no digests: which of the three is unknown */
-  if (known(&v->digests.toolkit) && known(&q->digests.toolkit) && !kvjit_key_equal(&v->digests.toolkit, &q->digests.toolkit)) {
+  const kvjit_key *theirs = &v->digests.toolkit, *ours = &q->digests.toolkit;
+  if (known(theirs) && known(ours) && !kvjit_key_equal(theirs, ours)) {
     d |= DIFF(KVJIT_MISS_TOOLKIT);
   }
   if (!kvjit_key_equal(&v->digests.options, &q->digests.options)) d |= DIFF(KVJIT_MISS_OPTIONS);
   if (!kvjit_key_equal(&v->digests.sources, &q->digests.sources)) d |= DIFF(KVJIT_MISS_SOURCE);
   /* Content differs but no recorded digest does (the program name, or a digest this kvjit does not
    * record): say so rather than nothing. */
-  if ((d & (DIFF(KVJIT_MISS_TOOLKIT) | DIFF(KVJIT_MISS_OPTIONS) | DIFF(KVJIT_MISS_SOURCE))) == 0) d |= DIFF(KVJIT_MISS_OTHER);
+  const unsigned named = DIFF(KVJIT_MISS_TOOLKIT) | DIFF(KVJIT_MISS_OPTIONS) | DIFF(KVJIT_MISS_SOURCE);
+  if ((d & named) == 0) d |= DIFF(KVJIT_MISS_OTHER);
   return d;
 }
 
@@ -60,13 +62,14 @@ static void target_text(const kvjit_key_target *t, char *out, size_t cap) {
 }
 
 /* The sentence for cause @p c of entry @p v (after "WHAT: "). */
-static void reason(const kvjit_miss_query *q, const kvjit_entry_view *v, kvjit_miss_cause c, const char *where, char *out,
-                   size_t cap) {
+static void reason(const kvjit_miss_query *q, const kvjit_entry_view *v, kvjit_miss_cause c, const char *where,
+                   char *out, size_t cap) {
   char theirs[32], ours[32];
   switch (c) {
   case KVJIT_MISS_NVRTC:
     snprintf(out, cap, "cached%s for NVRTC %d.%d, this process uses %d.%d (%s): set KVJIT_NVRTC to an NVRTC %d.%d, "
-             "or prewarm with this one (kvjit prewarm --nvrtc PATH)", where, v->target.nvrtc_major, v->target.nvrtc_minor,
+             "or prewarm with this one (kvjit prewarm --nvrtc PATH)", where, v->target.nvrtc_major,
+             v->target.nvrtc_minor,
              q->target.nvrtc_major, q->target.nvrtc_minor,
              q->nvrtc_path ? q->nvrtc_path : "no NVRTC loaded: the version kvjit was built for", v->target.nvrtc_major,
              v->target.nvrtc_minor);
@@ -159,7 +162,9 @@ void kvjit_miss_explain(kvjit_cache *cache, const kvjit_miss_query *q, kvjit_mis
       size_t used = strlen(why);
       used += (size_t)snprintf(why + used, sizeof why - used, " (also differs:");
       for (int c = KVJIT_MISS_NVRTC; c < KVJIT_MISS_CAUSES && used < sizeof why; c++) {
-        if (rest & DIFF(c)) used += (size_t)snprintf(why + used, sizeof why - used, " %s", kvjit_miss_cause_name((kvjit_miss_cause)c));
+        if (rest & DIFF(c)) {
+          used += (size_t)snprintf(why + used, sizeof why - used, " %s", kvjit_miss_cause_name((kvjit_miss_cause)c));
+        }
       }
       if (used < sizeof why) snprintf(why + used, sizeof why - used, ")");
     }

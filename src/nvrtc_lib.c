@@ -155,7 +155,8 @@ static void *open_nvrtc(void) {
   }
   void *h = open_from_wheels();
   if (h) {
-    chosen_because = "a pip wheel (nvidia-cuda-nvrtc / nvidia-cu" STR_(KVJIT_NVRTC_BUILT_MAJOR) ") next to libkvjit, preferred to the toolkit";
+    chosen_because = "a pip wheel (nvidia-cuda-nvrtc / nvidia-cu" STR_(KVJIT_NVRTC_BUILT_MAJOR) ") next to libkvjit, "
+                     "preferred to the toolkit";
     return h;
   }
   static const char *const libdirs[] = {"lib64", "lib"};
