@@ -94,7 +94,7 @@ kvjit_status kvjit_cache_read_from(kvjit_cache *cache, const kvjit_key *key, siz
                                    kvjit_entry_view *view);
 
 /**
- * The per-program index (cache_index.c): the id of the entries of one program and kernel list
+ * The per-kernel index (cache_index.c): the id of the entries of one program and kernel list
  * (program name and kernel names as in the header), whatever their target, NVRTC or content.
  */
 void kvjit_cache_index_id(const kvjit_entry_view *view, kvjit_key *out);

@@ -1,10 +1,12 @@
 /*
- * The per-program index of a cache dir: D/v2/index/<id>, where <id> is the XXH3-128 of an entry's
- * program name and kernel names, lists the keys published under that id (one "<32 hex>\n" line
- * each, newest last). A miss reads it to find the entries of the same program and kernels built
- * from other inputs (miss.h) without reading the dir. It is a hint: appended under the dir lock
- * by every publication, cut to its newest half past INDEX_MAX_BYTES, never trusted for anything
- * but which headers to read (each is read and checked like any entry header).
+ * The per-kernel index of a cache dir: which keys hold the same program and kernel list (its id:
+ * the XXH3-128 of the program name and kernel names), whatever their target, NVRTC or content. A
+ * miss reads it to find the entries built from other inputs (miss.h) without reading the dir. It
+ * lives in at most 256 shard files, D/v2/index/<xx>, by the id's top byte, each a list of
+ * "<32 hex id> <32 hex key>\n" lines, newest last, cut to its newest half past INDEX_MAX_BYTES: at
+ * most 8.3 MiB for a dir, whatever it holds. It is a hint: appended under the dir lock by every
+ * publication, never trusted for anything but which headers to read (each is read and checked like
+ * any entry header).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,8 +22,8 @@
 #include "xxh.h"
 
 #define INDEX_DIR "index"
-#define INDEX_LINE 33u /* 32 hex digits and a newline */
-#define INDEX_MAX_BYTES (INDEX_LINE * 256u)
+#define INDEX_LINE 66u /* id, a blank, key, a newline */
+#define INDEX_MAX_BYTES (INDEX_LINE * 512u)
 
 void kvjit_cache_index_id(const kvjit_entry_view *view, kvjit_key *out) {
   XXH3_state_t st;
@@ -58,24 +60,20 @@ void kvjit_cache_index_id_of(const char *program, size_t num_kernels, const char
   out->low = h.low64;
 }
 
+/* The shard of @p id in @p dir. */
 static int index_path(char *out, size_t cap, const char *dir, const kvjit_key *id) {
-  char hex[33];
-  kvjit_key_hex(id, hex);
-  return snprintf(out, cap, "%s/" INDEX_DIR "/%s", dir, hex) < (int)cap;
+  return snprintf(out, cap, "%s/" INDEX_DIR "/%02x", dir, (unsigned)(id->high >> 56)) < (int)cap;
 }
 
-/* Keep the newest half of an index that grew past its bound (the caller holds the dir lock). */
+/* Keep the newest half of a shard that grew past its bound (the caller holds the dir lock). */
 static void index_trim(int fd, off_t size) {
   size_t keep = (INDEX_MAX_BYTES / 2 / INDEX_LINE) * INDEX_LINE;
-  uint8_t tail[INDEX_MAX_BYTES];
-  off_t from = size - (off_t)keep;
-  from -= from % (off_t)INDEX_LINE;
-  ssize_t got = pread(fd, tail, keep, from);
-  if (got < 0 || ftruncate(fd, 0) != 0) return;
-  if (kvjit_write_full(fd, tail, (size_t)got) != 0) {
-    /* Half a line would spoil every line after it: start over instead. */
-    if (ftruncate(fd, 0) != 0) return;
-  }
+  uint8_t *tail = malloc(keep);
+  if (tail == NULL) return;
+  ssize_t got = pread(fd, tail, keep, size - (off_t)keep);
+  /* Half a line would spoil every line after it: on any failure, start over instead. */
+  if (got != (ssize_t)keep || ftruncate(fd, 0) != 0 || kvjit_write_full(fd, tail, keep) != 0) (void)!ftruncate(fd, 0);
+  free(tail);
 }
 
 void cache_index_add(kvjit_cache *c, const kvjit_entry_view *view) {
@@ -91,41 +89,51 @@ void cache_index_add(kvjit_cache *c, const kvjit_entry_view *view) {
   if (!index_path(path, sizeof path, c->write_dir, &id)) return;
   int fd = kvjit_open_regular(path, O_RDWR | O_CREAT | O_APPEND, 0600, &st);
   if (fd < 0) return;
-  if (st.st_size % (off_t)INDEX_LINE != 0 && ftruncate(fd, 0) != 0) st.st_size = 0; /* a torn line: start over */
-  else if (st.st_size >= (off_t)INDEX_MAX_BYTES) index_trim(fd, st.st_size);
-  kvjit_key_hex(&view->key, line);
-  line[32] = '\n';
+  if (st.st_size % (off_t)INDEX_LINE != 0) {
+    (void)!ftruncate(fd, 0); /* a torn line (a crash mid-append): start over */
+  } else if (st.st_size >= (off_t)INDEX_MAX_BYTES) {
+    index_trim(fd, st.st_size);
+  }
+  kvjit_key_hex(&id, line);
+  line[32] = ' ';
+  kvjit_key_hex(&view->key, line + 33);
+  line[65] = '\n';
   (void)!kvjit_write_full(fd, line, INDEX_LINE);
   close(fd);
 }
 
-/* Keys of index @p id in @p dir, newest first, appended to @p keys (no duplicates). */
+/* Keys of @p id in @p dir's shard, newest first, appended to @p keys (no duplicates). */
 static size_t index_read(kvjit_cache *c, const char *dir, const kvjit_key *id, kvjit_key *keys, size_t n,
                          size_t cap) {
-  char path[PATH_MAX];
+  char path[PATH_MAX], want[33];
   struct stat st;
-  if (!index_path(path, sizeof path, dir, id)) return n;
+  if (n >= cap || !index_path(path, sizeof path, dir, id)) return n;
   int fd = kvjit_open_regular(path, O_RDONLY, 0, &st);
   if (fd < 0) return n;
-  if (cache_untrusted_reason(c, &st) != NULL) {
+  uint8_t *buf = NULL;
+  if (cache_untrusted_reason(c, &st) != NULL || (buf = malloc(INDEX_MAX_BYTES)) == NULL) {
     close(fd);
     return n;
   }
-  uint8_t buf[INDEX_MAX_BYTES];
+  /* Whole lines from the start (a torn tail is left out), the newest INDEX_MAX_BYTES at most. */
   off_t size = st.st_size - st.st_size % (off_t)INDEX_LINE;
-  off_t from = size > (off_t)sizeof buf ? size - (off_t)sizeof buf : 0;
+  off_t from = size > (off_t)INDEX_MAX_BYTES ? size - (off_t)INDEX_MAX_BYTES : 0;
   ssize_t got = pread(fd, buf, (size_t)(size - from), from);
   close(fd);
+  kvjit_key_hex(id, want);
   for (ssize_t at = got - (ssize_t)INDEX_LINE; at >= 0 && n < cap; at -= (ssize_t)INDEX_LINE) {
+    const uint8_t *line = buf + at;
     char hex[33];
-    memcpy(hex, buf + at, 32);
-    hex[32] = '\0';
     kvjit_key k;
-    if (buf[at + 32] != '\n' || kvjit_key_parse_hex(&k, hex) != 0) continue;
+    if (memcmp(line, want, 32) != 0 || line[32] != ' ' || line[65] != '\n') continue;
+    memcpy(hex, line + 33, 32);
+    hex[32] = '\0';
+    if (kvjit_key_parse_hex(&k, hex) != 0) continue;
     int seen = 0;
     for (size_t i = 0; i < n && !seen; i++) seen = kvjit_key_equal(&keys[i], &k);
     if (!seen) keys[n++] = k;
   }
+  free(buf);
   return n;
 }
 
@@ -163,8 +171,9 @@ void cache_index_clear(kvjit_cache *c) {
   if (d == NULL) return;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
-    kvjit_key k;
-    if (strlen(e->d_name) != 32 || kvjit_key_parse_hex(&k, e->d_name) != 0) continue;
+    unsigned shard;
+    char end;
+    if (strlen(e->d_name) != 2 || sscanf(e->d_name, "%2x%c", &shard, &end) != 1) continue;
     if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) < (int)sizeof path) unlink(path);
   }
   closedir(d);

@@ -1,6 +1,6 @@
 /*
  * Misses that explain themselves. A lookup that misses every cache finds the entries of the same
- * program and kernels (the op variant) through the cache's per-program index (cache.h), reads their
+ * program and kernels (the op variant) through the cache's per-kernel index (cache.h), reads their
  * headers, and names the key input in which the nearest one differs from what this process asks
  * for: the NVRTC version, the target, the toolkit headers, the options, or the source and headers
  * (entry.h records their digests). Runs on the miss path only, before a compile, at a bounded cost
