@@ -32,7 +32,7 @@ kvjit_status kvjit_program_obtain(kvjit_context *ctx, const kvjit_request *req, 
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, compiled, published);
+  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, bundle != NULL, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
   *origin = KVJIT_FROM_COMPILE;
   return st;

@@ -92,7 +92,7 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   } else {
     kvjit_compiled compiled;
     kvjit_status published;
-    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, &compiled, &published);
+    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, 0, &compiled, &published);
     if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
     publishable = compiled.publishable;
     for (size_t i = 0; i < count && st == KVJIT_OK; i++) {
@@ -106,6 +106,8 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   for (size_t j = 0; j < count; j++) members[todo[j]].origin = KVJIT_FROM_COMPILE;
   /* Compiled after a state-leaking compile: nothing of it was written, so no alias either. */
   if (!publishable) goto done;
+  kvjit_entry_digests digests;
+  kvjit_request_digests(group, &digests);
   for (size_t j = 0; j < count; j++) {
     kvjit_key member;
     const char *kernel = req.kernels[j];
@@ -115,8 +117,8 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     /* Another process may have built this kernel meanwhile: its entry stays. */
     if (!kvjit_resolve_usable(ctx, &member)) {
       kvjit_entry_alias alias = {key, (uint32_t)j, (uint32_t)count};
-      kvjit_status written = kvjit_alias_write(cache, members[todo[j]].label, target, &member,
-                                                      &group->content, desc->name, kernel, lowered[j], &alias);
+      kvjit_status written = kvjit_alias_write(cache, members[todo[j]].label, target, &member, &group->content,
+                                               &digests, desc->name, kernel, lowered[j], &alias);
       if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, written);
     }
     if (member_locked) kvjit_cache_unlock_key(&member_lock);

@@ -35,7 +35,7 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
   pthread_cond_init(&ctx->built, NULL);
-  if (kvjit_include_memo_create(&ctx->memo) != KVJIT_OK) {
+  if (kvjit_include_memo_create(&ctx->memo) != KVJIT_OK || kvjit_miss_log_create(&ctx->misses) != KVJIT_OK) {
     kvjit_context_destroy(ctx);
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   }
@@ -89,6 +89,7 @@ void kvjit_context_destroy(kvjit_context *ctx) {
   void *extension = atomic_load(&ctx->extension);
   if (extension != NULL) ctx->extension_destroy(extension);
   kvjit_include_memo_destroy(ctx->memo);
+  kvjit_miss_log_destroy(ctx->misses);
   kvjit_cache_close(ctx->cache);
   free(ctx->manifest_path);
   pthread_cond_destroy(&ctx->built);
@@ -124,10 +125,20 @@ static void counters_now(const kvjit_context *ctx, kvjit_stats *out) {
   out->remote_writes = atomic_load(&rc->writes);
   out->remote_bytes_in = atomic_load(&rc->bytes_in);
   out->remote_bytes_out = atomic_load(&rc->bytes_out);
+  uint64_t by_cause[KVJIT_MISS_CAUSES];
+  kvjit_miss_log_counts(ctx->misses, by_cause);
+  out->misses_cold = by_cause[KVJIT_MISS_COLD];
+  out->misses_nvrtc = by_cause[KVJIT_MISS_NVRTC];
+  out->misses_target = by_cause[KVJIT_MISS_TARGET];
+  out->misses_toolkit = by_cause[KVJIT_MISS_TOOLKIT];
+  out->misses_options = by_cause[KVJIT_MISS_OPTIONS];
+  out->misses_source = by_cause[KVJIT_MISS_SOURCE];
+  out->misses_other = by_cause[KVJIT_MISS_OTHER];
 }
 
 /* Where each version's fields end: a caller of version V gets exactly those (never more). */
-static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, offsetof(kvjit_stats, not_cached), sizeof(kvjit_stats)};
+static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, offsetof(kvjit_stats, not_cached),
+                                                           offsetof(kvjit_stats, misses_cold), sizeof(kvjit_stats)};
 
 kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
@@ -145,6 +156,11 @@ kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   size_t from = offsetof(kvjit_stats, memory_hits);
   memcpy((char *)out + from, (const char *)&now + from, stats_end[out->version] - from);
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_context_misses(const kvjit_context *ctx, kvjit_miss_info *out, size_t capacity, size_t *count) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  return kvjit_miss_log_copy(ctx->misses, out, capacity, count);
 }
 
 kvjit_status kvjit_context_reset_stats(kvjit_context *ctx) {

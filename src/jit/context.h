@@ -13,6 +13,7 @@
 #include "cache.h"
 #include "includes.h"
 #include "kvjit_tools.h"
+#include "miss.h"
 #include "program.h"
 
 #define PROGRAM_BUCKETS 256u
@@ -36,6 +37,7 @@ struct kvjit_context {
   kvjit_stats base; /* the counters at the last kvjit_context_reset_stats() */
   kvjit_compile_mode compile_mode;
   atomic_uint_fast64_t not_cached; /* misses refused by KVJIT_COMPILE=never */
+  kvjit_miss_log *misses;          /* lookups' misses, explained (miss.h) */
 };
 
 /** The context's disk cache. */

@@ -34,7 +34,7 @@ static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const
     /* An alias in another dir: this program needs a binary of its own, so build it. */
     free(file);
     file = NULL;
-    st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+    st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, 0, &compiled, &published);
     origin = KVJIT_FROM_COMPILE;
   }
   char **lowered = NULL;
@@ -84,7 +84,7 @@ static kvjit_status own_build(kvjit_context *ctx, kvjit_program *p, const kvjit_
                               const kvjit_entry_label *label) {
   kvjit_compiled compiled;
   kvjit_status published; /* not on disk: this lookup carries on memory-only, as any miss does */
-  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, 1, &compiled, &published);
   if (st == KVJIT_OK) {
     p->payload = compiled.payload;
     p->payload_len = compiled.payload_len;

@@ -4,11 +4,13 @@
 #include "loader.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "build.h"
 #include "context.h"
 #include "driver.h"
 #include "load.h"
+#include "publish.h"
 #include "status.h"
 #include "target.h"
 
@@ -122,8 +124,10 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
   return st;
 }
 
-kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, kvjit_cached_at *where) {
+kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_entry_label *label,
+                                kvjit_cached_at *where, kvjit_miss_info *why) {
   *where = KVJIT_CACHED_NOWHERE;
+  if (why) memset(why, 0, sizeof *why);
   kvjit_request req;
   kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
@@ -132,6 +136,7 @@ kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *de
   kvjit_key key;
   if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
     *where = kvjit_program_cached_at(ctx, &key);
+    if (why && *where != KVJIT_CACHED_LOCAL) kvjit_context_explain_key(ctx, &req, label, &target, &key, why);
   }
   kvjit_request_free(&req);
   return st;

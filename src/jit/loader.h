@@ -25,8 +25,11 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
 
 /**
  * Where a compile-only lookup of @p desc would find its program, computing its key but fetching
- * and compiling nothing. For coverage checks (`kvjit cache check`, `prewarm -n`).
+ * and compiling nothing. For coverage checks (`kvjit cache check`, `prewarm -n`). With @p why
+ * (optional), a program not found locally is explained as a lookup's miss would be (miss.h;
+ * @p label names it).
  */
-kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, kvjit_cached_at *where);
+kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_entry_label *label,
+                                kvjit_cached_at *where, kvjit_miss_info *why);
 
 #endif

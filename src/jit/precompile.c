@@ -55,13 +55,13 @@ static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kv
   if (own->publishable && !(p->bundle && kvjit_resolve_usable(ctx, &own->key))) {
     kvjit_entry_label bundle_label = {label ? label->op : NULL, NULL};
     st = kvjit_context_publish(ctx, p->bundle ? &bundle_label : label, &own->target, &own->key, &own->content,
-                               own->name, own->num_kernels, (const char *const *)own->names, own->payload,
+                               &own->digests, own->name, own->num_kernels, (const char *const *)own->names, own->payload,
                                own->payload_len, (const char *const *)own->lowered, 1);
   }
   if (st == KVJIT_OK && p->bundle && own->publishable) {
     kvjit_entry_alias a = {own->key, p->bundle_index, (uint32_t)own->num_kernels};
-    st = kvjit_alias_write(ctx->cache, label, &p->target, &p->key, &p->content, p->name, p->names[0], p->lowered[0],
-                           &a);
+    st = kvjit_alias_write(ctx->cache, label, &p->target, &p->key, &p->content, &p->digests, p->name, p->names[0],
+                           p->lowered[0], &a);
   }
   atomic_fetch_add(&ctx->memory_hits, 1);
   if (origin) *origin = KVJIT_FROM_MEMORY;

@@ -100,6 +100,7 @@ kvjit_program *kvjit_program_new(const kvjit_request *req, const kvjit_key_targe
   p->key = *key;
   kvjit_key_hex(key, p->key_hex);
   p->content = req->content;
+  kvjit_request_digests(req, &p->digests);
   p->target = *target;
   p->arch = kvjit_target_code(target);
   p->state = PROGRAM_BUILDING;

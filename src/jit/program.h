@@ -48,6 +48,7 @@ struct kvjit_program {
   int from_disk;              /* the payload came from a cache file */
   int publishable;            /* 0: compiled after a state-leaking compile (memory only) */
   kvjit_key content;          /* the content digest (key.h), for writing its entry again */
+  kvjit_entry_digests digests; /* its inputs' digests (entry.h), idem */
   /* An alias (its entry named a bundle, entry.h): the bundle's program, whose kernel bundle_index
    * this program's one kernel is. It has no payload, library or kernels of its own: loading it
    * loads the bundle (once per context) and points at the bundle's kernel. */

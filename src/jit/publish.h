@@ -20,18 +20,25 @@
  * state-leaking one) is KVJIT_OK: it is counted.
  */
 kvjit_status kvjit_context_publish(kvjit_context *ctx, const kvjit_entry_label *label, const kvjit_key_target *target,
-                                   const kvjit_key *key, const kvjit_key *content, const char *program,
+                                   const kvjit_key *key, const kvjit_key *content, const kvjit_entry_digests *digests,
+                                   const char *program,
                                    size_t num_kernels, const char *const *kernels, const uint8_t *payload,
                                    size_t payload_len, const char *const *lowered, int publishable);
 
 /**
  * NVRTC for @p req, counted and logged, its entry written under @p key when it may be; @p published
  * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk. Under
- * KVJIT_COMPILE=never a miss is KVJIT_ERR_NOT_CACHED; under warn it is logged.
+ * KVJIT_COMPILE=never a miss is KVJIT_ERR_NOT_CACHED; under warn it is logged. With @p explain
+ * (a lookup's miss, not a prewarm's build) the miss is explained first (miss.h): logged once,
+ * kept, counted by cause, and named in KVJIT_COMPILE=never's error.
  */
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_entry_label *label,
-                                   const kvjit_key_target *target, const kvjit_key *key,
+                                   const kvjit_key_target *target, const kvjit_key *key, int explain,
                                    struct kvjit_compiled *compiled, kvjit_status *published);
+
+/** Why @p key of @p req is in no local cache dir, as a lookup's miss would be explained (miss.h). */
+void kvjit_context_explain_key(kvjit_context *ctx, const kvjit_request *req, const kvjit_entry_label *label,
+                               const kvjit_key_target *target, const kvjit_key *key, kvjit_miss_info *why);
 
 /**
  * A compile's publication @p published as its caller's status: KVJIT_OK when it is on disk or the

@@ -28,6 +28,7 @@ static kvjit_status bundle_from_disk(kvjit_context *ctx, kvjit_program *b) {
   b->target = view.target;
   b->arch = kvjit_target_code(&view.target);
   b->content = view.content;
+  b->digests = view.digests;
   b->names = calloc(n, sizeof *b->names);
   b->lowered = calloc(n, sizeof *b->lowered);
   b->name = malloc(view.program_len + 1);

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "nvrtc_lib.h"
 #include "status.h"
 
 int kvjit_alias_bundle_holds(const kvjit_entry_view *alias, const kvjit_entry_alias *a, const kvjit_key_target *target,
@@ -44,15 +45,19 @@ int kvjit_alias_usable(kvjit_cache *cache, const kvjit_entry_view *alias, const 
 }
 
 kvjit_status kvjit_alias_write(kvjit_cache *cache, const kvjit_entry_label *label, const kvjit_key_target *target,
-                               const kvjit_key *key, const kvjit_key *content, const char *program, const char *name,
-                               const char *lowered, const kvjit_entry_alias *alias) {
+                               const kvjit_key *key, const kvjit_key *content, const kvjit_entry_digests *digests,
+                               const char *program, const char *name, const char *lowered,
+                               const kvjit_entry_alias *alias) {
   if (!kvjit_cache_writable(cache)) {
     return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(cache));
   }
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
+  kvjit_entry_digests recorded = *digests;
+  kvjit_nvrtc_identity(&recorded.nvrtc);
   kvjit_entry_meta meta = {.key = *key,
                            .content = *content,
+                           .digests = &recorded,
                            .target = *target,
                            .created = (int64_t)time(NULL),
                            .program = program,

@@ -36,8 +36,9 @@ int kvjit_alias_usable(kvjit_cache *cache, const kvjit_entry_view *alias, const 
  * disk afterwards, as for every publication.
  */
 kvjit_status kvjit_alias_write(kvjit_cache *cache, const kvjit_entry_label *label, const kvjit_key_target *target,
-                               const kvjit_key *key, const kvjit_key *content, const char *program, const char *name,
-                               const char *lowered, const kvjit_entry_alias *alias);
+                               const kvjit_key *key, const kvjit_key *content, const kvjit_entry_digests *digests,
+                               const char *program, const char *name, const char *lowered,
+                               const kvjit_entry_alias *alias);
 
 /** kvjit_cache_visit() of the cache's entries, with aliases checked against their bundles when @p verify. */
 kvjit_status kvjit_alias_list(kvjit_cache *cache, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
