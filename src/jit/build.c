@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "publish.h"
 #include "resolve.h"
 #include "status.h"

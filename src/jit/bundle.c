@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "alias.h"
+#include "cache.h"
+#include "cache_remote.h"
 #include "compile.h"
 #include "loader.h"
 #include "publish.h"

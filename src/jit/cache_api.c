@@ -1,5 +1,6 @@
 /* kvjit.h's cache maintenance (kvjit cache ls/verify/prune/clear/export/import) on a context's cache. */
 #include "alias.h"
+#include "cache_store.h"
 #include "context.h"
 #include "pack.h"
 #include "status.h"

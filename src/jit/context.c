@@ -3,6 +3,8 @@
  * its counters and their reset, its remote tier and cache as the caller sees them, the manifest
  * it records op variants to, and the slot an upper layer keeps its state in.
  */
+#include "cache.h"
+#include "cache_remote.h"
 #include "context.h"
 
 #include <errno.h>

@@ -1,6 +1,7 @@
 /*
  * Loading programs into the driver (load.h).
  */
+#include "cache.h"
 #include "load.h"
 
 #include <stdatomic.h>

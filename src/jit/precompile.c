@@ -1,6 +1,8 @@
 /*
  * Compiling programs for the cache, and where a key is cached (precompile.h).
  */
+#include "cache.h"
+#include "cache_remote.h"
 #include "precompile.h"
 
 #include <pthread.h>

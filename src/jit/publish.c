@@ -1,6 +1,9 @@
 /*
  * Publishing entries and compiling misses for a context (publish.h).
  */
+#include "cache.h"
+#include "cache_remote.h"
+#include "cache_store.h"
 #include "publish.h"
 
 #include <stdatomic.h>

@@ -1,6 +1,8 @@
 /*
  * A key's entry as a runtime lookup resolves it (resolve.h); an alias's bundle read into the table.
  */
+#include "cache.h"
+#include "cache_remote.h"
 #include "resolve.h"
 
 #include <pthread.h>

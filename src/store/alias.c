@@ -13,6 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
+#include "cache_list.h"
+#include "cache_remote.h"
+#include "cache_store.h"
 #include "nvrtc_lib.h"
 #include "status.h"
 

@@ -1,6 +1,10 @@
 /* Disk cache: dirs (trusted before anything is made in them), lookups, bad entries, quarantine,
  * per-key OFD locks. Publication and eviction: cache_store.c; listing: cache_list.c. */
+#include "cache.h"
+
 #include "cache_internal.h"
+#include "payload.h"
+#include "quarantine.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -192,7 +196,6 @@ nothing_there:
   free(dir);
 }
 
-static int same_dir(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
 
 /* The read-only layers that exist, are trusted and are not the writable dir or an earlier layer
  * again (else one entry would be counted, reported and refreshed twice, or not at all). */
@@ -218,7 +221,7 @@ static void setup_read_dirs(kvjit_cache *c, const char *configured) {
       cache_warn(c, "ignoring read-only cache dir writable by other users: ", tok);
       usable = 0;
     }
-    for (size_t i = 0; usable && i < num_seen; i++) usable = !same_dir(&st, &seen[i]);
+    for (size_t i = 0; usable && i < num_seen; i++) usable = !cache_same_file(&st, &seen[i]);
     if (usable) {
       seen[num_seen++] = st;
       c->read_dirs[c->num_read++] = dir;
@@ -229,6 +232,21 @@ static void setup_read_dirs(kvjit_cache *c, const char *configured) {
   }
   free(copy);
   free(seen);
+}
+
+/* The remote tier of a cache: set up at open (a remote that cannot be set up is a warning, never an
+ * error), torn down at close. Its lookups and pushes are cache_remote.c's. */
+static void remote_open(kvjit_cache *c, const kvjit_remote_config *config) {
+  c->remote = NULL;
+  if (config->urls == NULL || config->urls[0] == '\0') return;
+  kvjit_status st = kvjit_remote_open(&c->remote, config);
+  /* A remote tier is an optimisation: one that cannot be set up leaves the cache local. */
+  if (st != KVJIT_OK) cache_warn(c, "remote cache not used: ", kvjit_last_error());
+}
+
+static void remote_close(kvjit_cache *c) {
+  kvjit_remote_close(c->remote);
+  c->remote = NULL;
 }
 
 kvjit_status kvjit_cache_open(kvjit_cache **out, const kvjit_cache_config *config) {
@@ -249,7 +267,7 @@ kvjit_status kvjit_cache_open(kvjit_cache **out, const kvjit_cache_config *confi
     setup_read_dirs(c, config->read_dirs);
     /* A read-only cache (an inspection) has nothing to degrade from. */
     if (c->degraded && !c->read_only) cache_warn(c, "cache is memory-only: ", c->degraded);
-    cache_remote_open(c, &config->remote);
+    remote_open(c, &config->remote);
   }
   *out = c;
   return KVJIT_OK;
@@ -257,7 +275,7 @@ kvjit_status kvjit_cache_open(kvjit_cache **out, const kvjit_cache_config *confi
 
 void kvjit_cache_close(kvjit_cache *c) {
   if (!c) return;
-  cache_remote_close(c);
+  remote_close(c);
   for (size_t i = 0; i < c->num_read; i++) free(c->read_dirs[i]);
   free(c->read_dirs);
   free(c->read_list);
@@ -288,37 +306,6 @@ void kvjit_cache_get_info(const kvjit_cache *c, kvjit_cache_info *out) {
 }
 
 /* ---- bad files ------------------------------------------------------------------------------ */
-
-file_id cache_file_id(const struct stat *st) {
-  file_id id = {st->st_dev, st->st_ino, st->st_size, (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec};
-  return id;
-}
-
-static int same_file(const file_id *a, const file_id *b) {
-  return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
-}
-
-void cache_remember_bad(kvjit_cache *c, const struct stat *st) {
-  file_id id = cache_file_id(st);
-  pthread_mutex_lock(&c->bad_lock);
-  int known = 0;
-  for (size_t i = 0; i < c->bad_count && !known; i++) known = same_file(&c->bad_memo[i], &id);
-  if (!known) {
-    c->bad_memo[c->bad_next] = id;
-    c->bad_next = (c->bad_next + 1) % BAD_MEMO_SLOTS;
-    if (c->bad_count < BAD_MEMO_SLOTS) c->bad_count++;
-  }
-  pthread_mutex_unlock(&c->bad_lock);
-}
-
-int cache_known_bad(kvjit_cache *c, const struct stat *st) {
-  file_id id = cache_file_id(st);
-  int known = 0;
-  pthread_mutex_lock(&c->bad_lock);
-  for (size_t i = 0; i < c->bad_count && !known; i++) known = same_file(&c->bad_memo[i], &id);
-  pthread_mutex_unlock(&c->bad_lock);
-  return known;
-}
 
 /* ---- reading entry files --------------------------------------------------------------------- */
 
@@ -381,78 +368,6 @@ int cache_read_entry_file(const char *path, int whole, uint8_t **data, size_t *l
 
 /* ---- quarantine ------------------------------------------------------------------------------ */
 
-typedef struct quarantined {
-  char name[256];
-  time_t mtime;
-} quarantined;
-
-static int newest_first(const void *pa, const void *pb) {
-  const quarantined *a = pa, *b = pb;
-  return (a->mtime < b->mtime) - (a->mtime > b->mtime);
-}
-
-void cache_trim_quarantine(const char *dir) {
-  char q[PATH_MAX];
-  if (snprintf(q, sizeof q, "%s/" QUARANTINE_NAME, dir) >= (int)sizeof q) return;
-  DIR *d = kvjit_open_dir(q);
-  if (!d) return;
-  /* The newest QUARANTINE_KEEP_FILES are kept in a small array; every other file goes. */
-  quarantined keep[QUARANTINE_KEEP_FILES + 1];
-  size_t kept = 0;
-  time_t now = time(NULL);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    struct stat st;
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (now - st.st_mtime > QUARANTINE_KEEP_SECONDS || strlen(e->d_name) >= sizeof keep[0].name) {
-      if (unlinkat(dirfd(d), e->d_name, 0) != 0) unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
-      continue;
-    }
-    snprintf(keep[kept].name, sizeof keep[kept].name, "%s", e->d_name);
-    keep[kept].mtime = st.st_mtime;
-    kept++;
-    qsort(keep, kept, sizeof *keep, newest_first);
-    if (kept > QUARANTINE_KEEP_FILES) {
-      kept--;
-      if (unlinkat(dirfd(d), keep[kept].name, 0) != 0) unlinkat(dirfd(d), keep[kept].name, AT_REMOVEDIR);
-    }
-  }
-  closedir(d);
-}
-
-int cache_quarantine(kvjit_cache *c, const char *dir, const char *name, const struct stat *judged) {
-  if (c->read_only) return 0;
-  char from[PATH_MAX], q[PATH_MAX], to[PATH_MAX];
-  if (snprintf(from, sizeof from, "%s/%s", dir, name) >= (int)sizeof from ||
-      snprintf(q, sizeof q, "%s/" QUARANTINE_NAME, dir) >= (int)sizeof q) {
-    return 0;
-  }
-  /* Unique per move (two in one second by one process must not overwrite each other). */
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  if (snprintf(to, sizeof to, "%s/%s.%lld.%09ld.%ld.bad", q, name, (long long)ts.tv_sec, ts.tv_nsec, (long)getpid()) >=
-      (int)sizeof to) {
-    return 0;
-  }
-  /* Move aside only the file that was judged: if another process has meanwhile published a good
-   * entry under the same name, leave it in place (else it would be quarantined and compiled twice). */
-  struct stat now;
-  if (lstat(from, &now) != 0) return errno == ENOENT;
-  if (judged && !same_dir(&now, judged)) return 1;
-  struct stat qst;
-  if (lstat(q, &qst) != 0 && errno == ENOENT && mkdir(q, 0700) == 0) lstat(q, &qst);
-  int moved = 0;
-  if (lstat(q, &qst) == 0 && S_ISDIR(qst.st_mode) && cache_trusted(&qst)) moved = rename(from, to) == 0;
-  if (moved) {
-    cache_trim_quarantine(dir);
-    return 1;
-  }
-  /* No usable quarantine dir: get the bad entry out of the way anyway. */
-  if (unlink(from) == 0) return 1;
-  return errno == EISDIR && rmdir(from) == 0;
-}
-
 /* ---- lookups --------------------------------------------------------------------------------- */
 
 /* Count, log and move aside (or remember) a bad file. */
@@ -500,6 +415,11 @@ static int try_dir(kvjit_cache *c, const char *dir, int writable, const char *na
   free(buf);
   report_bad(c, dir, name, path, &st, have_st, writable, why);
   return -1;
+}
+
+int cache_is_entry_name(const char *name) {
+  kvjit_key k;
+  return strlen(name) == ENTRY_NAME_LEN && strcmp(name + 32, ENTRY_SUFFIX) == 0 && kvjit_key_parse_hex(&k, name) == 0;
 }
 
 static void entry_name(const kvjit_key *key, char name[64]) {

@@ -8,6 +8,8 @@
  * publication, never trusted for anything but which headers to read (each is read and checked like
  * any entry header).
  */
+#include "cache_index.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "cache.h"
+#include "cache_types.h"
+#include "entry.h"
+#include "kvjit_tools.h"
 #include "remote.h"
 
 #define CACHE_SUBDIR "v2"
@@ -59,10 +61,10 @@ struct kvjit_cache {
   size_t bad_count, bad_next;
 };
 
-/* The remote tier of a cache (cache_remote.c): set up at open (a remote that cannot be set up is
- * a warning, never an error), torn down at close. */
-void cache_remote_open(kvjit_cache *c, const kvjit_remote_config *config);
-void cache_remote_close(kvjit_cache *c);
+/* 1 when @p a and @p b are one file (or dir): same device and inode. */
+static inline int cache_same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
 
 /* One warning line (printed unless logging is off: KVJIT_LOG=0). */
 void cache_warn(const kvjit_cache *c, const char *what, const char *detail);
@@ -72,25 +74,6 @@ int cache_trusted(const struct stat *st);
 
 /* 1 when @p name is "<32 hex digits>.kvjit". */
 int cache_is_entry_name(const char *name);
-
-file_id cache_file_id(const struct stat *st);
-
-/* Remember a bad file that stays in place, so later lookups skip it without a second report. */
-void cache_remember_bad(kvjit_cache *c, const struct stat *st);
-
-/* 1 when this very file was found bad before. */
-int cache_known_bad(kvjit_cache *c, const struct stat *st);
-
-/*
- * Move dir/name aside into dir/quarantine (when it is still the file @p judged; NULL: whatever is
- * there), then keep the quarantine small. Falls back to unlinking when there is no usable
- * quarantine dir. 1 when the file is out of the way.
- */
-int cache_quarantine(kvjit_cache *c, const char *dir, const char *name, const struct stat *judged);
-
-/* Remove quarantined files past QUARANTINE_KEEP_SECONDS and all but the newest
- * QUARANTINE_KEEP_FILES. */
-void cache_trim_quarantine(const char *dir);
 
 /*
  * Read the entry file @p path: lstat, refuse what is not a regular file, check the fixed prefix

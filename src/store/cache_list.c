@@ -4,6 +4,9 @@
  * costs one lstat. Verifying applies every check the loader applies (trust, checksums, the key,
  * the payload's kernels) and quarantines what fails in the writable dir.
  */
+#include "cache.h"
+#include "cache_list.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -12,14 +15,11 @@
 #include <string.h>
 
 #include "cache_internal.h"
+#include "payload.h"
+#include "quarantine.h"
 #include "safe_fs.h"
 #include "status.h"
 #include "target.h"
-
-int cache_is_entry_name(const char *name) {
-  kvjit_key k;
-  return strlen(name) == ENTRY_NAME_LEN && strcmp(name + 32, ENTRY_SUFFIX) == 0 && kvjit_key_parse_hex(&k, name) == 0;
-}
 
 /* The texts an info points to, for one entry. */
 typedef struct entry_text {

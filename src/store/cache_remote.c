@@ -5,24 +5,17 @@
  * symbols) before they are used, and are then written to the writable dir so the next process
  * finds them locally. A bad fetch is counted against the remote and treated as a miss.
  */
+#include "cache.h"
+#include "cache_index.h"
+#include "cache_remote.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "cache_internal.h"
+#include "cache_store.h"
+#include "payload.h"
 #include "status.h"
-
-void cache_remote_open(kvjit_cache *c, const kvjit_remote_config *config) {
-  c->remote = NULL;
-  if (config->urls == NULL || config->urls[0] == '\0') return;
-  kvjit_status st = kvjit_remote_open(&c->remote, config);
-  /* A remote tier is an optimisation: one that cannot be set up leaves the cache local. */
-  if (st != KVJIT_OK) cache_warn(c, "remote cache not used: ", kvjit_last_error());
-}
-
-void cache_remote_close(kvjit_cache *c) {
-  kvjit_remote_close(c->remote);
-  c->remote = NULL;
-}
 
 int kvjit_cache_remote_writable(const kvjit_cache *c) { return kvjit_remote_writable(c->remote); }
 

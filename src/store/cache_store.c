@@ -7,6 +7,9 @@
  * quarantined file swept, a prune by an older kvjit) but never under-counts: bytes are only added
  * under the lock, and the ledger is written before the rename it accounts for.
  */
+#include "cache.h"
+#include "cache_store.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +22,8 @@
 #include <unistd.h>
 
 #include "cache_internal.h"
+#include "payload.h"
+#include "quarantine.h"
 #include "safe_fs.h"
 #include "status.h"
 #include "xxh.h"

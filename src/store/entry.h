@@ -108,17 +108,6 @@ kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_
 kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data, size_t len, uint64_t file_len,
                                       const kvjit_key *expect);
 
-/**
- * Check that the payload of a parsed entry (whole file) is what its header says: for a cubin, a
- * well-formed ELF64 CUDA object for the header's arch in which every lowered name is a defined
- * kernel entry symbol (walked through the section headers to .symtab and its string table, every
- * offset bounds-checked); for PTX, a `.target sm_XY` of the header's arch and an `.entry NAME` for
- * every lowered name. An entry whose names were forged to match checksums is caught here instead
- * of failing in the driver.
- * @return KVJIT_OK, or KVJIT_ERR_CORRUPT with the reason in the last error.
- */
-kvjit_status kvjit_entry_check_payload(const kvjit_entry_view *view);
-
 /*
  * An alias (payload kind KVJIT_PAYLOAD_ALIAS): the entry of a one-kernel program that was compiled
  * as part of a bundle (a program of many kernels of the same source, options and target; its own

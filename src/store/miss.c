@@ -1,4 +1,6 @@
 /* Misses that explain themselves (miss.h): the nearest entry of the same program and kernels. */
+#include "cache_index.h"
+#include "cache_remote.h"
 #include "miss.h"
 
 #include <pthread.h>

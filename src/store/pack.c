@@ -8,6 +8,9 @@
  * before it publishes anything, then checks each entry like a disk read, and publishes through
  * the cache's normal write path (temp + fsync + rename, budget).
  */
+#include "cache.h"
+#include "cache_list.h"
+#include "cache_store.h"
 #include "pack.h"
 
 #include <errno.h>

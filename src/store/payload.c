@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "payload.h"
+
 #include "entry.h"
 #include "status.h"
 
