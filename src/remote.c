@@ -105,8 +105,9 @@ kvjit_status kvjit_remote_open(kvjit_remote **out, const kvjit_remote_config *co
   kvjit_remote *r = calloc(1, sizeof *r);
   if (r == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
   r->log = config->log;
-  r->connect_timeout_ms = (long)config->connect_timeout_ms;
-  r->timeout_ms = (long)config->timeout_ms;
+  /* libcurl reads 0 as "no timeout": never let one through (config.c refuses 0 already). */
+  r->connect_timeout_ms = config->connect_timeout_ms ? (long)config->connect_timeout_ms : 1;
+  r->timeout_ms = config->timeout_ms ? (long)config->timeout_ms : 1;
   r->backoff_ms = config->backoff_ms;
   kvjit_status st = KVJIT_OK;
   r->urls = strdup(config->urls);
