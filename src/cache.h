@@ -128,6 +128,15 @@ const char *kvjit_cache_unwritable_reason(const kvjit_cache *cache);
  */
 void kvjit_cache_reject(kvjit_cache *cache, const kvjit_key *key, const char *why);
 
+/**
+ * The one check of every file kvjit writes outside its entry names (cache export's pack, the
+ * manifest it records to): the target must be absent or a regular file (kvjit_replaceable()), and
+ * must not lie inside a kvjit cache dir, this cache's or any other (a dir that holds v2/lock, or
+ * that dir's v2), whose files only the cache writes. @p what names the writer in the message.
+ * @return KVJIT_OK, or KVJIT_ERR_INVALID_ARGUMENT naming the path, why and the errno.
+ */
+kvjit_status kvjit_cache_check_target(const char *path, const char *what);
+
 kvjit_status kvjit_cache_visit(kvjit_cache *cache, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
                                void *user, uint64_t *bad);
 kvjit_status kvjit_cache_evict(kvjit_cache *cache, uint64_t max_bytes, uint64_t *removed_entries,
