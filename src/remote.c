@@ -11,12 +11,14 @@
 
 #include "entry.h"
 #include "status.h"
+#include "url.h"
 
 #define MAX_REMOTES 8
 #define MAX_URL 2048
 
 typedef struct remote_server {
   char *base;      /* without a trailing slash */
+  char *shown;     /* base as logs show it: redacted (url.h) */
   int read_write;
   /* Monotonic ms before which the server is skipped (all requests), or only for writes. */
   atomic_uint_fast64_t skip_until, skip_writes_until;
@@ -25,7 +27,7 @@ typedef struct remote_server {
 struct kvjit_remote {
   remote_server servers[MAX_REMOTES];
   size_t count;
-  char *urls; /* as configured, for info */
+  char *urls; /* as configured, redacted (url.h), for info */
   struct curl_slist *headers;
   long connect_timeout_ms, timeout_ms;
   uint64_t backoff_ms;
@@ -63,19 +65,22 @@ static kvjit_status add_server(kvjit_remote *r, const char *item, size_t len, in
   }
   memcpy(text, item, len);
   text[len] = '\0';
+  char shown[MAX_URL * 4 + 8]; /* what warnings print: never a password (url.h) */
+  kvjit_url_redact(shown, sizeof shown, text);
   int rw = default_rw;
   char *bar = strchr(text, '|');
   if (bar != NULL) {
     *bar = '\0';
+    kvjit_url_redact(shown, sizeof shown, text);
     if (strcmp(bar + 1, "ro") == 0) rw = 0;
     else if (strcmp(bar + 1, "rw") == 0) rw = 1;
     else {
-      warn(r, "%s: unknown attribute \"%s\" (expected |ro or |rw); skipped", text, bar + 1);
+      warn(r, "%s: unknown attribute \"%.32s\" (expected |ro or |rw); skipped", shown, bar + 1);
       return KVJIT_OK;
     }
   }
   if (strncmp(text, "http://", 7) != 0 && strncmp(text, "https://", 8) != 0) {
-    warn(r, "%s: not an http:// or https:// URL; skipped", text);
+    warn(r, "%s: not an http:// or https:// URL; skipped", shown);
     return KVJIT_OK;
   }
   if (r->count == MAX_REMOTES) {
@@ -86,7 +91,12 @@ static kvjit_status add_server(kvjit_remote *r, const char *item, size_t len, in
   while (n > 0 && text[n - 1] == '/') text[--n] = '\0';
   remote_server *s = &r->servers[r->count];
   s->base = strdup(text);
-  if (s->base == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
+  s->shown = kvjit_url_redact_dup(text);
+  if (s->base == NULL || s->shown == NULL) {
+    free(s->base);
+    free(s->shown);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
+  }
   s->read_write = rw;
   atomic_init(&s->skip_until, 0);
   atomic_init(&s->skip_writes_until, 0);
@@ -110,7 +120,7 @@ kvjit_status kvjit_remote_open(kvjit_remote **out, const kvjit_remote_config *co
   r->timeout_ms = config->timeout_ms ? (long)config->timeout_ms : 1;
   r->backoff_ms = config->backoff_ms;
   kvjit_status st = KVJIT_OK;
-  r->urls = strdup(config->urls);
+  r->urls = kvjit_url_redact_dup(config->urls);
   if (r->urls == NULL) st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
   for (const char *p = config->urls; st == KVJIT_OK && *p;) {
     p += strspn(p, " ,\t");
@@ -132,7 +142,10 @@ kvjit_status kvjit_remote_open(kvjit_remote **out, const kvjit_remote_config *co
 
 void kvjit_remote_close(kvjit_remote *r) {
   if (r == NULL) return;
-  for (size_t i = 0; i < r->count; i++) free(r->servers[i].base);
+  for (size_t i = 0; i < r->count; i++) {
+    free(r->servers[i].base);
+    free(r->servers[i].shown);
+  }
   curl_slist_free_all(r->headers);
   free(r->urls);
   free(r);
@@ -253,11 +266,11 @@ static void back_off(kvjit_remote *r, remote_server *s, outcome o, long status, 
   uint64_t before = atomic_exchange(slot, until);
   if (before <= mono_ms()) { /* one line per back-off, not per request */
     if (o == OUT_TIMED_OUT)
-      warn(r, "%s: timed out; skipping it for %llu ms", s->base, (unsigned long long)r->backoff_ms);
+      warn(r, "%s: timed out; skipping it for %llu ms", s->shown, (unsigned long long)r->backoff_ms);
     else if (writes_only)
-      warn(r, "%s: writes refused (HTTP %ld); reading only for a while", s->base, status);
+      warn(r, "%s: writes refused (HTTP %ld); reading only for a while", s->shown, status);
     else
-      warn(r, "%s: %s; skipping it for %llu ms", s->base, status ? "error answer" : "no connection",
+      warn(r, "%s: %s; skipping it for %llu ms", s->shown, status ? "error answer" : "no connection",
            (unsigned long long)r->backoff_ms);
   }
 }
@@ -303,7 +316,7 @@ void kvjit_remote_accept(kvjit_remote *r, size_t from) {
 
 void kvjit_remote_reject(kvjit_remote *r, size_t from, const char *why) {
   atomic_fetch_add(&r->counters.errors, 1);
-  if (from < r->count) warn(r, "%s sent a bad entry, not used (%s)", r->servers[from].base, why ? why : "");
+  if (from < r->count) warn(r, "%s sent a bad entry, not used (%s)", r->servers[from].shown, why ? why : "");
 }
 
 int kvjit_remote_has(kvjit_remote *r, const kvjit_key *key) {

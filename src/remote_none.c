@@ -3,12 +3,15 @@
 
 #include "remote.h"
 #include "status.h"
+#include "url.h"
 
 kvjit_status kvjit_remote_open(kvjit_remote **out, const kvjit_remote_config *config) {
   *out = NULL;
   if (config->urls == NULL || config->urls[0] == '\0') return KVJIT_OK;
+  char shown[1024];
+  kvjit_url_redact(shown, sizeof shown, config->urls);
   return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "remote cache: this kvjit was built without libcurl; %s is not used",
-                    config->urls);
+                    shown);
 }
 
 void kvjit_remote_close(kvjit_remote *remote) { (void)remote; }
