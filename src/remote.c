@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "entry.h"
@@ -169,11 +170,19 @@ typedef struct body {
   uint8_t *data;
   size_t len, cap;
   int too_large;
+  size_t limit;   /* a ranged GET: keep at most this many bytes, then stop (cut) */
+  int cut;
+  uint64_t total; /* the whole file's size from Content-Range, 0 when not said */
 } body;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
   body *b = user;
   size_t n = size * nmemb;
+  if (b->limit && b->len + n > b->limit) {
+    /* A server that ignores Range sends the whole file: the head is all that is wanted. */
+    n = b->limit - b->len;
+    b->cut = 1;
+  }
   if (b->len + n > KVJIT_ENTRY_MAX_BYTES) {
     b->too_large = 1;
     return 0; /* aborts the transfer: no entry is that large */
@@ -188,6 +197,23 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
   }
   memcpy(b->data + b->len, ptr, n);
   b->len += n;
+  return b->cut ? 0 : n;
+}
+
+/* "Content-Range: bytes 0-N/TOTAL": the whole file's size, for the entry's own size checks. */
+static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
+  body *b = user;
+  size_t n = size * nmemb;
+  static const char name[] = "content-range:";
+  if (n > sizeof name && strncasecmp(line, name, sizeof name - 1) == 0) {
+    const char *slash = memchr(line, '/', n);
+    uint64_t total = 0;
+    for (const char *p = slash ? slash + 1 : line + n; p < line + n && *p >= '0' && *p <= '9'; p++) {
+      if (total > (UINT64_MAX - 9) / 10) break;
+      total = total * 10 + (uint64_t)(*p - '0');
+    }
+    b->total = total;
+  }
   return n;
 }
 
@@ -205,7 +231,7 @@ static size_t on_read(char *ptr, size_t size, size_t nmemb, void *user) {
   return n;
 }
 
-typedef enum request { REQ_GET, REQ_HEAD, REQ_PUT } request;
+typedef enum request { REQ_GET, REQ_RANGE, REQ_PUT } request;
 
 /* What became of a request, for counting and backing off. */
 typedef enum outcome {
@@ -231,13 +257,18 @@ static outcome perform(kvjit_remote *r, remote_server *s, request kind, const kv
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r->timeout_ms);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
   if (r->headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
-  if (kind == REQ_GET) {
+  if (kind == REQ_GET || kind == REQ_RANGE) {
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, in);
     curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)KVJIT_ENTRY_MAX_BYTES);
-  } else if (kind == REQ_HEAD) {
-    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-  } else {
+  }
+  char range[32];
+  if (kind == REQ_RANGE) {
+    snprintf(range, sizeof range, "0-%zu", in->limit - 1);
+    curl_easy_setopt(h, CURLOPT_RANGE, range);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, in);
+  } else if (kind == REQ_PUT) {
     curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
     curl_easy_setopt(h, CURLOPT_READDATA, up);
@@ -248,6 +279,7 @@ static outcome perform(kvjit_remote *r, remote_server *s, request kind, const kv
   curl_easy_cleanup(h);
   if (res == CURLE_OPERATION_TIMEDOUT) return OUT_TIMED_OUT;
   if (res == CURLE_FILESIZE_EXCEEDED || (in && in->too_large)) return OUT_FAILED;
+  if (res == CURLE_WRITE_ERROR && in && in->cut && *status >= 200 && *status < 300) return OUT_OK;
   if (res != CURLE_OK) {
     /* A 404 with a body the write callback refused still counts as absent. */
     return *status == 404 || *status == 410 ? OUT_ABSENT : OUT_FAILED;
@@ -289,7 +321,7 @@ int kvjit_remote_get(kvjit_remote *r, const kvjit_key *key, uint8_t **data, size
   for (size_t i = 0; i < r->count; i++) {
     remote_server *s = &r->servers[i];
     if (skipping(r, s, 0)) continue;
-    body b = {NULL, 0, 0, 0};
+    body b = {NULL, 0, 0, 0, 0, 0, 0};
     long status = 0;
     outcome o = perform(r, s, REQ_GET, key, &b, NULL, &status);
     if (o == OUT_OK && b.len > 0) {
@@ -319,16 +351,25 @@ void kvjit_remote_reject(kvjit_remote *r, size_t from, const char *why) {
   if (from < r->count) warn(r, "%s sent a bad entry, not used (%s)", r->servers[from].shown, why ? why : "");
 }
 
-int kvjit_remote_has(kvjit_remote *r, const kvjit_key *key) {
+int kvjit_remote_head(kvjit_remote *r, const kvjit_key *key, size_t max_bytes, uint8_t **data, size_t *len,
+                      uint64_t *total) {
   if (r == NULL) return -1;
   int answered = 0;
   for (size_t i = 0; i < r->count; i++) {
     remote_server *s = &r->servers[i];
     if (skipping(r, s, 0)) continue;
+    body b = {NULL, 0, 0, 0, max_bytes ? max_bytes : 1, 0, 0};
     long status = 0;
-    outcome o = perform(r, s, REQ_HEAD, key, NULL, NULL, &status);
-    if (o == OUT_OK) return 1;
-    if (o == OUT_ABSENT) {
+    outcome o = perform(r, s, REQ_RANGE, key, &b, NULL, &status);
+    /* 206: the range; 200: a server that ignores Range (its whole body, or the head of it). */
+    if (o == OUT_OK && b.len > 0 && (status == 206 || status == 200)) {
+      *data = b.data;
+      *len = b.len;
+      *total = status == 206 ? b.total : b.cut ? 0 : b.len;
+      return 1;
+    }
+    free(b.data);
+    if (o == OUT_ABSENT || (o == OUT_OK && b.len == 0)) {
       answered = 1;
       continue;
     }
