@@ -429,6 +429,13 @@ static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, c
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled,
                                    kvjit_status *published) {
+  return kvjit_context_compile_within(ctx, req, label, target, key, compiled, published, SIZE_MAX);
+}
+
+kvjit_status kvjit_context_compile_within(kvjit_context *ctx, const kvjit_request *req,
+                                          const kvjit_program_label *label, const kvjit_key_target *target,
+                                          const kvjit_key *key, kvjit_compiled *compiled, kvjit_status *published,
+                                          size_t max_payload) {
   *published = KVJIT_OK;
   if (ctx->compile_mode != KVJIT_COMPILE_ALWAYS) {
     kvjit_status refused = miss_allowed(ctx, req, label, target, key);
@@ -451,6 +458,10 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
+    if (compiled->payload_len > max_payload) {
+      *published = KVJIT_ERR_BUSY;
+      return st;
+    }
     *published = publish(ctx, label, target, key, &req->content, req->desc->name, req->desc->num_kernels,
                          (const char *const *)req->kernels, compiled->payload, compiled->payload_len,
                          (const char *const *)compiled->lowered, compiled->publishable);

@@ -281,44 +281,54 @@ kvjit_status kvjit_pack_import(kvjit_cache *cache, const char *path, uint64_t *i
   }
   uint32_t count = 0;
   kvjit_status st = check_pack(&r, (uint64_t)sb.st_size, path, &count);
-  if (st == KVJIT_OK && lseek(fd, PACK_HEADER, SEEK_SET) != PACK_HEADER) {
-    st = kvjit_fail(KVJIT_ERR_IO, "cache import: seeking in %s: %s", path, strerror(errno));
-  }
-  r.have = r.at = 0;
-  for (uint32_t i = 0; i < count && st == KVJIT_OK; i++) {
-    uint8_t lenbuf[8];
-    if (take(&r, lenbuf, 8, NULL) != 0) {
-      st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
-      break;
+  /* Two passes: every other entry, then the aliases, each published only while its bundle is
+   * there (cache.h): a pack's order must not turn aliases into orphans or drop them. */
+  for (int pass = 0; pass < 2 && st == KVJIT_OK; pass++) {
+    if (lseek(fd, PACK_HEADER, SEEK_SET) != PACK_HEADER) {
+      st = kvjit_fail(KVJIT_ERR_IO, "cache import: seeking in %s: %s", path, strerror(errno));
     }
-    size_t len = (size_t)rd64(lenbuf); /* bounded by check_pack */
-    uint8_t *data = malloc(len ? len : 1);
-    if (data == NULL) {
-      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");
-      break;
-    }
-    if (take(&r, data, len, NULL) != 0) {
+    r.have = r.at = 0;
+    for (uint32_t i = 0; i < count && st == KVJIT_OK; i++) {
+      uint8_t lenbuf[8];
+      if (take(&r, lenbuf, 8, NULL) != 0) {
+        st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
+        break;
+      }
+      size_t len = (size_t)rd64(lenbuf); /* bounded by check_pack */
+      uint8_t *data = malloc(len ? len : 1);
+      if (data == NULL) {
+        st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");
+        break;
+      }
+      if (take(&r, data, len, NULL) != 0) {
+        free(data);
+        st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
+        break;
+      }
+      kvjit_entry_view view;
+      if (kvjit_entry_parse(&view, data, len, NULL, 1) != KVJIT_OK) {
+        /* Checksummed in the pack but not a good entry: a pack from a buggy or hostile writer. */
+        if (bad && pass == 0) (*bad)++;
+        free(data);
+        continue;
+      }
+      if ((view.target.kind == KVJIT_PAYLOAD_ALIAS) != (pass == 1)) {
+        free(data);
+        continue;
+      }
+      uint8_t *have = NULL;
+      kvjit_entry_view have_view;
+      if (kvjit_cache_read_local(cache, &view.key, &have, &have_view) == KVJIT_OK) {
+        free(have);
+        if (present) (*present)++;
+      } else if ((st = kvjit_cache_write(cache, &view.key, data, len)) == KVJIT_OK) {
+        if (imported) (*imported)++;
+      } else if (st == KVJIT_ERR_NOT_FOUND) {
+        st = KVJIT_OK; /* an alias whose bundle the pack lacks (or the budget evicted): useless, skipped */
+      }
+      /* A write that cannot complete (full disk, ...) ends the import with its reason. */
       free(data);
-      st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
-      break;
     }
-    kvjit_entry_view view;
-    if (kvjit_entry_parse(&view, data, len, NULL, 1) != KVJIT_OK) {
-      /* Checksummed in the pack but not a good entry: a pack from a buggy or hostile writer. */
-      if (bad) (*bad)++;
-      free(data);
-      continue;
-    }
-    uint8_t *have = NULL;
-    kvjit_entry_view have_view;
-    if (kvjit_cache_read_local(cache, &view.key, &have, &have_view) == KVJIT_OK) {
-      free(have);
-      if (present) (*present)++;
-    } else if ((st = kvjit_cache_write(cache, &view.key, data, len)) == KVJIT_OK) {
-      if (imported) (*imported)++;
-    }
-    /* A write that cannot complete (full disk, ...) ends the import with its reason. */
-    free(data);
   }
   free(r.buf);
   close(fd);
