@@ -408,8 +408,13 @@ kvjit_status kvjit_bundle_list(kvjit_context *ctx, int include_read_dirs, int ve
   kvjit_status st = kvjit_cache_visit(cache, include_read_dirs, 1, verify_entry, &v, bad);
   for (size_t i = 0; i < v.count; i++) {
     if (!v.stop && !v.out_of_memory) {
-      if (!alias_usable(ctx, &v.aliases[i].info)) v.aliases[i].info.status = KVJIT_ERR_NOT_FOUND;
-      if (visit && visit(&v.aliases[i].info, user)) v.stop = 1;
+      kvjit_cache_entry_info *info = &v.aliases[i].info;
+      if (!alias_usable(ctx, info)) {
+        /* An orphan is junk (a lookup of it only misses): removed from the writable dir. */
+        info->status = KVJIT_ERR_NOT_FOUND;
+        info->reason = kvjit_cache_remove_orphan(cache, info->path, info->bundle) ? "removed" : "left in place";
+      }
+      if (visit && visit(info, user)) v.stop = 1;
     }
     free(v.aliases[i].strings);
   }

@@ -151,6 +151,12 @@ kvjit_status kvjit_cache_visit(kvjit_cache *cache, int include_read_dirs, int ve
                                void *user, uint64_t *bad);
 kvjit_status kvjit_cache_evict(kvjit_cache *cache, uint64_t max_bytes, uint64_t *removed_entries,
                                uint64_t *removed_bytes);
+/**
+ * Remove the alias file @p path of the writable dir when its bundle (@p bundle_hex) is still in
+ * no dir, checked under the dir lock (verify's orphans). @return 1 removed, 0 left.
+ */
+int kvjit_cache_remove_orphan(kvjit_cache *cache, const char *path, const char *bundle_hex);
+
 kvjit_status kvjit_cache_remove_all(kvjit_cache *cache, uint64_t *removed_entries);
 
 #endif

@@ -481,6 +481,25 @@ kvjit_status kvjit_cache_evict(kvjit_cache *c, uint64_t max_bytes, uint64_t *rem
   return KVJIT_OK;
 }
 
+int kvjit_cache_remove_orphan(kvjit_cache *c, const char *path, const char *bundle_hex) {
+  if (!kvjit_cache_writable(c) || path == NULL || bundle_hex == NULL) return 0;
+  size_t dir_len = strlen(c->write_dir);
+  const char *name = path + dir_len + 1;
+  if (strncmp(path, c->write_dir, dir_len) != 0 || path[dir_len] != '/' || !cache_is_entry_name(name)) return 0;
+  char bundle[64], bpath[PATH_MAX];
+  snprintf(bundle, sizeof bundle, "%.32s%s", bundle_hex, ENTRY_SUFFIX);
+  kvjit_status lock_status;
+  int lock_fd = lock_dir(c, &lock_status);
+  if (lock_fd < 0) return 0;
+  /* Under the dir lock, its bundle still gone: nothing can publish it meanwhile. */
+  struct stat st;
+  int bundle_here = snprintf(bpath, sizeof bpath, "%s/%s", c->write_dir, bundle) < (int)sizeof bpath &&
+                    lstat(bpath, &st) == 0;
+  int removed = !bundle_here && !in_read_dirs(c, bundle) && unlink(path) == 0;
+  close(lock_fd);
+  return removed;
+}
+
 kvjit_status kvjit_cache_remove_all(kvjit_cache *c, uint64_t *removed_entries) {
   uint64_t n = 0;
   kvjit_status st = kvjit_cache_evict(c, 0, &n, NULL);
