@@ -306,7 +306,7 @@ kvjit_status kvjit_pack_import(kvjit_cache *cache, const char *path, uint64_t *i
         break;
       }
       kvjit_entry_view view;
-      if (kvjit_entry_parse(&view, data, len, NULL, 1) != KVJIT_OK) {
+      if (kvjit_entry_parse(&view, data, len, NULL, 1) != KVJIT_OK || kvjit_entry_check_payload(&view) != KVJIT_OK) {
         /* Checksummed in the pack but not a good entry: a pack from a buggy or hostile writer. */
         if (bad && pass == 0) (*bad)++;
         free(data);
