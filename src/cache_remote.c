@@ -33,7 +33,9 @@ const kvjit_remote_counters *kvjit_cache_remote_counters(const kvjit_cache *c) {
 
 const char *kvjit_cache_remote_urls(const kvjit_cache *c) { return kvjit_remote_urls(c->remote); }
 
-kvjit_status kvjit_cache_fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+/* kvjit_cache_fetch(); @p follow: an alias's bundle is fetched first (never past one level: a
+ * lying remote's alias of an alias cannot make it recurse). */
+static kvjit_status fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view, int follow) {
   if (c->remote == NULL) return KVJIT_ERR_NOT_FOUND;
   uint8_t *buf = NULL;
   size_t len = 0, from = 0;
@@ -45,11 +47,26 @@ kvjit_status kvjit_cache_fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **d
     return KVJIT_ERR_NOT_FOUND;
   }
   kvjit_remote_accept(c->remote, from);
-  /* Keep it locally (within the budget); a failure here only means the next process fetches again. */
-  if (kvjit_cache_writable(c)) (void)kvjit_cache_write(c, key, buf, len);
+  /* Keep it locally (within the budget); a failure here only means the next process fetches again.
+   * An alias is kept only with its bundle (cache.h): that is fetched first, as its load would. */
+  if (kvjit_cache_writable(c)) {
+    if (v.target.kind == KVJIT_PAYLOAD_ALIAS && follow) {
+      kvjit_entry_alias a;
+      kvjit_entry_alias_get(&v, &a);
+      uint8_t *bundle = NULL;
+      kvjit_entry_view bv;
+      if (kvjit_cache_read_local(c, &a.bundle, &bundle, &bv) == KVJIT_OK || fetch(c, &a.bundle, &bundle, &bv, 0) == KVJIT_OK)
+        free(bundle);
+    }
+    (void)kvjit_cache_write(c, key, buf, len);
+  }
   *data = buf;
   *view = v;
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_cache_fetch(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
+  return fetch(c, key, data, view, 1);
 }
 
 kvjit_status kvjit_cache_read(kvjit_cache *c, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view) {
