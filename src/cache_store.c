@@ -87,7 +87,7 @@ typedef struct lru_item {
 
 /* Files this small may be aliases (a header and 24 bytes): their kind is read during a scan that
  * evicts, so that an alias goes with its bundle. */
-#define ALIAS_MAX_FILE (64u * 1024)
+#define ALIAS_MAX_FILE (16u * 1024)
 
 /* The bundle's entry name of the alias @p name (a file of @p size bytes in @p dfd), into @p out;
  * "" when it is not an alias (or cannot be read: then it is evicted as what it is, a file). */
