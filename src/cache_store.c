@@ -229,6 +229,7 @@ static void evict_to(kvjit_cache *c, dir_scan *s, uint64_t target, const char *k
   if (s->entry_bytes + s->quarantine_bytes <= target && !orphans_too) return;
   if (s->quarantine_bytes != 0 && s->entry_bytes + s->quarantine_bytes > target)
     s->quarantine_bytes = quarantine_bytes(c->write_dir, 1);
+  if (s->count == 0) return;
   qsort(s->items, s->count, sizeof *s->items, by_name);
   lru_unit *units = malloc((s->count ? s->count : 1) * sizeof *units);
   size_t *unit_of = malloc((s->count ? s->count : 1) * sizeof *unit_of);
