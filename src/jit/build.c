@@ -35,7 +35,9 @@ kvjit_status kvjit_program_obtain(kvjit_context *ctx, const kvjit_request *req, 
   }
   kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, bundle != NULL, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
-  *origin = KVJIT_FROM_COMPILE;
+  /* "compile" only when NVRTC ran (and succeeded or said why not): a miss refused under
+   * KVJIT_COMPILE=never, or a failure before NVRTC, obtained nothing. */
+  *origin = st == KVJIT_OK || st == KVJIT_ERR_COMPILE || st == KVJIT_ERR_NVRTC ? KVJIT_FROM_COMPILE : KVJIT_FROM_NOWHERE;
   return st;
 }
 
@@ -134,7 +136,7 @@ kvjit_status kvjit_program_acquire(kvjit_context *ctx, const kvjit_request *req,
   kvjit_table_insert(ctx, p);
   pthread_mutex_unlock(&ctx->lock);
 
-  kvjit_origin got = KVJIT_FROM_COMPILE;
+  kvjit_origin got = KVJIT_FROM_NOWHERE;
   kvjit_status st = build_program(ctx, p, req, label, ptx_fallback, &got);
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
   if (p->log == NULL) p->log = strdup("");

@@ -5,6 +5,7 @@
  */
 #include "cache.h"
 #include "cache_remote.h"
+#include "cache_target.h"
 #include "context.h"
 
 #include <errno.h>
@@ -204,8 +205,9 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   if (n <= 0 || (size_t)n >= sizeof buf) return;
   /* One write() with O_APPEND: lines from concurrent processes never interleave. A FIFO, device or
    * link is refused without blocking (kvjit_open_regular()). */
-  int fd = kvjit_open_regular(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT, 0644, NULL);
-  int err = fd < 0 ? errno : 0;
+  kvjit_status target = kvjit_cache_check_target(ctx->manifest_path, "KVJIT_MANIFEST");
+  int fd = target == KVJIT_OK ? kvjit_open_regular(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT, 0644, NULL) : -1;
+  int err = target != KVJIT_OK ? EPERM : fd < 0 ? errno : 0;
   if (fd >= 0) {
     ssize_t w = write(fd, buf, (size_t)n);
     err = w == n ? 0 : w < 0 ? errno : ENOSPC;
@@ -213,8 +215,12 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   }
   int expected = 0;
   if (err != 0 && ctx->log != 0 && atomic_compare_exchange_strong(&ctx->manifest_warned, &expected, 1)) {
-    kvjit_log_line("warning: cannot record store variants to the manifest %s: %s%s", ctx->manifest_path,
-                   err == EINVAL ? "not a regular file" : strerror(err), "; later lines are dropped silently");
+    char why[512];
+    snprintf(why, sizeof why, "%s", target != KVJIT_OK ? kvjit_last_error()
+                                    : err == EINVAL      ? "not a regular file"
+                                                         : strerror(err));
+    kvjit_log_line("warning: cannot record store variants to the manifest %s: %s%s", ctx->manifest_path, why,
+                   "; later lines are dropped silently");
   }
 }
 

@@ -132,6 +132,13 @@ static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, c
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_entry_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key, int explain,
                                    kvjit_compiled *compiled, kvjit_status *published) {
+  return kvjit_context_compile_within(ctx, req, label, target, key, explain, compiled, published, SIZE_MAX);
+}
+
+kvjit_status kvjit_context_compile_within(kvjit_context *ctx, const kvjit_request *req,
+                                          const kvjit_entry_label *label, const kvjit_key_target *target,
+                                          const kvjit_key *key, int explain, kvjit_compiled *compiled,
+                                          kvjit_status *published, size_t max_payload) {
   *published = KVJIT_OK;
   kvjit_miss_info why;
   if (explain) explain_miss(ctx, req, label, target, key, &why);
@@ -156,6 +163,10 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
+    if (compiled->payload_len > max_payload) {
+      *published = KVJIT_ERR_BUSY;
+      return st;
+    }
     kvjit_entry_digests digests;
     kvjit_request_digests(req, &digests);
     *published = kvjit_context_publish(ctx, label, target, key, &req->content, &digests, req->desc->name,

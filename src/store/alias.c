@@ -192,8 +192,13 @@ kvjit_status kvjit_alias_list(kvjit_cache *cache, int include_read_dirs, int ver
   kvjit_status st = kvjit_cache_visit(cache, include_read_dirs, 1, verify_entry, &v, bad);
   for (size_t i = 0; i < v.count; i++) {
     if (!v.stop && !v.out_of_memory) {
-      if (!listed_alias_usable(cache, &v.aliases[i].info)) v.aliases[i].info.status = KVJIT_ERR_NOT_FOUND;
-      if (visit && visit(&v.aliases[i].info, user)) v.stop = 1;
+      kvjit_cache_entry_info *info = &v.aliases[i].info;
+      if (!listed_alias_usable(cache, info)) {
+        /* An orphan is junk (a lookup of it only misses): removed from the writable dir. */
+        info->status = KVJIT_ERR_NOT_FOUND;
+        info->reason = kvjit_cache_remove_orphan(cache, info->path, info->bundle) ? "removed" : "left in place";
+      }
+      if (visit && visit(info, user)) v.stop = 1;
     }
     free(v.aliases[i].strings);
   }

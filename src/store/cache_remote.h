@@ -31,7 +31,9 @@ int kvjit_cache_find(kvjit_cache *cache, const kvjit_key *key);
  *  kept in the writable dir when good. KVJIT_ERR_NOT_FOUND without a remote or an entry. */
 kvjit_status kvjit_cache_fetch(kvjit_cache *cache, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view);
 
-/** Whether the remote tier has @p key (HEAD): 1, 0, or -1 when no remote could say; 0 without one. */
+/** Whether a load would get @p key from the remote tier (a ranged GET of its head, checked as an
+ *  entry's header for that key; an alias, with its bundle): 1, 0, or -1 when no remote could
+ *  say; 0 without one. */
 int kvjit_cache_remote_has(kvjit_cache *cache, const kvjit_key *key);
 
 /** PUT a fresh entry to the remote tier when it takes writes (best effort, counted). */
