@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver.h"
 #include "gpu_driver.h"
 #include "kvjit.h"
 

@@ -625,7 +625,7 @@ static void test_the_readme_examples(void **state) {
 int main(void) {
   const gpu_driver *drv;
   if (gpu_driver_get(&drv) != KVJIT_OK) {
-    printf("SKIP: %s\n", kvjit_last_error());
+    printf("SKIP: %s\n", gpu_driver_error());
     return GPU_SKIP;
   }
   int count = 0;
