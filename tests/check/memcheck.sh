@@ -32,8 +32,8 @@ if [ "$rc" -eq 0 ]; then
   echo "memcheck: ${summary:-no summary line}"
   exit 0
 fi
-if ! grep -q "^check_gpu:" "$log" && grep -q "========= Error:" "$log"; then
-  echo "SKIP: compute-sanitizer was refused on this machine: $(grep -m1 '========= Error:' "$log")"
+if grep -q "Device not supported" "$log" || { ! grep -q "^check_gpu:" "$log" && grep -q "========= Error" "$log"; }; then
+  echo "SKIP: compute-sanitizer was refused on this machine: $(grep -m1 -E 'Device not supported|========= Error' "$log")"
   exit 77
 fi
 echo "memcheck failed (exit $rc): ${summary:-no summary line}"
