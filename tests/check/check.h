@@ -64,13 +64,19 @@ typedef struct check_world {
   uint64_t rows;         /**< set by fill(): rows the reference wrote (statistics) */
   int sm;                /**< compute capability of the device */
   int ids[16];           /**< the op's own record of its buffers' indices (layout() sets them) */
+  /** Input sets (1 in a check): launch j reads set j % sets (its rows and slot ids), the way the
+   *  bench driver rotates inputs; layout() sizes the inputs for all of them. */
+  int sets;
+  /** 1 for the bench driver: buffers of rows (row > 0) and outputs have no host copy (zeroed on
+   *  the device); fill() writes the rest (slot ids, tables, scales) for every set, no reference. */
+  int timing;
 } check_world;
 
 /** The launch of one run: the harness's choices. */
 typedef struct check_launch {
   kvjit_pdl_mode pdl;
   struct CUstream_st *stream; /**< NULL: the legacy default stream */
-  int step;
+  int step;    /**< the launch's number: a step of a chain, or (timing) the input set j % sets */
   int prepare; /**< 1: kvjit_*_prepare() with these arguments instead of the call (before capture) */
 } check_launch;
 
@@ -87,6 +93,17 @@ typedef struct check_op {
   /** First contents of every buffer (init) and the reference's result (want of the outputs). */
   void (*fill)(const void *c, check_world *w);
   kvjit_status (*launch)(kvjit_context *ctx, const void *c, const check_world *w, const check_launch *l);
+  /* The bench driver (bench/bench_ops.c) times cells of the same op: */
+  size_t (*bench_count)(void);
+  /** Cell @p index; @p timing 0: the same cell with the small caches of a check (the same
+   *  kernels, checked byte for byte first), 1: as timed (caches as large as the benchmarks'). */
+  void (*bench_get)(size_t index, void *c, int timing);
+  const char *bench_columns; /**< CSV header of a cell's own columns, e.g. "row_bytes,batch,index,pdl" */
+  void (*bench_cell)(const void *c, char *out, size_t capacity); /**< those columns' values */
+  double (*bench_bytes)(const void *c); /**< bytes one launch reads and writes */
+  /** Input sets a timed cell of @p launches launches rotates over (at most what memory and its
+   *  slots allow, so that no launch rewrites what the one before it wrote). */
+  int (*bench_sets)(const void *c, int launches);
 } check_op;
 
 /** The table of ops (check_ops.c). */
@@ -100,7 +117,8 @@ int check_buf_add(check_world *w, const char *name, check_where where, size_t by
                   int output);
 /** The op-side pointer of buffer @p i. */
 static inline void *check_ptr(const check_world *w, int i) { return (void *)(uintptr_t)w->bufs[i].ptr; }
-/** Random init for buffer @p i (and want = init for an output): its poison, or its random input. */
+/** Random init for buffer @p i (and want = init for an output): its poison, or its random input.
+ *  Timing: outputs are left alone. */
 void check_buf_random(check_world *w, int i);
 /** The next value of the case's random stream. */
 uint64_t check_rand(check_world *w);

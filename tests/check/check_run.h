@@ -24,6 +24,12 @@ typedef struct check_case_run {
 /** The harness's choices for case @p index (PDL mode, graph replays, stream), from the index alone. */
 void check_plan_run(check_case_run *r, const check_op *op, size_t index, const void *c, int sm, CUstream stream);
 
+/** A case's world: laid out, allocated, filled (seeded from @p index) and uploaded; @p sets and
+ *  @p timing as in check_world (a check: 1, 0). Aborts when memory runs out. */
+check_world *check_world_make(const check_op *op, const void *c, size_t index, int sets, int timing);
+/** Free a world's buffers; accepts NULL. */
+void check_world_destroy(check_world *w);
+
 /** Run one case (eager, then its graph replays); failures are printed with a rerun line. @return 0 when it passed. */
 int check_run_case(check_totals *t, const check_case_run *r, kvjit_context *ctx);
 

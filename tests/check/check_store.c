@@ -79,8 +79,9 @@ static void layout(const void *cv, check_world *w) {
   int64_t slots = num_slots(c), ks = c->k_row + c->k_pad, vs = c->v_row + c->v_pad;
   int64_t kcs = cache_row(c, c->k_row) + c->kc_pad, vcs = cache_row(c, c->v_row) + c->vc_pad;
   for (int i = 0; i < 16; i++) w->ids[i] = -1;
-  w->ids[B_K] = check_buf_add(w, "k", CHECK_DEVICE, (size_t)(c->batch * ks), c->k_off, ks, 0);
-  if (c->v_row > 0) w->ids[B_V] = check_buf_add(w, "v", CHECK_DEVICE, (size_t)(c->batch * vs), c->v_off, vs, 0);
+  const int64_t items = c->batch * w->sets; /* inputs and ids of every set */
+  w->ids[B_K] = check_buf_add(w, "k", CHECK_DEVICE, (size_t)(items * ks), c->k_off, ks, 0);
+  if (c->v_row > 0) w->ids[B_V] = check_buf_add(w, "v", CHECK_DEVICE, (size_t)(items * vs), c->v_off, vs, 0);
   if (c->chain) { /* store 1: k, v -> A; store 2: A -> B (k_cache, v_cache) */
     w->ids[B_AK] = check_buf_add(w, "A.k_cache", CHECK_DEVICE, (size_t)(slots * c->k_row), 0, c->k_row, 1);
     w->ids[B_AV] = check_buf_add(w, "A.v_cache", CHECK_DEVICE, (size_t)(slots * c->k_row), 0, c->k_row, 1);
@@ -89,7 +90,7 @@ static void layout(const void *cv, check_world *w) {
   w->ids[B_KC] = check_buf_add(w, "k_cache", CHECK_DEVICE, (size_t)(slots * kcs), c->kc_off, kcs, 1);
   if (c->v_row > 0) w->ids[B_VC] = check_buf_add(w, "v_cache", CHECK_DEVICE, (size_t)(slots * vcs), c->vc_off, vcs, 1);
   w->ids[B_IDX] =
-      check_buf_add(w, "indices", CHECK_DEVICE, (size_t)(c->batch * c->index_stride) * id_bytes(c), c->idx_off, 0, 0);
+      check_buf_add(w, "indices", CHECK_DEVICE, (size_t)(items * c->index_stride) * id_bytes(c), c->idx_off, 0, 0);
   if (quantizing(c)) {
     w->ids[B_KS] = check_buf_add(w, "k_scale", CHECK_DEVICE, sizeof(float) * (size_t)num_scales(c), 0, 0, 0);
     if (c->v_row > 0)
@@ -227,11 +228,28 @@ static void fill_chain(const store_case *c, check_world *w) {
   free(s2);
 }
 
+/* The bench driver's world: random rows, and distinct random slots over every set (so that no
+ * launch rewrites what the one before it wrote); no reference. */
+static void fill_timing(const store_case *c, check_world *w) {
+  int64_t items = c->batch * w->sets;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(items > 0 ? items : 1));
+  if (ids == NULL) abort();
+  check_distinct_slots(w, ids, items, num_slots(c));
+  check_write_ids(w->bufs[w->ids[B_IDX]].init, ids, items, c->index_stride, c->index_type);
+  fill_scales(w, c, w->ids[B_KS]);
+  fill_scales(w, c, w->ids[B_VS]);
+  free(ids);
+}
+
 static void fill(const void *cv, check_world *w) {
   const store_case *c = cv;
   for (int i = 0; i < w->num_bufs; i++) check_buf_random(w, i); /* inputs, poison, index gaps (lures) */
   w->expected_oob = 0;
   w->rows = 0;
+  if (w->timing) {
+    fill_timing(c, w);
+    return;
+  }
   if (c->chain) {
     fill_chain(c, w);
     return;
@@ -281,9 +299,10 @@ static void fill(const void *cv, check_world *w) {
 
 /* ---- launch --------------------------------------------------------------------------------------- */
 
-static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world *w, const check_launch *l) {
+void check_store_args(const void *cv, const check_world *w, const check_launch *l, kvjit_store_kv_args *out) {
   const store_case *c = cv;
   kvjit_store_kv_args a = KVJIT_STORE_KV_ARGS_INIT;
+  const int64_t set = w->sets > 1 ? l->step % w->sets : 0, first = set * c->batch; /* the set's first item */
   a.batch = c->batch;
   a.num_slots = num_slots(c);
   a.pdl = l->pdl;
@@ -298,16 +317,16 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
     a.indices = check_ptr(w, w->ids[second ? B_IDX2 : B_IDX]);
     a.k_row_bytes = c->k_row;
   } else {
-    a.k = check_ptr(w, w->ids[B_K]);
+    a.k = (const char *)check_ptr(w, w->ids[B_K]) + first * (c->k_row + c->k_pad);
     a.k_cache = check_ptr(w, w->ids[B_KC]);
-    a.indices = check_ptr(w, w->ids[B_IDX]);
+    a.indices = (const char *)check_ptr(w, w->ids[B_IDX]) + (size_t)(first * c->index_stride) * id_bytes(c);
     a.index_type = c->index_type;
     a.index_stride = c->index_stride;
     a.k_row_bytes = c->k_row;
     a.k_stride = c->k_row + c->k_pad;
     a.k_cache_stride = cache_row(c, c->k_row) + c->kc_pad;
     if (c->v_row > 0) {
-      a.v = check_ptr(w, w->ids[B_V]);
+      a.v = (const char *)check_ptr(w, w->ids[B_V]) + first * (c->v_row + c->v_pad);
       a.v_cache = check_ptr(w, w->ids[B_VC]);
       a.v_row_bytes = c->v_row;
       a.v_stride = c->v_row + c->v_pad;
@@ -325,8 +344,37 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
       }
     }
   }
-  if (c->soft) return check_store_launch_soft(ctx, &a, w->sm, l->prepare);
+  *out = a;
+}
+
+static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world *w, const check_launch *l) {
+  const store_case *c = cv;
+  kvjit_store_kv_args a;
+  check_store_args(c, w, l, &a);
+  if (c->soft) return check_store_launch_soft ? check_store_launch_soft(ctx, &a, w->sm, l->prepare) : KVJIT_ERR_UNSUPPORTED;
   return l->prepare ? kvjit_store_kv_cache_prepare(ctx, &a) : kvjit_store_kv_cache(ctx, &a);
+}
+
+static void bench_cell(const void *cv, char *out, size_t capacity) {
+  const store_case *c = cv;
+  snprintf(out, capacity, "%lld,%lld,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
+           c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->common.pdl == KVJIT_PDL_OFF ? "off" : "on",
+           quantizing(c) ? "bf16>fp8_e4m3" : "bytes");
+}
+
+/* Each K and V row read once and written once (a quantized row is written at its cache size). */
+static double bench_bytes(const void *cv) {
+  const store_case *c = cv;
+  return 2.0 * (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row));
+}
+
+/* Inputs rotate through 512 MiB per tensor and ids through 4 Mi slot ids (bench_store's pools). */
+static int bench_sets(const void *cv, int launches) {
+  const store_case *c = cv;
+  int64_t in_fit = (int64_t)((512ull << 20) / (uint64_t)(c->batch * c->k_row));
+  int64_t ids = num_slots(c) < ((int64_t)4 << 20) ? num_slots(c) : ((int64_t)4 << 20), id_fit = ids / c->batch;
+  int64_t sets = in_fit < id_fit ? in_fit : id_fit;
+  return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
 }
 
 const check_op check_store_op = {
@@ -339,4 +387,10 @@ const check_op check_store_op = {
     .layout = layout,
     .fill = fill,
     .launch = launch,
+    .bench_count = store_bench_count,
+    .bench_get = store_bench_get,
+    .bench_columns = "row_bytes,batch,index,pdl,dtype",
+    .bench_cell = bench_cell,
+    .bench_bytes = bench_bytes,
+    .bench_sets = bench_sets,
 };

@@ -39,8 +39,19 @@ typedef struct store_case {
 size_t store_case_count(void);
 void store_case_get(size_t index, void *c);
 
+/** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
+void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
+
+/** The bench driver's cells: rows x batches x index x PDL, plain copies and quantizing
+ *  (check_store_cases.c). */
+size_t store_bench_count(void);
+void store_bench_get(size_t index, void *c, int timing);
+
 /** The forced integer fp8 path: the op's plan for this GPU with fp8_soft set, launched through the
- *  generic loader (the only use of library internals in the harness). @p prepare: load only. */
-kvjit_status check_store_launch_soft(kvjit_context *ctx, const kvjit_store_kv_args *args, int sm, int prepare);
+ *  generic loader (the only use of library internals in the harness). @p prepare: load only.
+ *  Weak: linked into the check programs (check_store_soft.c); the bench driver links the public
+ *  library alone, and a soft case there fails with KVJIT_ERR_UNSUPPORTED. */
+__attribute__((weak)) kvjit_status check_store_launch_soft(kvjit_context *ctx, const kvjit_store_kv_args *args,
+                                                           int sm, int prepare);
 
 #endif

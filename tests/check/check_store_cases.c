@@ -370,3 +370,33 @@ void store_case_get(size_t index, void *out) {
   }
   memset(c, 0, sizeof *c);
 }
+
+/* ---- the bench driver's cells --------------------------------------------------------------------- */
+
+/* bench_store's grid (rows 128..8192 B x batch 1..65536 x int32/int64 x PDL on/off) and
+ * bench_fp8's (bf16 rows of 128..8192 B quantized to e4m3 with a per-tensor scale, int64, PDL on).
+ * As timed, 2 GiB / row slots per K and V cache, as the benchmarks of record had them (slots spread
+ * over DRAM); checked first with small caches. */
+static const int64_t bench_rows[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+static const int64_t bench_batches[] = {1, 16, 128, 1024, 8192, 65536};
+enum { BENCH_PLAIN = COUNT(bench_rows) * COUNT(bench_batches) * 4, BENCH_FP8 = COUNT(bench_rows) * COUNT(bench_batches) };
+
+size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_FP8; }
+
+void store_bench_get(size_t i, void *out, int timing) {
+  store_case *c = out;
+  int quant = i >= BENCH_PLAIN;
+  size_t k = quant ? i - BENCH_PLAIN : i;
+  size_t cell = quant ? k : k / 4;
+  int64_t row = bench_rows[cell / COUNT(bench_batches)], batch = bench_batches[cell % COUNT(bench_batches)];
+  *c = plain(quant ? "bench_fp8" : "bench", batch, row);
+  c->index_type = quant || (k / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
+  c->common.pdl = quant || k % 2 == 0 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
+  if (quant) {
+    c->dtype = KVJIT_DTYPE_BF16;
+    c->cache_dtype = KVJIT_DTYPE_FP8_E4M3;
+    c->scale = KVJIT_SCALE_PER_TENSOR;
+    c->heads = 8;
+  }
+  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)row) - batch; /* both benches: 2 GiB / source row */
+}

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "check_transfer.h"
 
 typedef struct transfer_case {
   check_common common;
@@ -216,16 +216,45 @@ static void layout(const void *cv, check_world *w) {
     }
   static const char *const tables[] = {"src_k table", "src_v table", "dst_k table", "dst_v table"};
   for (int i = 0; c->layers > 0 && i < 4; i++) check_buf_add(w, tables[i], CHECK_DEVICE, (size_t)c->layers * 8, 0, 0, 0);
-  const int64_t strides[2] = {c->src_index_stride, c->dst_index_stride};
+  const int64_t strides[2] = {c->src_index_stride, c->dst_index_stride}, items = c->batch * w->sets;
   for (int a = 0; a < 2; a++) {
-    size_t bytes = (size_t)(c->batch > 0 ? (c->batch - 1) * strides[a] + 1 : 1) * id_bytes(c);
+    size_t bytes = (size_t)(items > 0 ? (items - 1) * strides[a] + 1 : 1) * id_bytes(c);
     check_buf_add(w, a ? "dst_indices" : "src_indices", CHECK_DEVICE, bytes, 0, 0, 0);
   }
+}
+
+static void fill_tables(const transfer_case *c, check_world *w) {
+  for (int i = 0; c->layers > 0 && i < 4; i++) {
+    const int t = i % 2, is_dst = i >= 2;
+    uint64_t *ptrs = (uint64_t *)(void *)w->bufs[table_id(c, i)].init;
+    for (int l = 0; l < c->layers; l++) {
+      ptrs[l] = t < tensors(c) ? w->bufs[cache_id(c, l, t, is_dst)].ptr : 0;
+      if (i == 2 && l == c->bad_layer) ptrs[l] = 0; /* a NULL destination K entry */
+    }
+  }
+}
+
+/* The bench driver's world: distinct random slots on both sides over every set; no reference. */
+static void fill_timing(const transfer_case *c, check_world *w) {
+  int64_t items = c->batch * w->sets;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(items > 0 ? items : 1));
+  if (ids == NULL) abort();
+  for (int side = 0; side < 2; side++) {
+    check_distinct_slots(w, ids, items, side ? c->dst_slots : c->src_slots);
+    check_write_ids(w->bufs[ids_id(c, side)].init, ids, items, side ? c->dst_index_stride : c->src_index_stride,
+                    c->index_type);
+  }
+  free(ids);
+  fill_tables(c, w);
 }
 
 static void fill(const void *cv, check_world *w) {
   const transfer_case *c = cv;
   for (int i = 0; i < w->num_bufs; i++) check_buf_random(w, i); /* sources, poison, id gaps */
+  if (w->timing) {
+    fill_timing(c, w);
+    return;
+  }
   size_t items = (size_t)(c->batch > 0 ? c->batch : 1);
   int64_t *s_slots = malloc(items * sizeof *s_slots), *d_slots = malloc(items * sizeof *d_slots);
   check_distinct_slots(w, d_slots, c->batch, c->dst_slots);
@@ -242,14 +271,7 @@ static void fill(const void *cv, check_world *w) {
   }
   check_write_ids(w->bufs[ids_id(c, 0)].init, s_slots, c->batch, c->src_index_stride, c->index_type);
   check_write_ids(w->bufs[ids_id(c, 1)].init, d_slots, c->batch, c->dst_index_stride, c->index_type);
-  for (int i = 0; c->layers > 0 && i < 4; i++) {
-    const int t = i % 2, is_dst = i >= 2;
-    uint64_t *ptrs = (uint64_t *)(void *)w->bufs[table_id(c, i)].init;
-    for (int l = 0; l < c->layers; l++) {
-      ptrs[l] = t < tensors(c) ? w->bufs[cache_id(c, l, t, is_dst)].ptr : 0;
-      if (i == 2 && l == c->bad_layer) ptrs[l] = 0; /* a NULL destination K entry */
-    }
-  }
+  fill_tables(c, w);
   w->expected_oob = 0;
   w->rows = 0;
   for (int64_t i = 0; i < c->batch; i++) {
@@ -276,9 +298,10 @@ static void fill(const void *cv, check_world *w) {
   free(d_slots);
 }
 
-static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world *w, const check_launch *l) {
+void check_transfer_args(const void *cv, const check_world *w, const check_launch *l, kvjit_transfer_kv_args *out) {
   const transfer_case *c = cv;
   kvjit_transfer_kv_args a = KVJIT_TRANSFER_KV_ARGS_INIT;
+  const int64_t set = w->sets > 1 ? l->step % w->sets : 0; /* the set's ids */
   int two = tensors(c) > 1;
   if (c->layers > 0) {
     a.src_k = check_ptr(w, table_id(c, 0));
@@ -292,8 +315,8 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
     a.dst_k = check_ptr(w, cache_id(c, 0, 0, 1));
     a.dst_v = two ? check_ptr(w, cache_id(c, 0, 1, 1)) : NULL;
   }
-  a.src_indices = check_ptr(w, ids_id(c, 0));
-  a.dst_indices = check_ptr(w, ids_id(c, 1));
+  a.src_indices = (const char *)check_ptr(w, ids_id(c, 0)) + (size_t)(set * c->batch * c->src_index_stride) * id_bytes(c);
+  a.dst_indices = (const char *)check_ptr(w, ids_id(c, 1)) + (size_t)(set * c->batch * c->dst_index_stride) * id_bytes(c);
   a.index_type = c->index_type;
   a.src_index_stride = c->src_index_stride;
   a.dst_index_stride = c->dst_index_stride;
@@ -311,7 +334,50 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
   a.split = c->split;
   a.pdl = l->pdl;
   a.stream = l->stream;
+  *out = a;
+}
+
+static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world *w, const check_launch *l) {
+  kvjit_transfer_kv_args a;
+  check_transfer_args(cv, w, l, &a);
   return l->prepare ? kvjit_transfer_kv_prepare(ctx, &a) : kvjit_transfer_kv(ctx, &a);
+}
+
+/* ---- the bench driver's cells: bench_transfer's grid ----------------------------------------------- */
+
+/* Rows 512..16384 B x batch 64..65536 x device->device, device->host, host->device; one layer,
+ * int64 ids, PDL automatic; 131072 slots on both sides (twice the largest batch). */
+static const int64_t bench_rows[] = {512, 2048, 4096, 16384};
+static const int64_t bench_batches[] = {64, 1024, 4096, 16384, 65536};
+enum { BENCH_DIRS = 3 };
+
+static size_t bench_count(void) { return COUNT(bench_rows) * COUNT(bench_batches) * BENCH_DIRS; }
+
+static void bench_get(size_t i, void *out, int timing) {
+  transfer_case *c = out;
+  size_t cells = COUNT(bench_rows) * COUNT(bench_batches);
+  int dir = (int)(i / cells);
+  *c = base("bench", bench_batches[i % COUNT(bench_batches)], bench_rows[(i % cells) / COUNT(bench_batches)], dir);
+  c->src_slots = c->dst_slots = timing ? 2 * 65536 : c->batch + c->batch / 3 + 5;
+}
+
+static void bench_cell(const void *cv, char *out, size_t capacity) {
+  const transfer_case *c = cv;
+  snprintf(out, capacity, "%s2%s,%lld,%lld", c->src == KVJIT_LOCATION_HOST ? "h" : "d",
+           c->dst == KVJIT_LOCATION_HOST ? "h" : "d", (long long)c->k_row, (long long)c->batch);
+}
+
+/* Each K and V row read once and written once. */
+static double bench_bytes(const void *cv) {
+  const transfer_case *c = cv;
+  return 2.0 * (double)c->batch * (double)(c->k_row + c->v_row);
+}
+
+/* Ids rotate through permutations of the slots (distinct within a set and across sets). */
+static int bench_sets(const void *cv, int launches) {
+  const transfer_case *c = cv;
+  int64_t sets = (c->src_slots < c->dst_slots ? c->src_slots : c->dst_slots) / (c->batch > 0 ? c->batch : 1);
+  return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
 }
 
 const check_op check_transfer_op = {
@@ -324,4 +390,10 @@ const check_op check_transfer_op = {
     .layout = layout,
     .fill = fill,
     .launch = launch,
+    .bench_count = bench_count,
+    .bench_get = bench_get,
+    .bench_columns = "direction,row_bytes,batch",
+    .bench_cell = bench_cell,
+    .bench_bytes = bench_bytes,
+    .bench_sets = bench_sets,
 };
