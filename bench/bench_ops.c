@@ -375,14 +375,19 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     int ok = check_run_case(&t, &r, ctx) == 0;
     failures += !ok;
     const double bytes = op->bench_bytes(c);
-    double est_us = bytes / 3.0e6; /* ~3 TB/s */
-    if (est_us < 1.0) est_us = 1.0;
-    int launches = (int)(TARGET_LOOP_US / est_us);
-    launches = launches < MIN_LAUNCHES ? MIN_LAUNCHES : launches > MAX_LAUNCHES ? MAX_LAUNCHES : launches;
-    check_world *w = check_world_make(op, c, i, op->bench_sets(c, launches), 1);
     const kvjit_pdl_mode pdl = r.pdl;
+    const int max_launches = op->bench_max_launches > 0 ? op->bench_max_launches : MAX_LAUNCHES;
+    check_world *w = check_world_make(op, c, i, op->bench_sets(c, max_launches), 1);
     kvjit_self ks = {ctx, op, c, w};
     check_launch prep = {pdl, (struct CUstream_st *)stream, 0, 1};
+    double est_us = bytes / 3.0e6; /* ~3 TB/s */
+    if (op->bench_launches_measured && op->launch(ctx, c, w, &prep) == KVJIT_OK) {
+      bench_stats one;
+      if (time_stream(launch_kvjit, &ks, pdl, 1, 3, &one) == 0) est_us = one.median;
+    }
+    if (est_us < 1.0) est_us = 1.0;
+    int launches = (int)(TARGET_LOOP_US / est_us);
+    launches = launches < MIN_LAUNCHES ? MIN_LAUNCHES : launches > max_launches ? max_launches : launches;
     row *kr = &rows[nrows++];
     snprintf(kr->cell, sizeof kr->cell, "%s", cell);
     snprintf(kr->impl, sizeof kr->impl, "kvjit");

@@ -104,6 +104,10 @@ typedef struct check_op {
   /** Input sets a timed cell of @p launches launches rotates over (at most what memory and its
    *  slots allow, so that no launch rewrites what the one before it wrote). */
   int (*bench_sets)(const void *c, int launches);
+  /** Launches per timed graph: about 3 ms of work, at most this many (0: 320), estimated from
+   *  the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch of the cell. */
+  int bench_max_launches;
+  int bench_launches_measured;
 } check_op;
 
 /** The table of ops (check_ops.c). */
