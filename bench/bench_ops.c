@@ -304,10 +304,11 @@ static void write_md(const char *path, const check_op *op, const row *rows, size
   fprintf(f, "## Bounds\n\n| bound | value |\n| --- | --- |\n| cuMemcpyDtoD 1 GiB (read + write) | %.3f TB/s |\n"
              "| pinned host -> device, 512 MiB | %.1f GB/s |\n| device -> pinned host, 512 MiB | %.1f GB/s |\n",
           b->memcpy_tbps.median, b->h2d_gbps.median, b->d2h_gbps.median);
-  fprintf(f, "| empty kernel, graph / stream | %.3f / %.3f µs |\n| empty kernel with PDL, graph / stream | %.3f / %.3f "
-             "µs |\n\n", b->empty_us[0][1].median, b->empty_us[0][0].median, b->empty_us[1][1].median,
-          b->empty_us[1][0].median);
-  fprintf(f, "## Cells\n\n| %s | impl | check | graph µs | TB/s | of memcpy | vs kvjit | eager µs |\n", op->bench_columns);
+  fprintf(f, "| empty kernel, graph / stream | %.3f / %.3f µs |\n"
+             "| empty kernel with PDL, graph / stream | %.3f / %.3f µs |\n\n",
+          b->empty_us[0][1].median, b->empty_us[0][0].median, b->empty_us[1][1].median, b->empty_us[1][0].median);
+  fprintf(f, "## Cells\n\n| %s | impl | check | graph µs | TB/s | of memcpy | vs kvjit | eager µs |\n",
+          op->bench_columns);
   int cols = 1;
   for (const char *p = op->bench_columns; *p; p++) cols += *p == ',';
   fputs("|", f);

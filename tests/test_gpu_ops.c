@@ -25,18 +25,7 @@ static kvjit_context *ctx;
 static char cache_dir[64];
 static char manifest_path[128];
 
-static store_case plain(int64_t batch, int64_t row) {
-  store_case c;
-  memset(&c, 0, sizeof c);
-  c.group = "ops";
-  c.batch = batch;
-  c.k_row = c.v_row = row;
-  c.index_stride = 1;
-  c.extra_slots = -1;
-  c.index_type = KVJIT_INDEX_INT64;
-  c.common.pdl = KVJIT_PDL_AUTO;
-  return c;
-}
+static store_case plain(int64_t batch, int64_t row) { return store_case_plain("ops", batch, row); }
 
 /* One store through the harness, with PDL automatic on the legacy default stream, no graph. */
 static int run_store(kvjit_context *on, const store_case *c) {

@@ -351,7 +351,8 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
   const store_case *c = cv;
   kvjit_store_kv_args a;
   check_store_args(c, w, l, &a);
-  if (c->soft) return check_store_launch_soft ? check_store_launch_soft(ctx, &a, w->sm, l->prepare) : KVJIT_ERR_UNSUPPORTED;
+  if (c->soft)
+    return check_store_launch_soft ? check_store_launch_soft(ctx, &a, w->sm, l->prepare) : KVJIT_ERR_UNSUPPORTED;
   return l->prepare ? kvjit_store_kv_cache_prepare(ctx, &a) : kvjit_store_kv_cache(ctx, &a);
 }
 

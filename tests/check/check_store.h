@@ -35,6 +35,9 @@ typedef struct store_case {
   int chain;                            /* two stores, the second reading what the first wrote (PDL's order) */
 } store_case;
 
+/** A plain copy of @p batch rows of @p row bytes, int64 ids, every other field at its default. */
+store_case store_case_plain(const char *group, int64_t batch, int64_t row);
+
 /** The case space (check_store_cases.c). */
 size_t store_case_count(void);
 void store_case_get(size_t index, void *c);

@@ -12,8 +12,9 @@
 
 #include "check_store.h"
 
-static const int64_t batch_sizes[] = {1,   2,   3,   4,   5,   7,    8,    15,   16,   17,   31,   32,   33,   63,   64,
-                                      65,  127, 128, 129, 255, 256,  511,  512,  1023, 1024, 2047, 2048, 4096, 4097, 16399};
+static const int64_t batch_sizes[] = {1,   2,   3,   4,   5,   7,   8,   15,   16,   17,   31,   32,   33,   63,   64,
+                                      65,  127, 128, 129, 255, 256, 511, 512,  1023, 1024, 2047, 2048, 4096, 4097,
+                                      16399};
 enum { NUM_BATCHES = sizeof batch_sizes / sizeof batch_sizes[0] };
 static const int64_t row_widths[] = {128, 192, 196, 200, 256, 384, 392, 400, 512, 1024, 2048, 4096};
 enum { NUM_WIDTHS = sizeof row_widths / sizeof row_widths[0] };
@@ -23,7 +24,7 @@ enum { NUM_SHAPE_BATCHES = 6 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static store_case plain(const char *group, int64_t batch, int64_t row) {
+store_case store_case_plain(const char *group, int64_t batch, int64_t row) {
   store_case c;
   memset(&c, 0, sizeof c);
   c.group = group;
@@ -37,7 +38,7 @@ static store_case plain(const char *group, int64_t batch, int64_t row) {
 }
 
 static store_case quant(const char *group, kvjit_dtype src, kvjit_dtype cache, kvjit_scale_kind scale) {
-  store_case c = plain(group, 64, 0);
+  store_case c = store_case_plain(group, 64, 0);
   c.dtype = src;
   c.cache_dtype = cache;
   c.scale = scale;
@@ -69,7 +70,7 @@ static int matrix_combo(size_t i, store_case *out) {
     size_t here = (size_t)ns * 4;
     if (i < n + here) {
       size_t k = i - n;
-      *out = plain("matrix", 1, row_widths[w]);
+      *out = store_case_plain("matrix", 1, row_widths[w]);
       out->split = splits[k / 4];
       out->index_type = (k / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
       out->common.pdl = k % 2 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
@@ -100,7 +101,7 @@ static void matrix_make(size_t i, store_case *c) {
 /* Every batch size with the automatic choice, for every width and both index types. */
 static size_t auto_count(void) { return NUM_WIDTHS * 2 * NUM_BATCHES; }
 static void auto_make(size_t i, store_case *c) {
-  *c = plain("auto", batch_sizes[i % NUM_BATCHES], row_widths[i / (2 * NUM_BATCHES)]);
+  *c = store_case_plain("auto", batch_sizes[i % NUM_BATCHES], row_widths[i / (2 * NUM_BATCHES)]);
   c->index_type = (i / NUM_BATCHES) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
 }
 
@@ -112,7 +113,7 @@ static const int64_t asym[][3] = {{576, 512, 0}, {1152, 1024, 0}, {1152, 1024, 4
 static size_t asym_count(void) { return COUNT(asym) * NUM_SHAPE_BATCHES; }
 static void asym_make(size_t i, store_case *c) {
   const int64_t *a = asym[i / NUM_SHAPE_BATCHES];
-  *c = plain("asymmetric", shape_batches[i % NUM_SHAPE_BATCHES], a[0]);
+  *c = store_case_plain("asymmetric", shape_batches[i % NUM_SHAPE_BATCHES], a[0]);
   c->v_row = a[1];
   c->split = (int)a[2];
 }
@@ -122,7 +123,7 @@ static const int64_t konly[] = {576, 512, 1152, 64, 196};
 static size_t konly_count(void) { return COUNT(konly) * NUM_SHAPE_BATCHES; }
 static void konly_make(size_t i, store_case *c) {
   size_t b = i % NUM_SHAPE_BATCHES;
-  *c = plain("k_only", shape_batches[b], konly[i / NUM_SHAPE_BATCHES]);
+  *c = store_case_plain("k_only", shape_batches[b], konly[i / NUM_SHAPE_BATCHES]);
   c->v_row = 0;
   c->index_type = b % 2 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
 }
@@ -132,7 +133,7 @@ static const int64_t odd[][2] = {{1, 0},    {3, 0},    {33, 0},   {100, 0},  {10
                                  {8192, 0}, {8192, 1}, {256, 64}, {256, 256}, {384, 96}};
 static size_t odd_count(void) { return COUNT(odd) * NUM_SHAPE_BATCHES; }
 static void odd_make(size_t i, store_case *c) {
-  *c = plain("odd", shape_batches[i % NUM_SHAPE_BATCHES], odd[i / NUM_SHAPE_BATCHES][0]);
+  *c = store_case_plain("odd", shape_batches[i % NUM_SHAPE_BATCHES], odd[i / NUM_SHAPE_BATCHES][0]);
   c->split = (int)odd[i / NUM_SHAPE_BATCHES][1];
 }
 
@@ -142,7 +143,7 @@ static const int64_t pads[][4] = {{64, 256, 32, 16}, {4, 0, 0, 0}, {0, 8, 0, 0},
 static size_t pads_count(void) { return COUNT(pads) * NUM_SHAPE_BATCHES; }
 static void pads_make(size_t i, store_case *c) {
   size_t p = i / NUM_SHAPE_BATCHES, b = i % NUM_SHAPE_BATCHES;
-  *c = plain("strides", shape_batches[b], b % 2 ? 256 : 1024);
+  *c = store_case_plain("strides", shape_batches[b], b % 2 ? 256 : 1024);
   c->k_pad = pads[p][0];
   c->v_pad = pads[p][1];
   c->kc_pad = pads[p][2];
@@ -157,7 +158,7 @@ static const unsigned offs[][5] = {{8, 0, 0, 0, 0}, {0, 4, 0, 0, 0}, {0, 0, 2, 0
 static size_t offs_count(void) { return COUNT(offs) * NUM_SHAPE_BATCHES; }
 static void offs_make(size_t i, store_case *c) {
   size_t o = i / NUM_SHAPE_BATCHES, b = i % NUM_SHAPE_BATCHES;
-  *c = plain("misaligned", shape_batches[b], b % 2 ? 128 : 2048);
+  *c = store_case_plain("misaligned", shape_batches[b], b % 2 ? 128 : 2048);
   c->k_off = offs[o][0];
   c->v_off = offs[o][1];
   c->kc_off = offs[o][2];
@@ -169,7 +170,7 @@ static void offs_make(size_t i, store_case *c) {
 /* 512 B rows at every shape batch (the old suite ran these on a stream of their own; the harness
  * now picks the stream of every case). */
 static size_t rows512_count(void) { return NUM_SHAPE_BATCHES; }
-static void rows512_make(size_t i, store_case *c) { *c = plain("rows512", shape_batches[i], 512); }
+static void rows512_make(size_t i, store_case *c) { *c = store_case_plain("rows512", shape_batches[i], 512); }
 
 /* ---- plain: bad ids, batch 0, the chain ---------------------------------------------------------- */
 
@@ -181,10 +182,10 @@ static void bad_make(size_t i, store_case *c) {
   int64_t batch = bad_batches[i / 8];
   int variant = (int)(i / 2) % 4;
   if (i % 2) {
-    *c = plain("after_bad", batch, 256);
+    *c = store_case_plain("after_bad", batch, 256);
     return;
   }
-  *c = plain("bad_ids", batch, variant % 2 ? 196 : 1024);
+  *c = store_case_plain("bad_ids", batch, variant % 2 ? 196 : 1024);
   c->bad_indices = 1;
   c->use_skip = variant >= 2;
   c->index_type = variant % 2 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
@@ -197,13 +198,13 @@ static const int64_t paired_rows[] = {128, 196, 64};
 static size_t paired_count(void) { return COUNT(paired_rows) * 4 + 1; }
 static void paired_make(size_t i, store_case *c) {
   if (i == COUNT(paired_rows) * 4) {
-    *c = plain("no_spare_slots", 300, 512);
+    *c = store_case_plain("no_spare_slots", 300, 512);
     c->extra_slots = 0;
     c->bad_indices = 1;
     return;
   }
   int variant = (int)i % 4;
-  *c = plain("paired_bad_ids", variant % 2 ? 40001 : 32769, paired_rows[i / 4]);
+  *c = store_case_plain("paired_bad_ids", variant % 2 ? 40001 : 32769, paired_rows[i / 4]);
   c->bad_indices = 1;
   c->use_skip = variant >= 2;
   c->index_type = variant % 2 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
@@ -213,7 +214,7 @@ static void paired_make(size_t i, store_case *c) {
 static size_t zero_count(void) { return 1; }
 static void zero_make(size_t i, store_case *c) {
   (void)i;
-  *c = plain("batch_zero", 0, 256);
+  *c = store_case_plain("batch_zero", 0, 256);
   c->extra_slots = 8;
 }
 
@@ -224,7 +225,7 @@ static const int64_t chain_shapes[][2] = {{1, 8192}, {16, 2048}, {4097, 128}, {3
 static size_t chain_count(void) { return COUNT(chain_shapes) * 3; }
 static void chain_make(size_t i, store_case *c) {
   static const kvjit_pdl_mode modes[] = {KVJIT_PDL_AUTO, KVJIT_PDL_ON, KVJIT_PDL_OFF};
-  *c = plain("chain", chain_shapes[i / 3][0], chain_shapes[i / 3][1]);
+  *c = store_case_plain("chain", chain_shapes[i / 3][0], chain_shapes[i / 3][1]);
   c->chain = 1;
   c->extra_slots = c->batch + 5;
   c->common.steps = 2;
@@ -317,7 +318,8 @@ static void fp8_features_make(size_t i, store_case *c) {
     c->batch = 100;
     return;
   default: /* the round-by-round path: one slice of 16 KiB of f32 per row */
-    *c = quant("fp8_rounds", KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, i == 12 ? KVJIT_SCALE_PER_HEAD : KVJIT_SCALE_PER_TENSOR);
+    *c = quant("fp8_rounds", KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3,
+               i == 12 ? KVJIT_SCALE_PER_HEAD : KVJIT_SCALE_PER_TENSOR);
     c->k_row = c->v_row = 4096 * 4;
     c->heads = 32;
     c->split = 1;
@@ -379,7 +381,7 @@ void store_case_get(size_t index, void *out) {
  * over DRAM); checked first with small caches. */
 static const int64_t bench_rows[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 static const int64_t bench_batches[] = {1, 16, 128, 1024, 8192, 65536};
-enum { BENCH_PLAIN = COUNT(bench_rows) * COUNT(bench_batches) * 4, BENCH_FP8 = COUNT(bench_rows) * COUNT(bench_batches) };
+enum { BENCH_CELLS = COUNT(bench_rows) * COUNT(bench_batches), BENCH_PLAIN = BENCH_CELLS * 4, BENCH_FP8 = BENCH_CELLS };
 
 size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_FP8; }
 
@@ -389,7 +391,7 @@ void store_bench_get(size_t i, void *out, int timing) {
   size_t k = quant ? i - BENCH_PLAIN : i;
   size_t cell = quant ? k : k / 4;
   int64_t row = bench_rows[cell / COUNT(bench_batches)], batch = bench_batches[cell % COUNT(bench_batches)];
-  *c = plain(quant ? "bench_fp8" : "bench", batch, row);
+  *c = store_case_plain(quant ? "bench_fp8" : "bench", batch, row);
   c->index_type = quant || (k / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
   c->common.pdl = quant || k % 2 == 0 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
   if (quant) {

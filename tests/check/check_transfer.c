@@ -171,9 +171,13 @@ static int num_layers(const transfer_case *c) { return c->layers > 0 ? c->layers
 static int64_t row_of(const transfer_case *c, int t) { return t ? c->v_row : c->k_row; }
 static size_t id_bytes(const transfer_case *c) { return c->index_type == KVJIT_INDEX_INT64 ? 8 : 4; }
 /* Buffer order: per layer and tensor the source then the destination cache, the 4 tables, the ids. */
-static int cache_id(const transfer_case *c, int layer, int t, int is_dst) { return (layer * tensors(c) + t) * 2 + is_dst; }
+static int cache_id(const transfer_case *c, int layer, int t, int is_dst) {
+  return (layer * tensors(c) + t) * 2 + is_dst;
+}
 static int table_id(const transfer_case *c, int i) { return 2 * num_layers(c) * tensors(c) + i; }
-static int ids_id(const transfer_case *c, int is_dst) { return 2 * num_layers(c) * tensors(c) + (c->layers > 0 ? 4 : 0) + is_dst; }
+static int ids_id(const transfer_case *c, int is_dst) {
+  return 2 * num_layers(c) * tensors(c) + (c->layers > 0 ? 4 : 0) + is_dst;
+}
 
 static void describe(const void *cv, char *out, size_t cap) {
   const transfer_case *c = cv;
@@ -215,7 +219,8 @@ static void layout(const void *cv, check_world *w) {
                     (size_t)((c->dst_slots - 1) * ds + row), 0, ds, 1);
     }
   static const char *const tables[] = {"src_k table", "src_v table", "dst_k table", "dst_v table"};
-  for (int i = 0; c->layers > 0 && i < 4; i++) check_buf_add(w, tables[i], CHECK_DEVICE, (size_t)c->layers * 8, 0, 0, 0);
+  for (int i = 0; c->layers > 0 && i < 4; i++)
+    check_buf_add(w, tables[i], CHECK_DEVICE, (size_t)c->layers * 8, 0, 0, 0);
   const int64_t strides[2] = {c->src_index_stride, c->dst_index_stride}, items = c->batch * w->sets;
   for (int a = 0; a < 2; a++) {
     size_t bytes = (size_t)(items > 0 ? (items - 1) * strides[a] + 1 : 1) * id_bytes(c);
@@ -315,8 +320,10 @@ void check_transfer_args(const void *cv, const check_world *w, const check_launc
     a.dst_k = check_ptr(w, cache_id(c, 0, 0, 1));
     a.dst_v = two ? check_ptr(w, cache_id(c, 0, 1, 1)) : NULL;
   }
-  a.src_indices = (const char *)check_ptr(w, ids_id(c, 0)) + (size_t)(set * c->batch * c->src_index_stride) * id_bytes(c);
-  a.dst_indices = (const char *)check_ptr(w, ids_id(c, 1)) + (size_t)(set * c->batch * c->dst_index_stride) * id_bytes(c);
+  const size_t src_off = (size_t)(set * c->batch * c->src_index_stride) * id_bytes(c),
+               dst_off = (size_t)(set * c->batch * c->dst_index_stride) * id_bytes(c);
+  a.src_indices = (const char *)check_ptr(w, ids_id(c, 0)) + src_off;
+  a.dst_indices = (const char *)check_ptr(w, ids_id(c, 1)) + dst_off;
   a.index_type = c->index_type;
   a.src_index_stride = c->src_index_stride;
   a.dst_index_stride = c->dst_index_stride;
