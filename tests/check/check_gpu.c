@@ -7,6 +7,7 @@
  *                                  the same on every machine), or --quick
  *   check_gpu --op transfer_kv     one op;  --case N: case N of it alone (what a failure prints)
  *   check_gpu --list [--quick]     the cases and their parameters, no GPU needed; --count: per op
+ *                                  (and fails when an op of the library has no family here)
  *
  * The last line is "check_gpu: ... N passed, N failed, N skipped" (cases).
  */
@@ -170,7 +171,23 @@ static unsigned prewarm(kvjit_context *ctx, const check_case_run *runs, size_t n
 
 /* ---- main ---------------------------------------------------------------------------------------------- */
 
+/* Every op of the library has its family in the table (adding an op = its checks too). */
+static int every_op_checked(void) {
+  int missing = 0;
+  for (size_t i = 0; i < kvjit_op_count(); i++) {
+    const kvjit_op_info *info = kvjit_op_get(i);
+    int found = 0;
+    for (size_t k = 0; k < check_num_ops; k++) found |= strcmp(check_ops[k]->name, info->name) == 0;
+    if (!found) {
+      fprintf(stderr, "check_gpu: op %s has no family in tests/check/check_ops.c\n", info->name);
+      missing++;
+    }
+  }
+  return missing;
+}
+
 static int list(const options *o) {
+  if (o->count && every_op_checked() != 0) return 1;
   for (size_t k = 0; k < check_num_ops; k++) {
     const check_op *op = check_ops[k];
     if (o->op && strcmp(o->op, op->name) != 0) continue;
