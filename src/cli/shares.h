@@ -1,15 +1,9 @@
 /*
- * kvjit prewarm's shares (prewarm.c reports them, prewarm_pool.c runs them).
- *
- * The variants' kernels are cut into shares (kvjit_variants_prewarm()); each share is compiled as
- * few NVRTC programs as possible. Shares run in worker processes, not threads: NVRTC 13.0
- * serializes the compiles of one process on a host with a GPU (8 threads took 242 ms for what one
- * took 240 ms, 16 processes did 16 compiles in 190 ms; 96 variants for 3 archs, 16 cores: 0.60 s
- * on 16 processes, 1.3 s on 16 threads; bench/BASELINE.md, "Prewarm in worker processes"). A worker
- * that crashes costs its own share, not the run.
+ * kvjit prewarm's shares as they finish (shares.c): the run's totals per variant, the progress bar
+ * or one line per share.
  */
-#ifndef KVJIT_CLI_PREWARM_H
-#define KVJIT_CLI_PREWARM_H
+#ifndef KVJIT_CLI_SHARES_H
+#define KVJIT_CLI_SHARES_H
 
 #include <stdbool.h>
 
@@ -29,13 +23,10 @@ typedef struct prewarm_run {
   kvjit_prewarm_result *totals; /* per variant, summed over the shares */
 } prewarm_run;
 
+
 /* Folds one finished share into the totals and reports it. @p status is the share's own result;
  * one that is not OK and that no variant's result explains fails every variant not yet failed. */
 void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, const char *detail,
                         const kvjit_prewarm_result *results, double seconds);
-
-/* Runs every share: in this process (with @p ctx) for one job, else on up to @p jobs worker
- * processes. A variant of a share whose worker died is failed if any of its kernels is missing. */
-void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs);
 
 #endif
