@@ -97,10 +97,15 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
     /* An alias: its kernel lives in a bundle (named by the first digits of its key). */
     char bundle[32] = "";
     if (r->bundle) snprintf(bundle, sizeof bundle, " (in bundle %.*s)", KEY_DIGITS, r->bundle);
-    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s%s\n", arch_name(r->arch, arch, sizeof arch),
+    /* An entry that cannot be read says so, not a made-up target and blank fields. */
+    const bool bad = r->status != KVJIT_OK && r->arch == 0;
+    char what[320];
+    if (bad) snprintf(what, sizeof what, "unreadable: %s ('kvjit cache verify' quarantines it)",
+                      r->reason[0] ? r->reason : kvjit_status_string(r->status));
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s%s\n", bad ? "?" : arch_name(r->arch, arch, sizeof arch),
            human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
            r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, cwidth, r->compiler[0] ? r->compiler : "-",
-           pwidth, r->program, r->variant[0] ? r->variant : r->kernels, bundle);
+           pwidth, bad ? "-" : r->program, bad ? what : r->variant[0] ? r->variant : r->kernels, bundle);
     if (o->long_format) printf("%*s %s\n", INDENT + 2 + cwidth + pwidth, "", r->path);
     total += r->bytes;
   }
