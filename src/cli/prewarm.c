@@ -213,8 +213,8 @@ static bool report_remote(kvjit_context *ctx, const prewarm_run *run) {
          urls, run->remote_writes, run->remote_writes == 1 ? "y" : "ies", run->remote_failures,
          plural(run->remote_failures));
   if (run->remote_failures == 0) return false;
-  fprintf(stderr, "kvjit prewarm: pushing to %s failed: the remote may lack entries this run has (see the "
-                  "warning above; run again once it answers)\n", urls);
+  fprintf(stderr, "kvjit prewarm: pushing to %s failed: the remote may lack entries this run has (its warning "
+                  "says why unless KVJIT_LOG=0; run again once it answers)\n", urls);
   return true;
 }
 

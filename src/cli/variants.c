@@ -22,41 +22,41 @@
 
 
 /*
- * Parser of one list item: NULL on success, else what was expected ("bf16, fp16, fp32 or fp8"),
- * for the error line.
+ * Parser of one list item: NULL on success, else why not ("expected bf16, fp16, fp32 or fp8"), for
+ * the error line: a static string, or one written into @p why (@p capacity bytes).
  */
-typedef const char *(*item_parser)(const char *item, int *value);
+typedef const char *(*item_parser)(const char *item, int *value, char *why, size_t capacity);
 
 /* The library's parser: sm_90, 90, 9.0 or a GPU's name (h100); its detail says why not, e.g. for
  * sm_90a, a target ops do not build. */
-static const char *item_arch(const char *item, int *value) {
+static const char *item_arch(const char *item, int *value, char *why, size_t capacity) {
   if (kvjit_parse_arch(item, value) == KVJIT_OK) return NULL;
-  const char *detail = kvjit_last_error(), *why = strstr(detail, "\": "); /* after 'arch "ITEM": ' */
-  return why != NULL ? why + 3 : detail;
+  const char *detail = kvjit_last_error(), *reason = strstr(detail, "\": "); /* after 'arch "ITEM": ' */
+  return reason != NULL ? reason + 3 : detail;
 }
 
-static const char *item_positive(const char *item, int *value) {
+static const char *item_positive(const char *item, int *value, char *why, size_t capacity) {
   long v;
   if (!parse_int(item, 1, 1 << 20, &v)) return "expected a positive integer";
   *value = (int)v;
   return NULL;
 }
 
-static const char *item_k_row_bytes(const char *item, int *value) {
+static const char *item_k_row_bytes(const char *item, int *value, char *why, size_t capacity) {
   long v;
   if (!parse_int(item, 1, MAX_ROW_BYTES, &v)) return "expected a row size in bytes, 1 to 16777216";
   *value = (int)v;
   return NULL;
 }
 
-static const char *item_head_dim(const char *item, int *value) {
+static const char *item_head_dim(const char *item, int *value, char *why, size_t capacity) {
   long v;
   if (!parse_int(item, 0, 1 << 16, &v)) return "expected elements of one head, 0 (K only) to 65536";
   *value = (int)v;
   return NULL;
 }
 
-static const char *item_v_row_bytes(const char *item, int *value) {
+static const char *item_v_row_bytes(const char *item, int *value, char *why, size_t capacity) {
   long v;
   if (!parse_int(item, 0, MAX_ROW_BYTES, &v)) return "expected a row size in bytes, 0 (K only) to 16777216";
   *value = (int)v;
@@ -68,7 +68,7 @@ static const char *item_v_row_bytes(const char *item, int *value) {
  * deduplication merges them. */
 #define DTYPE_BYTES(value) ((value) & 0xff)
 #define DTYPE_FP8_KIND(value) ((kvjit_dtype)((value) >> 8))
-static const char *item_dtype(const char *item, int *value) {
+static const char *item_dtype(const char *item, int *value, char *why, size_t capacity) {
   static const struct {
     const char *name;
     int value;
@@ -94,17 +94,16 @@ static const char *item_dtype(const char *item, int *value) {
       return NULL;
     }
   }
-  static const char *names[ARRAY_SIZE(dtypes)];
+  const char *names[ARRAY_SIZE(dtypes)];
   for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) names[i] = dtypes[i].name;
   const char *near = nearest_word(item, names, ARRAY_SIZE(names));
-  static char why[128];
-  snprintf(why, sizeof why, "%s%s%sexpected bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2", near ? "did you mean " : "",
+  snprintf(why, capacity, "%s%s%sexpected bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2", near ? "did you mean " : "",
            near ? near : "", near ? "? " : "");
   return why;
 }
 
 /* A --quantize-from item: the source dtype of quantizing variants, or 0 (none: plain fp8 only). */
-static const char *item_quant_src(const char *item, int *value) {
+static const char *item_quant_src(const char *item, int *value, char *why, size_t capacity) {
   if (strcasecmp(item, "none") == 0) *value = KVJIT_DTYPE_BYTES;
   else if (strcasecmp(item, "bf16") == 0 || strcasecmp(item, "bfloat16") == 0) *value = KVJIT_DTYPE_BF16;
   else if (strcasecmp(item, "fp16") == 0 || strcasecmp(item, "float16") == 0 || strcasecmp(item, "half") == 0) *value = KVJIT_DTYPE_F16;
@@ -128,7 +127,7 @@ static const char *item_word(const char *item, int *value, const char *const *wo
   return expected;
 }
 
-static const char *item_scale(const char *item, int *value) {
+static const char *item_scale(const char *item, int *value, char *why, size_t capacity) {
   return item_word(item, value, scale_words, ARRAY_SIZE(scale_words), "expected tensor, head or none");
 }
 
@@ -144,7 +143,8 @@ static int parse_list(const char *cmd, const char *flag, const char *text, item_
     memcpy(item, p, len);
     item[len] = '\0';
     if (out->count == MAX_LIST) return usage_error(cmd, "%s '%s': more than %d items", flag, text, MAX_LIST);
-    const char *expected = parse(item, &out->value[out->count]);
+    char why[256];
+    const char *expected = parse(item, &out->value[out->count], why, sizeof why);
     if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s: %s", item, flag, expected);
     out->count++;
     if (p[len] == '\0') return 0;
@@ -153,7 +153,8 @@ static int parse_list(const char *cmd, const char *flag, const char *text, item_
 }
 
 static int parse_one(const char *cmd, const char *flag, const char *text, item_parser parse, int *out) {
-  const char *expected = parse(text, out);
+  char why[256];
+  const char *expected = parse(text, out, why, sizeof why);
   if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s: %s", text, flag, expected);
   return 0;
 }
@@ -162,16 +163,15 @@ static int parse_one(const char *cmd, const char *flag, const char *text, item_p
 /* ------------------------------------------------------------------------------------------ */
 
 /* Index of a preset, as an item of --model. */
-static const char *item_model(const char *item, int *value) {
+static const char *item_model(const char *item, int *value, char *why, size_t capacity) {
   const model_shape *model = model_find(item);
   if (model != NULL) {
     *value = (int)model_index(model);
     return NULL;
   }
-  static char why[160];
   const char *near = model_nearest(item);
-  if (near != NULL) snprintf(why, sizeof why, "did you mean %s?", near);
-  else snprintf(why, sizeof why, "expected one of the presets, or --kv-heads and --head-dim for another model");
+  if (near != NULL) snprintf(why, capacity, "did you mean %s?", near);
+  else snprintf(why, capacity, "expected one of the presets, or --kv-heads and --head-dim for another model");
   return why;
 }
 
