@@ -84,3 +84,21 @@ PY
 env -i PATH=/usr/bin:/bin HOME="$tmp" "$tmp/venv/bin/kvjit" --version >"$tmp/cli.out" 2>&1 ||
   { cat "$tmp/cli.out" >&2; fail "the kvjit entry point"; }
 echo "ok - the kvjit command: $(head -1 "$tmp/cli.out")"
+
+# Where a private mount namespace can be had (unshare -rm), the machine's own libcurl and TLS
+# libraries are made unreadable (/dev/null bound over them) and the installed wheel must still
+# import, run `kvjit info` and reach the remote code path: what a machine without them sees.
+mapfile -t system_libs < <(ldconfig -p | awk '/(libcurl|libssl|libcrypto|libnghttp2)\.so\.[0-9]+ .*x86-64/ { print $NF }' | sort -u)
+if ((${#system_libs[@]} == 0)) || ! unshare -rm true 2>/dev/null; then
+  echo "ok - (no private mount namespace here: the system's libcurl was not hidden; the ldd check above stands)"
+  exit 0
+fi
+env -i PATH=/usr/bin:/bin HOME="$tmp" KVJIT_LOG=0 unshare -rm bash -euc '
+  for lib in "${@:3}"; do mount --bind /dev/null "$lib"; done
+  if python3 -c "import ctypes; ctypes.CDLL(\"libcurl.so.4\")" 2>/dev/null; then echo "libcurl still loads"; exit 1; fi
+  cd "$1/elsewhere"
+  "$2/bin/python" -c "import kvjit; print(kvjit.version())"
+  KVJIT_REMOTE_CACHE=http://127.0.0.1:9 "$2/bin/kvjit" info | grep -q "remote: http://127.0.0.1:9"
+' hide "$tmp" "$tmp/venv" "${system_libs[@]}" >"$tmp/hidden.out" 2>&1 ||
+  { cat "$tmp/hidden.out" >&2; fail "the wheel without the system's ${system_libs[*]}"; }
+echo "ok - with the system's $(basename -a "${system_libs[@]}" | tr '\n' ' ')hidden, import kvjit and kvjit info (remote tier) work"
