@@ -108,6 +108,15 @@ CASES
   kvjit cache lss
   expect_rc 2
   expect_err "unknown command 'lss'; did you mean 'ls'\\?"
+  kvjit prewarm --arch sm_90 --modle llama-3.1-8b
+  expect_rc 2
+  expect_err "unknown option '--modle'; did you mean '--model'\\?"
+  kvjit cache ls --jsno
+  expect_rc 2
+  expect_err "unknown option '--jsno'; did you mean '--json'\\?"
+  kvjit prewarm -n --arch sm_90 --op transfer_kb
+  expect_rc 2
+  expect_err "bad value 'transfer_kb' for --op: did you mean transfer_kv\\?"
   kvjit frobnicate
   expect_rc 2
   if grep -q 'did you mean' "$TMP/err"; then fail "a suggestion for a word near nothing"; fi

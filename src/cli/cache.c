@@ -332,7 +332,7 @@ int cmd_cache(int argc, char **argv) {
         rc = usage_error(cmd, "bad value '%s' for --max-size (at least 1 byte; 'kvjit cache clear' removes "
                               "every entry)", optarg);
     } else if (c == '?' || c == ':') {
-      rc = getopt_error(cmd, c, argv);
+      rc = getopt_error(cmd, c, argv, long_options);
     } else if (!cache_option(c, &o.cache)) {
       /* An option another cache command takes. */
       const char *name = "?";

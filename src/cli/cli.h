@@ -7,6 +7,7 @@
 #ifndef KVJIT_CLI_H
 #define KVJIT_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,8 +42,9 @@ const char *nearest_word(const char *typed, const char *const *words, size_t cou
 
 /* ---- option parsing (util.c) ---------------------------------------------------------------- */
 
-/* A getopt_long() '?' or ':' as one line naming the flag as typed; EXIT_USAGE. */
-int getopt_error(const char *cmd, int c, char *const argv[]);
+/* A getopt_long() '?' or ':' as one line naming the flag as typed (and the nearest of @p options,
+ * the command's long options, for an unknown one); EXIT_USAGE. */
+int getopt_error(const char *cmd, int c, char *const argv[], const struct option *options);
 /* No command takes positional arguments: anything left is an error. */
 int check_no_operands(const char *cmd, int argc, char *const argv[]);
 /* Whole-string decimal integer in [min, max], min >= 0 (kvjit_parse_uint(): no sign, no overflow). */

@@ -93,7 +93,7 @@ double now_seconds(void) {
  * getopt_long() reports problems as '?' (unknown option) or ':' (missing value, optstring starts
  * with ':'); turn them into one line naming the flag as the user typed it.
  */
-int getopt_error(const char *cmd, int c, char *const argv[]) {
+int getopt_error(const char *cmd, int c, char *const argv[], const struct option *options) {
   const char *element = argv[optind - 1];
   char flag[64];
   if (strncmp(element, "--", 2) == 0 || optopt <= 0 || optopt >= 256) {
@@ -105,6 +105,17 @@ int getopt_error(const char *cmd, int c, char *const argv[]) {
   if (c == ':') return usage_error(cmd, "%s needs a value", flag);
   if (c == '?' && optopt != 0 && strchr(element, '=') != NULL && strncmp(element, "--", 2) == 0)
     return usage_error(cmd, "%s takes no value", flag);
+  /* A long option one typo away from one of the command's: name it. */
+  enum { MAX_NAMES = 64 };
+  const char *names[MAX_NAMES];
+  char spelled[MAX_NAMES][48];
+  size_t count = 0;
+  for (const struct option *o = options; o != NULL && o->name != NULL && count < MAX_NAMES; o++, count++) {
+    snprintf(spelled[count], sizeof spelled[count], "--%s", o->name);
+    names[count] = spelled[count];
+  }
+  const char *near = strncmp(flag, "--", 2) == 0 ? nearest_word(flag, names, count) : NULL;
+  if (near != NULL) return usage_error(cmd, "unknown option '%s'; did you mean '%s'?", flag, near);
   return usage_error(cmd, "unknown option '%s'", flag);
 }
 

@@ -791,7 +791,11 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
         size_t used = 0;
         for (size_t i = 0; i < kvjit_op_count() && used < sizeof names; i++)
           used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", kvjit_op_get(i)->name);
-        rc = usage_error(cmd, "bad value '%s' for --op (expected %s)", optarg, names);
+        const char *ops[16] = {NULL};
+        for (size_t i = 0; i < kvjit_op_count() && i < ARRAY_SIZE(ops); i++) ops[i] = kvjit_op_get(i)->name;
+        const char *near = nearest_word(optarg, ops, ARRAY_SIZE(ops));
+        if (near != NULL) rc = usage_error(cmd, "bad value '%s' for --op: did you mean %s?", optarg, near);
+        else rc = usage_error(cmd, "bad value '%s' for --op: expected %s", optarg, names);
       }
       break;
     case OPT_MODEL: rc = parse_list(cmd, "--model", optarg, item_model, &o->models); break;
@@ -815,7 +819,7 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
     case 'n': o->dry_run = true; break;
     case 'h': *help = true; return 0;
     default:
-      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv);
+      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv, long_options);
       break;
     }
   }
