@@ -54,9 +54,11 @@ test_setup_sh_applies_args_to_an_existing_dir() {
 test_names_people_type() {
   local spelling canonical want
   while IFS='|' read -r spelling canonical; do
+    # shellcheck disable=SC2086 # each case's text is flags, split into words
     kvjit prewarm -n --arch sm_90 $canonical
     expect_rc 0
     want=$(grep -v '^#' "$TMP/out" | sed 's/  # .*//')
+    # shellcheck disable=SC2086
     kvjit prewarm -n --arch sm_90 $spelling
     [[ $RC -eq 0 ]] || fail "'$spelling': exit $RC: $(cat "$TMP/err")"
     [[ $(grep -v '^#' "$TMP/out" | sed 's/  # .*//') == "$want" ]] || fail "'$spelling' is not '$canonical'"
@@ -87,6 +89,7 @@ CASES
 test_refusals_suggest_the_nearest() {
   local args want
   while IFS='|' read -r args want; do
+    # shellcheck disable=SC2086 # each case's text is flags, split into words
     kvjit prewarm -n --arch sm_90 $args
     [[ $RC -eq 2 ]] || fail "'$args': exit $RC, expected 2"
     [[ $(wc -l <"$TMP/err") -eq 1 ]] || fail "'$args': more than one line"
@@ -234,10 +237,10 @@ test_failed_push_exits_1() {
 
 # A read-write remote that takes them: exit 0 and how many were pushed.
 test_pushes_counted() {
-  local port_file="$TMP/port" pid port i
+  local port_file="$TMP/port" pid port
   python3 "$ROOT/tests/remote/fault_server.py" "$port_file" &
   pid=$!
-  for i in $(seq 1 100); do [[ -s $port_file ]] && break; sleep 0.05; done
+  for _ in $(seq 1 100); do [[ -s $port_file ]] && break; sleep 0.05; done
   port=$(cat "$port_file" 2>/dev/null) || { kill "$pid"; fail "the loopback server did not start"; }
   prewarm_with_remote "http://127.0.0.1:$port/store" rw 256,512 "$TMP/push-ok"
   kill "$pid"
