@@ -8,7 +8,7 @@ package, then the source tree's build/src/libkvjit.so, then the system's library
 loaded on first use; kvjit.library_path() says which one.
 """
 
-from ._context import Context, cache_info, default_context, oob_count, stats
+from ._context import Context, cache_info, default_context, explain_misses, oob_count, stats
 from . import _lib as _lib_module
 from ._lib import (
     CompileError,
@@ -45,7 +45,7 @@ __version__ = _lib_module.PACKAGE_VERSION or "0+unknown"
 __all__ = [
     "Binary", "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError",
     "LibraryVersionError", "Program", "STATUS_NAMES", "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX",
-    "cache_info", "current_sm", "default_context", "device_count", "device_info", "driver_version",
+    "cache_info", "current_sm", "explain_misses", "default_context", "device_count", "device_info", "driver_version",
     "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "parse_target", "prepare",
     "prewarm", "register_torch_ops", "stats", "store_kv_cache", "target_name", "version", "version_number",
     "prewarm_line", "transfer_kv", "transfer_kv_all_layers", "transfer_kv_oob_count", "transfer_kv_prepare",
