@@ -1,11 +1,16 @@
-/* kvjit prewarm's shares as they finish: totals, the progress bar or a line per share (shares.h). */
+/* kvjit prewarm's shares as they finish: totals, the progress bar, workers' lines (shares.h). */
 #include "shares.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 
-static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_t cached) {
+static void draw_progress_bar(prewarm_run *run) {
   enum { WIDTH = 30 };
+  uint64_t compiled = 0, cached = 0;
+  for (size_t i = 0; i < run->variants->count; i++) {
+    compiled += run->totals[i].compiled;
+    cached += run->totals[i].cached;
+  }
   size_t filled = run->shares ? run->done * WIDTH / run->shares : WIDTH;
   char bar[WIDTH + 1];
   for (size_t i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
@@ -13,6 +18,17 @@ static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_
   fprintf(stderr, "\r\033[K[%s] %u/%u shares  kernels: compiled %" PRIu64 "  cached %" PRIu64 "  %.1fs", bar,
           run->done, run->shares, compiled, cached, now_seconds() - run->start);
   fflush(stderr);
+  run->last_draw = now_seconds();
+}
+
+void prewarm_progress(prewarm_run *run, bool now) {
+  if (run->progress_bar && (now || now_seconds() - run->last_draw >= 1.0)) draw_progress_bar(run);
+}
+
+void prewarm_print_line(prewarm_run *run, const char *line) {
+  if (run->progress_bar) fputs("\r\033[K", stderr);
+  fprintf(stderr, "%s\n", line);
+  prewarm_progress(run, true);
 }
 
 void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, const char *detail,
@@ -40,12 +56,7 @@ void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, c
   }
   run->done++;
   if (run->progress_bar) {
-    uint64_t all_compiled = 0, all_cached = 0;
-    for (size_t i = 0; i < count; i++) {
-      all_compiled += run->totals[i].compiled;
-      all_cached += run->totals[i].cached;
-    }
-    draw_progress_bar(run, all_compiled, all_cached);
+    draw_progress_bar(run);
   } else {
     fprintf(stderr, "[share %u/%u] kernels: %u compiled, %u cached, %.2f s\n", share + 1, run->shares, compiled,
             cached, seconds);

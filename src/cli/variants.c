@@ -9,12 +9,14 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "items.h"
 #include "manifest.h"
+#include "models.h"
 #include "variant_list.h"
 #include "variants.h"
 
@@ -22,50 +24,17 @@
 /* prewarm: variants                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/*
- * A model's KV cache layout. A store_kv_cache row is one token's K (or V) of every KV head of one
- * tensor-parallel rank: (kv_heads / tp) * head_dim * dtype bytes. MLA caches one latent "head",
- * which every rank replicates.
- */
-typedef struct model_shape {
-  const char *name;
-  int kv_heads;
-  int head_dim;   /* elements of one K head */
-  int v_head_dim; /* elements of one V head; 0: K only (MLA latent cache) */
-} model_shape;
-
-static const model_shape model_presets[] = {
-    {"llama-3.1-8b", 8, 128, 128},   {"llama-3.1-70b", 8, 128, 128}, {"llama-3.1-405b", 8, 128, 128},
-    {"qwen2.5-7b", 4, 128, 128},     {"qwen2.5-72b", 8, 128, 128},   {"qwen3-32b", 8, 128, 128},
-    {"mistral-7b", 8, 128, 128},     {"mixtral-8x7b", 8, 128, 128},  {"gemma-2-9b", 8, 256, 256},
-    {"gemma-2-27b", 16, 128, 128},   {"gpt-oss-120b", 8, 64, 64},
-    /* MLA: kv_lora_rank 512 + rope 64 = 576 elements, K only, not split across ranks. */
-    {"deepseek-v3", 1, 576, 0},      {"deepseek-r1", 1, 576, 0},
-};
-
-static const model_shape *find_model(const char *name) {
-  for (size_t i = 0; i < ARRAY_SIZE(model_presets); i++)
-    if (strcmp(model_presets[i].name, name) == 0) return &model_presets[i];
-  return NULL;
-}
-
-/* The presets, as `kvjit prewarm --help` lists them. */
-void print_model_presets(FILE *out) {
-  for (size_t i = 0; i < ARRAY_SIZE(model_presets); i++) {
-    const model_shape *m = &model_presets[i];
-    if (m->v_head_dim == 0)
-      fprintf(out, "  %-16s MLA latent, %d elements, K only, same on every rank\n", m->name, m->head_dim);
-    else
-      fprintf(out, "  %-16s %d x %d\n", m->name, m->kv_heads, m->head_dim);
+/* Index of a preset, as an item of --model. */
+static const char *item_model(const char *item, int *value, char *why, size_t capacity) {
+  const model_shape *model = model_find(item);
+  if (model != NULL) {
+    *value = (int)model_index(model);
+    return NULL;
   }
-}
-
-/* Index into model_presets, as an item of --model. */
-static const char *item_model(const char *item, int *value) {
-  const model_shape *model = find_model(item);
-  if (model == NULL) return "a model listed by 'kvjit prewarm --help'";
-  *value = (int)(model - model_presets);
-  return NULL;
+  const char *near = model_nearest(item);
+  if (near != NULL) snprintf(why, capacity, "did you mean %s?", near);
+  else snprintf(why, capacity, "expected one of the presets, or --kv-heads and --head-dim for another model");
+  return why;
 }
 
 /*
@@ -271,9 +240,9 @@ static int option_rows(const char *cmd, prewarm_opts *o, bool shape_flags, row_l
   }
   model_shape models[MAX_LIST];
   size_t num_models = o->models.count;
-  for (size_t m = 0; m < num_models; m++) models[m] = model_presets[o->models.value[m]];
+  for (size_t m = 0; m < num_models; m++) models[m] = *model_at((size_t)o->models.value[m]);
   if (num_models == 0) {
-    models[0] = *find_model("llama-3.1-8b");
+    models[0] = *model_find("llama-3.1-8b");
     num_models = 1;
   }
   return model_rows(cmd, o, models, num_models, rows);
@@ -506,7 +475,11 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
         size_t used = 0;
         for (size_t i = 0; i < kvjit_op_count() && used < sizeof names; i++)
           used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", kvjit_op_get(i)->name);
-        rc = usage_error(cmd, "bad value '%s' for --op (expected %s)", optarg, names);
+        const char *ops[16] = {NULL};
+        for (size_t i = 0; i < kvjit_op_count() && i < ARRAY_SIZE(ops); i++) ops[i] = kvjit_op_get(i)->name;
+        const char *near = nearest_word(optarg, ops, ARRAY_SIZE(ops));
+        if (near != NULL) rc = usage_error(cmd, "bad value '%s' for --op: did you mean %s?", optarg, near);
+        else rc = usage_error(cmd, "bad value '%s' for --op: expected %s", optarg, names);
       }
       break;
     case OPT_MODEL: rc = parse_list(cmd, "--model", optarg, item_model, &o->models); break;
@@ -531,7 +504,7 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
     case 'n': o->dry_run = true; break;
     case 'h': *help = true; return 0;
     default:
-      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv);
+      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv, long_options);
       break;
     }
   }

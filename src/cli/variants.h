@@ -37,8 +37,6 @@ typedef struct prewarm_opts {
 int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help);
 /* The variant list the options describe, deduplicated; exit status. */
 int build_variants(const char *cmd, prewarm_opts *o, variant_list *out);
-/* The model presets, one line each, for --help. */
-void print_model_presets(FILE *out);
 /* The ops and their choice flags, for --help. */
 void print_ops(FILE *out);
 
