@@ -1,5 +1,5 @@
 /*
- * The torch op's tensor-shape rules (src/torch/store_args.c) without torch or a GPU: the layouts
+ * The torch op's tensor-shape rules (python/csrc/store_args.c) without torch or a GPU: the layouts
  * kvjit.store_kv_cache() accepts become the right kvjit_store_kv_args, and every bad shape,
  * stride, dtype, device or scalar is refused with the right error class and a message naming
  * the argument.
@@ -13,8 +13,8 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
-#include "torch/store_args.h"
-#include "torch/transfer_args.h"
+#include "store_args.h"
+#include "transfer_args.h"
 
 enum { DEV_CUDA = 1 };
 

@@ -216,3 +216,14 @@ def cache_info(context=None):
 def oob_count(reset=False, context=None):
     """Out-of-range slot ids counted by store kernels (kvjit_store_kv_cache_oob_count)."""
     return context_arg(context).oob_count(reset)
+
+
+def transfer_kv_oob_count(reset=False, context=None):
+    """Slot ids past either cache (and unusable layer pointers) seen by @p context's transfer_kv
+    kernels in the current CUDA context since the last reset. Synchronises."""
+    if type(reset) is not bool and reset not in (0, 1):
+        raise TypeError(f"reset: expected a bool, got {type(reset).__name__}")
+    ctx = context_arg(context)
+    count = ctypes.c_uint64()
+    ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_oob_count"](ctx.handle, ctypes.byref(count), 1 if reset else 0))
+    return count.value

@@ -2,7 +2,7 @@
 
 import ctypes
 
-from . import _context, _lib, _store, _tensor
+from . import _context, _lib, _ops
 
 
 def _text(value, name):
@@ -318,34 +318,25 @@ class Kernel:
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args: expected a list of kernel arguments, got {type(args).__name__}")
         values = []
-        torch_dev = None
+        tensor_stream = None  # the first tensor's framework's stream (torch's current one)
         for i, arg in enumerate(args):
             if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):
                 values.append(arg)
             elif isinstance(arg, (bool, int, float)):
                 raise TypeError(f"args[{i}]: wrap Python numbers in a ctypes type (ctypes.c_int, c_int64, c_float, "
                                 f"c_void_p, ...) so the kernel gets the right width, got {arg!r}")
-            elif _tensor.is_tensor(arg):
-                d = _tensor.describe(arg, f"args[{i}]")
-                if d[7] and torch_dev is None:
-                    torch_dev = d[5]
-                values.append(ctypes.c_void_p(d[0]))
             else:
-                raise TypeError(f"args[{i}]: expected a ctypes value or a CUDA tensor, got {type(arg).__name__}")
+                d = _ops.native().describe(arg, f"args[{i}]")
+                if tensor_stream is None:
+                    tensor_stream = d[7]
+                values.append(ctypes.c_void_p(d[0]))
         cfg.num_args = len(values)
         pointers = (ctypes.c_void_p * max(len(values), 1))()
         for i, value in enumerate(values):
             pointers[i] = ctypes.addressof(value)
-        if stream is not None:
-            cfg.stream = _tensor.stream_handle(stream)
-        elif torch_dev is not None:
-            cfg.stream = _tensor.torch_raw_stream(torch_dev)
-        launch = (self._launch, torch_dev, self._handle, ctypes.byref(cfg), pointers)
-        if torch_dev is not None and _tensor.torch_get_device() != torch_dev:
-            with _tensor.torch_device_guard(torch_dev):
-                status = _store.call_in_context(*launch)
-        else:
-            status = _store.call_in_context(*launch)
+        handle = _ops.stream_handle(stream)
+        cfg.stream = tensor_stream if handle is None else handle
+        status = self._launch(self._handle, ctypes.byref(cfg), pointers)
         if status:
             raise self._lib.error(status)
 
