@@ -65,6 +65,29 @@ static int read_dl(const kvjit_dl_tensor *dl, const char *name, kvjit_door_tenso
 
 /* ---- __cuda_array_interface__ ---------------------------------------------------------------- */
 
+/* Interned once (under the GIL): dict lookups and attribute probes by pointer, no string made per call. */
+static PyObject *s_cai, *s_shape, *s_typestr, *s_data, *s_strides, *s_mask, *s_stream;
+
+static int intern_names(void) {
+  if (s_cai != NULL) return 0;
+  const char *text[7] = {"__cuda_array_interface__", "shape", "typestr", "data", "strides", "mask", "stream"};
+  PyObject **out[7] = {&s_cai, &s_shape, &s_typestr, &s_data, &s_strides, &s_mask, &s_stream};
+  for (int i = 6; i >= 0; i--) /* s_cai last: it marks the set complete */
+    if (*out[i] == NULL && (*out[i] = PyUnicode_InternFromString(text[i])) == NULL) return -1;
+  return 0;
+}
+
+/* obj.name into *out (NULL when absent), without building an AttributeError: -1 on another error. */
+static int optional_attr(PyObject *obj, PyObject *name, PyObject **out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, out);
+#else
+  return _PyObject_LookupAttr(obj, name, out);
+#endif
+}
+
+static PyObject *item(PyObject *dict, PyObject *key) { return PyDict_GetItemWithError(dict, key); }
+
 /* A typestr's kind ('<f2' ...); its own code, so equal typestrs are equal types. */
 static int cai_type(const char *typestr, const char *name, kvjit_tensor_view *v) {
   size_t n = strlen(typestr);
@@ -73,7 +96,11 @@ static int cai_type(const char *typestr, const char *name, kvjit_tensor_view *v)
     return -1;
   }
   int itemsize = 0;
-  if (n < 3 || n > 5 || sscanf(typestr + 2, "%d", &itemsize) != 1 || itemsize <= 0 || itemsize > 16) {
+  for (size_t i = 2; i < n && i < 5 && typestr[i] >= '0' && typestr[i] <= '9'; i++)
+    itemsize = itemsize * 10 + (typestr[i] - '0');
+  int digits_only = n == 3 || n == 4; /* "<f2" ... "<c16" */
+  for (size_t i = 2; i < n; i++) digits_only &= typestr[i] >= '0' && typestr[i] <= '9';
+  if (!digits_only || itemsize <= 0 || itemsize > 16) {
     PyErr_Format(PyExc_TypeError, "%s: unknown typestr '%s' in __cuda_array_interface__", name, typestr);
     return -1;
   }
@@ -121,9 +148,10 @@ static int cai_int(PyObject *item, long long low, unsigned long long high, unsig
 static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
   kvjit_tensor_view *v = &out->buf.view;
   memset(v, 0, sizeof *v);
-  PyObject *shape = PyDict_Check(cai) ? PyDict_GetItemString(cai, "shape") : NULL;
-  PyObject *typestr = PyDict_Check(cai) ? PyDict_GetItemString(cai, "typestr") : NULL;
-  PyObject *data = PyDict_Check(cai) ? PyDict_GetItemString(cai, "data") : NULL;
+  PyObject *shape = PyDict_Check(cai) ? item(cai, s_shape) : NULL;
+  PyObject *typestr = PyDict_Check(cai) ? item(cai, s_typestr) : NULL;
+  PyObject *data = PyDict_Check(cai) ? item(cai, s_data) : NULL;
+  if (PyErr_Occurred()) return -1;
   if (shape == NULL || !PyTuple_Check(shape) || typestr == NULL || !PyUnicode_Check(typestr) || data == NULL ||
       !PyTuple_Check(data) || PyTuple_GET_SIZE(data) < 1) {
     PyErr_Format(PyExc_TypeError, "%s: malformed __cuda_array_interface__ (shape, typestr and data are needed)",
@@ -151,12 +179,12 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
   }
   const char *ts = PyUnicode_AsUTF8(typestr);
   if (ts == NULL || cai_type(ts, name, v)) return -1;
-  PyObject *mask = PyDict_GetItemString(cai, "mask");
+  PyObject *mask = item(cai, s_mask);
   if (mask != NULL && mask != Py_None) {
     PyErr_Format(PyExc_TypeError, "%s: masked arrays are not supported", name);
     return -1;
   }
-  PyObject *strides = PyDict_GetItemString(cai, "strides");
+  PyObject *strides = item(cai, s_strides);
   if (strides == NULL || strides == Py_None) {
     int64_t step = 1;
     for (Py_ssize_t i = ndim - 1; i >= 0; i--) {
@@ -186,7 +214,7 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
       out->buf.strides[i] = s / v->itemsize;
     }
   }
-  PyObject *stream = PyDict_GetItemString(cai, "stream");
+  PyObject *stream = item(cai, s_stream);
   if (stream != NULL && stream != Py_None) {
     out->stream_hint = PyLong_AsVoidPtr(stream);
     if (out->stream_hint == NULL && PyErr_Occurred()) {
@@ -269,14 +297,13 @@ int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_door_te
     out->exchange_api = api;
     return read_dl(&dl, name, out);
   }
-  PyObject *cai = PyObject_GetAttrString(obj, "__cuda_array_interface__");
+  PyObject *cai = NULL;
+  if (intern_names() || optional_attr(obj, s_cai, &cai) < 0) return -1;
   if (cai != NULL) {
     int r = read_cai(cai, name, out);
     Py_DECREF(cai);
     return r;
   }
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-  PyErr_Clear();
   if (PyObject_HasAttrString(obj, "__dlpack__")) return read_dlpack(obj, name, out);
   PyErr_Format(PyExc_TypeError,
                "%s: expected a CUDA tensor (torch.Tensor, or an object with __cuda_array_interface__ or "

@@ -44,18 +44,19 @@ def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num
     return None
 
 
-def define(torch, ns):
-    """A FRAGMENT library of @p ns with both schemas, their fake implementations and the CPU path
-    (the native module, which raises ValueError/TypeError itself)."""
+def define(torch, ns, cpu_path=True):
+    """A FRAGMENT library of @p ns with both schemas, their fake implementations and (with
+    @p cpu_path) the CPU path: the native module, which raises ValueError/TypeError itself."""
     library = torch.library.Library(ns, "FRAGMENT")
     tags = (torch.Tag.needs_fixed_stride_order,)
     library.define(STORE_SCHEMA, tags=tags)
     library.define(TRANSFER_SCHEMA, tags=tags)
     torch.library.register_fake(f"{ns}::store_kv_cache", _store_fake, lib=library)
     torch.library.register_fake(f"{ns}::transfer_kv", _transfer_fake, lib=library)
-    native = _ops.native()
-    library.impl("store_kv_cache", native.store_kv_cache, "CPU")
-    library.impl("transfer_kv", native.transfer_kv, "CPU")
+    if cpu_path:
+        native = _ops.native()
+        library.impl("store_kv_cache", native.store_kv_cache, "CPU")
+        library.impl("transfer_kv", native.transfer_kv, "CPU")
     _keep.append(library)
     return library
 
