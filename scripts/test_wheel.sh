@@ -2,7 +2,7 @@
 # wheel suite: `pip install .` makes a real package. In a fresh venv (meson-python and its
 # pure-Python dependencies from PyPI; meson's build needs the system's ninja and toolkit):
 # the wheel builds offline (--no-build-isolation --no-index), is a platform wheel holding
-# libkvjit, the torch glue, the extension and the CLI, installs, and from another directory with
+# libkvjit, its native module kvjit._C, py.typed and the CLI, installs, and from another directory with
 # no environment set imports kvjit (library inside the package, versions equal) and runs `kvjit`.
 # exit: 0 pass, 77 skip (no venv or no meson-python to be had), 1 fail.
 # usage: bash scripts/test_wheel.sh
@@ -31,16 +31,22 @@ echo "ok - built $(basename "$wheel")"
 "$tmp/venv/bin/python" - "$wheel" <<'PY' || fail "wheel contents"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-need = ["kvjit/__init__.py", "kvjit/_version.py", "kvjit/libkvjit.so", "kvjit/libkvjit_torch.so", "kvjit/kvjit"]
+need = ["kvjit/__init__.py", "kvjit/_version.py", "kvjit/libkvjit.so", "kvjit/kvjit", "kvjit/py.typed",
+        "kvjit/_C.pyi"]
 missing = [n for n in need if n not in names]
-if not any(n.startswith("kvjit/_kvjit_ext") for n in names):
-    missing.append("kvjit/_kvjit_ext*.so")
+if not any(n.startswith("kvjit/_C.") and n.endswith(".so") for n in names):
+    missing.append("kvjit/_C*.so")
+if any("libkvjit_torch" in n or "_kvjit_ext" in n for n in names):
+    missing.append("(no old glue: libkvjit_torch.so / _kvjit_ext are gone)")
+entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+if not entry or "kvjit._torch:autoload" not in zipfile.ZipFile(sys.argv[1]).read(entry[0]).decode():
+    missing.append("the torch.backends entry point")
 if missing:
     sys.exit(f"missing from the wheel: {missing}")
 if any(".so." in n for n in names):
     sys.exit("soname links copied into the wheel: " + str([n for n in names if ".so." in n]))
 PY
-echo "ok - the wheel holds the package, libkvjit, the torch glue, the extension and the CLI"
+echo "ok - the wheel holds the package, libkvjit, kvjit._C, its types, the torch entry point and the CLI"
 "${pip[@]}" install --no-index --no-deps "$wheel" || fail "pip install of the wheel"
 
 # Another directory, no environment: nothing points at the library.
@@ -54,6 +60,8 @@ assert site.startswith(sys.argv[1]), f"kvjit imported from {site}, not the venv"
 assert os.path.dirname(kvjit.library_path()) == site, kvjit.library_path()
 assert kvjit.version() == kvjit.__version__, (kvjit.version(), kvjit.__version__)
 assert kvjit.device_count() >= 0
+from kvjit import _ops
+assert os.path.dirname(_ops.native().__file__) == site, _ops.native().__file__  # the native module loads
 print(f"ok - import kvjit {kvjit.__version__} from elsewhere: library {kvjit.library_path()}")
 PY
 env -i PATH=/usr/bin:/bin HOME="$tmp" "$tmp/venv/bin/kvjit" --version >"$tmp/cli.out" 2>&1 ||

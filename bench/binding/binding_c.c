@@ -21,6 +21,8 @@ static double now_ns(void) {
 }
 
 BENCH_API double kvjit_bench_store_loop(kvjit_context *ctx, const kvjit_store_kv_args *args, long n, int *status);
+BENCH_API double kvjit_bench_transfer_loop(kvjit_context *ctx, const kvjit_transfer_kv_args *args, long n,
+                                           int *status);
 BENCH_API int kvjit_bench_tvm_init(const char *libtvm_ffi, kvjit_context *ctx);
 
 /** @p n calls of kvjit_store_kv_cache with the same prepared @p args: ns per call; *status: the first failure. */
@@ -29,6 +31,18 @@ BENCH_API double kvjit_bench_store_loop(kvjit_context *ctx, const kvjit_store_kv
   double start = now_ns();
   for (long i = 0; i < n; i++) {
     kvjit_status s = kvjit_store_kv_cache(ctx, args);
+    if (s != KVJIT_OK && *status == KVJIT_OK) *status = s;
+  }
+  return (now_ns() - start) / (double)n;
+}
+
+/** The same for kvjit_transfer_kv. */
+BENCH_API double kvjit_bench_transfer_loop(kvjit_context *ctx, const kvjit_transfer_kv_args *args, long n,
+                                           int *status) {
+  *status = KVJIT_OK;
+  double start = now_ns();
+  for (long i = 0; i < n; i++) {
+    kvjit_status s = kvjit_transfer_kv(ctx, args);
     if (s != KVJIT_OK && *status == KVJIT_OK) *status = s;
   }
   return (now_ns() - start) / (double)n;
