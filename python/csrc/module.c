@@ -87,6 +87,16 @@ static void raise_refusal(kvjit_request_error kind, const char *msg) {
   PyErr_SetString(kind == KVJIT_REQUEST_TYPE_ERROR ? PyExc_TypeError : PyExc_ValueError, msg);
 }
 
+/* None after a call that returned @p s, or NULL with the kvjit.Error set. */
+static PyObject *call_result(kvjit_status s) {
+  if (s != KVJIT_OK) {
+    raise_status(s);
+    return NULL;
+  }
+  Py_INCREF(Py_None);
+  return Py_None;
+}
+
 /* ---- store_kv_cache ------------------------------------------------------------------------- */
 
 enum door_mode { MODE_CALL, MODE_PREPARE, MODE_ARGS };
@@ -138,8 +148,7 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
   }
   if (!on_cuda && a.batch > 0 && mode != MODE_ARGS) {
     if (mode == MODE_CALL) kvjit_host_store(&a);
-    Py_INCREF(Py_None);
-    result = Py_None;
+    result = call_result(KVJIT_OK);
     goto done;
   }
   if (has_stream)
@@ -168,12 +177,7 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     s = kvjit_door.store(ctx, &a);
   }
   kvjit_door_leave(&guard);
-  if (s != KVJIT_OK) {
-    raise_status(s);
-  } else {
-    result = Py_None;
-    Py_INCREF(result);
-  }
+  result = call_result(s);
 done:
   for (int i = 0; i < n_read; i++) kvjit_door_release(&t[i]);
   return result;
@@ -250,12 +254,10 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
   }
   if (first < 0 && a.batch > 0 && mode != MODE_ARGS) {
     /* Every tensor on the host: a plain loop there (no GPU reads them, so no pinning needed). */
-    if (mode == MODE_CALL && kvjit_host_transfer(&a, msg, sizeof msg)) {
+    if (mode == MODE_CALL && kvjit_host_transfer(&a, msg, sizeof msg))
       PyErr_SetString(PyExc_MemoryError, msg);
-      goto done;
-    }
-    Py_INCREF(Py_None);
-    result = Py_None;
+    else
+      result = call_result(KVJIT_OK);
     goto done;
   }
   int host = 0;
@@ -276,19 +278,14 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
   }
   kvjit_status s;
   if (mode == MODE_PREPARE) {
-    PyThreadState *saved = PyEval_SaveThread(); /* a miss compiles */
+    PyThreadState *saved = PyEval_SaveThread();
     s = kvjit_door.transfer_prepare(ctx, &a);
     PyEval_RestoreThread(saved);
   } else {
     s = kvjit_door.transfer(ctx, &a);
   }
   kvjit_door_leave(&guard);
-  if (s != KVJIT_OK) {
-    raise_status(s);
-  } else {
-    result = Py_None;
-    Py_INCREF(result);
-  }
+  result = call_result(s);
 done:
   for (int i = 0; i < n_read; i++) kvjit_door_release(&t[i]);
   return result;

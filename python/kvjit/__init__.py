@@ -88,4 +88,14 @@ def version_number():
     return _lib.load().version_number
 
 
+# help(kvjit) and tracebacks name the public objects as kvjit's, not as their private modules'.
+for _name in __all__:
+    _obj = globals().get(_name)
+    if getattr(_obj, "__module__", "").startswith("kvjit._"):
+        try:
+            _obj.__module__ = __name__
+        except (AttributeError, TypeError):
+            pass
+del _name, _obj
+
 _torch.register_if_torch()

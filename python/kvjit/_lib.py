@@ -153,7 +153,7 @@ def _error_class(status):
 
 
 def error_for(status, message, name=None):
-    """The kvjit.Error (subclass) for @p status with the library's one-line @p message."""
+    """The kvjit.Error (subclass) for ``status`` with the library's one-line ``message``."""
     return _error_class(status)(status, message, name)
 
 

@@ -57,7 +57,7 @@ def pdl_mode(pdl):
 
 
 def int_arg(value, name, low, high=_I64_MAX, none=None):
-    """@p value as an int in [low, high] (@p none for None, when given): TypeError for another
+    """``value`` as an int in [low, high] (``none`` for None, when given): TypeError for another
     type, ValueError out of range (never a silent wrap: 2**64 + 5 is not 5)."""
     if value is None and none is not None:
         return none

@@ -98,7 +98,7 @@ class Program:
         raise lib.error(status, log=log)
 
     def build(self, arch=None):
-        """Compile or fetch the program for @p arch (default: the Program's; it must name a compute
+        """Compile or fetch the program for ``arch`` (default: the Program's; it must name a compute
         capability where there is no GPU) without loading it; needs no driver. Returns a Binary.
         Raises CompileError, with the full NVRTC log in .log, when NVRTC rejects the source."""
         arch = self._arch if arch is None else self._parse_arch(arch)
@@ -108,7 +108,7 @@ class Program:
         return Binary(self._context, handle, origin)
 
     def compile(self, arch=None):
-        """Make sure the program is in the disk cache for @p arch (default: the Program's; it must
+        """Make sure the program is in the disk cache for ``arch`` (default: the Program's; it must
         be set where there is no GPU). Needs no driver. Returns "disk", "compile" or "memory".
         Raises CompileError (its .log: NVRTC's full log) when NVRTC rejects the source."""
         arch = self._arch if arch is None else self._parse_arch(arch)
@@ -162,7 +162,7 @@ class Program:
 
     def global_address(self, name):
         """(device address, size in bytes) of the loaded program's extern "C" __device__ variable
-        @p name, in the current CUDA context."""
+        ``name``, in the current CUDA context."""
         handle = self._require_loaded()
         lib = self._context._lib
         address, size = ctypes.c_uint64(), ctypes.c_size_t()
@@ -261,7 +261,7 @@ class Kernel:
         self._lib = program._context._lib
 
     def get_attribute(self, attribute, device=None):
-        """An attribute ("num_regs", "max_dynamic_shared_size_bytes", ...) on @p device (default
+        """An attribute ("num_regs", "max_dynamic_shared_size_bytes", ...) on ``device`` (default
         the current one)."""
         value = ctypes.c_int()
         self._lib.check(self._lib.fn["kvjit_kernel_get_attribute"](self._handle, _attribute(attribute),
@@ -269,7 +269,7 @@ class Kernel:
         return value.value
 
     def set_attribute(self, attribute, value, device=None):
-        """Set an attribute for launches on @p device, e.g. set_attribute(
+        """Set an attribute for launches on ``device``, e.g. set_attribute(
         "max_dynamic_shared_size_bytes", 200 * 1024) before a launch with that much shared memory."""
         if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value < 2**31:
             raise ValueError(f"value: expected a 32-bit int, got {value!r}")
@@ -284,7 +284,7 @@ class Kernel:
         return count.value
 
     def param_info(self, index):
-        """(offset, size) in bytes of parameter @p index."""
+        """(offset, size) in bytes of parameter ``index``."""
         offset, size = ctypes.c_size_t(), ctypes.c_size_t()
         self._lib.check(self._lib.fn["kvjit_kernel_param_info"](self._handle, index, ctypes.byref(offset),
                                                                 ctypes.byref(size)))

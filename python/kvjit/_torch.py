@@ -45,8 +45,8 @@ def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num
 
 
 def define(torch, ns, cpu_path=True):
-    """A FRAGMENT library of @p ns with both schemas, their fake implementations and (with
-    @p cpu_path) the CPU path: the native module, which raises ValueError/TypeError itself."""
+    """A FRAGMENT library of ``ns`` with both schemas, their fake implementations and (with
+    ``cpu_path``) the CPU path: the native module, which raises ValueError/TypeError itself."""
     library = torch.library.Library(ns, "FRAGMENT")
     tags = (torch.Tag.needs_fixed_stride_order,)
     library.define(STORE_SCHEMA, tags=tags)
@@ -62,7 +62,7 @@ def define(torch, ns, cpu_path=True):
 
 
 def register_kernels(torch, ns, dispatch_key):
-    """The C kernels for @p ns::store_kv_cache and transfer_kv (schemas defined) on a dispatch key."""
+    """The C kernels for ``ns``::store_kv_cache and transfer_kv (schemas defined) on a dispatch key."""
     lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
     cuda = os.path.join(lib_dir, "libtorch_cuda.so")
     _ops.native().register_torch(os.path.join(lib_dir, "libtorch_cpu.so"), cuda if os.path.exists(cuda) else None,
