@@ -108,7 +108,7 @@ BENCH_API int __tvm_ffi_store_kv_cache(void *self, const tvm_ffi_any *args, int3
       tvm_set_error("TypeError", "store_kv_cache: every argument must be a tensor");
       return -1;
     }
-    if (kvjit_dl_view(t, names[i], &views[i], msg, sizeof msg) != 0) {
+    if (kvjit_dl_view(t, names[i], 1, &views[i], msg, sizeof msg) != 0) { /* tvm-ffi's tensors: real ones */
       tvm_set_error("ValueError", msg);
       return -1;
     }

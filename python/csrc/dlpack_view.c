@@ -78,7 +78,8 @@ int kvjit_view_check_extent(kvjit_tensor_view *v, const char *name, char *msg, s
   return 0;
 }
 
-int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, kvjit_dl_view_buf *out, char *msg, size_t msg_size) {
+int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
+                  size_t msg_size) {
   memset(&out->view, 0, sizeof out->view);
   if (t == NULL) return 0;
   if (t->ndim < 0 || t->ndim > KVJIT_DL_MAX_DIMS) {
@@ -92,6 +93,22 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, kvjit_dl_view_buf 
   kvjit_tensor_view *v = &out->view;
   v->present = 1;
   v->ndim = t->ndim;
+  v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;
+  v->kind = kvjit_dl_kind(t->dtype);
+  v->code = (int32_t)(t->dtype.code * 65536 + t->dtype.bits * 256 + t->dtype.lanes);
+  v->device_type = t->device.device_type == KVJIT_DL_CUDA_MANAGED ? KVJIT_DL_CUDA
+                   : t->device.device_type == KVJIT_DL_CUDA_HOST  ? KVJIT_DL_CPU
+                                                                  : t->device.device_type;
+  v->device_index = t->device.device_id;
+  if (v->itemsize == 0) v->itemsize = 1; /* a sub-byte type: refused by the rules, by name */
+  if (trusted && t->strides != NULL) {
+    /* A producer whose arrays outlive the call and whose sizes describe a real allocation (torch
+     * through its exchange API: as_strided checks the storage's bounds). */
+    v->sizes = t->shape;
+    v->strides = t->strides;
+    v->data = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    return 0;
+  }
   memcpy(out->sizes, t->shape, (size_t)t->ndim * sizeof out->sizes[0]);
   for (int i = 0; i < t->ndim; i++) {
     if (out->sizes[i] < 0) {
@@ -110,14 +127,6 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, kvjit_dl_view_buf 
   }
   v->sizes = out->sizes;
   v->strides = out->strides;
-  v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;
-  v->kind = kvjit_dl_kind(t->dtype);
-  v->code = (int32_t)(t->dtype.code * 65536 + t->dtype.bits * 256 + t->dtype.lanes);
-  v->device_type = t->device.device_type == KVJIT_DL_CUDA_MANAGED ? KVJIT_DL_CUDA
-                   : t->device.device_type == KVJIT_DL_CUDA_HOST  ? KVJIT_DL_CPU
-                                                                  : t->device.device_type;
-  v->device_index = t->device.device_id;
-  if (v->itemsize == 0) v->itemsize = 1; /* a sub-byte type: refused by the rules, by name */
   if (kvjit_view_check_extent(v, name, msg, msg_size)) return -1;
   uintptr_t data = (uintptr_t)t->data;
   if (t->byte_offset > (uint64_t)kMaxBytes || data + (uintptr_t)t->byte_offset < data) {

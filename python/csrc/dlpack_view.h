@@ -73,9 +73,12 @@ kvjit_tensor_kind kvjit_dl_kind(kvjit_dl_dtype t);
  * Fill @p out from @p t (NULL: an absent argument). 0, or -1 with a one-line message naming
  * @p name in @p msg: more than KVJIT_DL_MAX_DIMS dims, a NULL shape, a negative size, or sizes,
  * strides or a byte offset whose byte extent does not fit in 62 bits. CUDA-managed memory is
- * reported as CUDA, pinned host memory (kDLCUDAHost) as CPU.
+ * reported as CUDA, pinned host memory (kDLCUDAHost) as CPU. @p trusted: the producer's arrays
+ * outlive the call and describe a real allocation (torch's exchange API): they are borrowed,
+ * and only ndim is checked.
  */
-int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, kvjit_dl_view_buf *out, char *msg, size_t msg_size);
+int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
+                  size_t msg_size);
 
 /**
  * The same checks for a view whose sizes and strides (elements) are already in @p out: 0, or -1

@@ -54,9 +54,9 @@ static const dl_exchange_api *exchange_api_of(PyTypeObject *type) {
   return api;
 }
 
-static int read_dl(const kvjit_dl_tensor *dl, const char *name, kvjit_door_tensor *out) {
+static int read_dl(const kvjit_dl_tensor *dl, const char *name, int trusted, kvjit_door_tensor *out) {
   char msg[256];
-  if (kvjit_dl_view(dl, name, &out->buf, msg, sizeof msg)) {
+  if (kvjit_dl_view(dl, name, trusted, &out->buf, msg, sizeof msg)) {
     PyErr_SetString(PyExc_ValueError, msg);
     return -1;
   }
@@ -269,7 +269,7 @@ static int read_dlpack(PyObject *obj, const char *name, kvjit_door_tensor *out) 
                  (int)dl->dtype.code, (int)dl->dtype.bits, (int)dl->dtype.lanes);
     return -1;
   }
-  return read_dl(dl, name, out);
+  return read_dl(dl, name, 0, out);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -295,7 +295,7 @@ int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_door_te
       return -1;
     }
     out->exchange_api = api;
-    return read_dl(&dl, name, out);
+    return read_dl(&dl, name, 1, out);
   }
   PyObject *cai = NULL;
   if (intern_names() || optional_attr(obj, s_cai, &cai) < 0) return -1;

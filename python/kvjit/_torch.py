@@ -44,6 +44,20 @@ def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num
     return None
 
 
+# The CPU path: the native module with every argument (the dispatcher leaves out trailing ones
+# that equal their defaults when it calls a Python kernel).
+def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None,
+               v_scale=None, cache_dtype=0):
+    _ops.native().store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
+                                 v_scale, cache_dtype)
+
+
+def _transfer_cpu(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
+                  split=0, pdl=0, row_elements=-1):
+    _ops.native().transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots,
+                              split, pdl, row_elements)
+
+
 def define(torch, ns, cpu_path=True):
     """A FRAGMENT library of ``ns`` with both schemas, their fake implementations and (with
     ``cpu_path``) the CPU path: the native module, which raises ValueError/TypeError itself."""
@@ -54,9 +68,8 @@ def define(torch, ns, cpu_path=True):
     torch.library.register_fake(f"{ns}::store_kv_cache", _store_fake, lib=library)
     torch.library.register_fake(f"{ns}::transfer_kv", _transfer_fake, lib=library)
     if cpu_path:
-        native = _ops.native()
-        library.impl("store_kv_cache", native.store_kv_cache, "CPU")
-        library.impl("transfer_kv", native.transfer_kv, "CPU")
+        library.impl("store_kv_cache", _store_cpu, "CPU")
+        library.impl("transfer_kv", _transfer_cpu, "CPU")
     _keep.append(library)
     return library
 

@@ -15,12 +15,12 @@ CUPY = r'''
 import cupy as cp
 import kvjit
 B, H, D, SLOTS = 16, 8, 128, 64
-rng = cp.random.default_rng(0)
-k = rng.standard_normal((B, H, D), dtype=cp.float32).astype(cp.float16)
-v = rng.standard_normal((B, H * D), dtype=cp.float32).astype(cp.float16)
+cp.random.seed(0)
+k = cp.random.standard_normal((B, H, D), dtype=cp.float32).astype(cp.float16)
+v = cp.random.standard_normal((B, H * D), dtype=cp.float32).astype(cp.float16)
 kc = cp.full((SLOTS, H, D), 7, dtype=cp.float16)
 vc = cp.full((SLOTS, H * D), 7, dtype=cp.float16)
-loc = cp.asarray(rng.permutation(SLOTS)[:B], dtype=cp.int64)
+loc = cp.random.permutation(SLOTS)[:B].astype(cp.int64)
 want_k, want_v = kc.copy(), vc.copy()
 want_k[loc] = k
 want_v[loc] = v
