@@ -172,7 +172,28 @@ KVJIT_API kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_con
 /** Unload everything the context loaded and free it. Accepts NULL. No launch may be in flight. */
 KVJIT_API void kvjit_context_destroy(kvjit_context *ctx);
 
-#define KVJIT_STATS_VERSION 2
+#define KVJIT_STATS_VERSION 3
+
+/**
+ * Why a lookup missed every cache: the key input in which the nearest entry of the same program
+ * and kernels (same op variant) differs from this process's (kvjit_context_misses()).
+ */
+typedef enum kvjit_miss_cause {
+  KVJIT_MISS_NONE = 0,    /**< not a miss: cached */
+  KVJIT_MISS_COLD = 1,    /**< no entry of this program and kernels in any cache dir: never built here */
+  KVJIT_MISS_NVRTC = 2,   /**< cached for another NVRTC version */
+  KVJIT_MISS_TARGET = 3,  /**< cached for other targets (sm_100 where sm_90 is asked) */
+  KVJIT_MISS_TOOLKIT = 4, /**< cached with other toolkit headers */
+  KVJIT_MISS_OPTIONS = 5, /**< cached with other compile options */
+  KVJIT_MISS_SOURCE = 6,  /**< cached from other source or header contents (another kvjit, an edited kernel) */
+  /** the entry is there but cannot be used (an alias whose bundle is gone, a bad entry), or the
+   *  nearest predates digests and differs in options, source or toolkit (one of the three) */
+  KVJIT_MISS_OTHER = 7
+} kvjit_miss_cause;
+#define KVJIT_MISS_CAUSES 8
+
+/** "cold", "nvrtc", "target", "toolkit", "options", "source", "other" ("none" for 0); NULL if unknown. */
+KVJIT_API const char *kvjit_miss_cause_name(kvjit_miss_cause cause);
 
 /**
  * Counters of a context since its creation (or the last kvjit_context_reset_stats()). The library
@@ -206,15 +227,48 @@ typedef struct kvjit_stats {
   uint64_t remote_writes;    /**< entries PUT to the remote tier */
   uint64_t remote_bytes_in;  /**< bytes of entries fetched */
   uint64_t remote_bytes_out; /**< bytes PUT */
+  /* version 3: misses that compiled (or were refused by KVJIT_COMPILE=never), by kvjit_miss_cause */
+  uint64_t misses_cold;      /**< nothing of this program and kernels was cached */
+  uint64_t misses_nvrtc;     /**< cached for another NVRTC version */
+  uint64_t misses_target;    /**< cached for other targets only */
+  uint64_t misses_toolkit;   /**< cached with other toolkit headers */
+  uint64_t misses_options;   /**< cached with other options */
+  uint64_t misses_source;    /**< cached from other source or headers */
+  uint64_t misses_other;     /**< KVJIT_MISS_OTHER */
 } kvjit_stats;
 
-#define KVJIT_STATS_INIT { KVJIT_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define KVJIT_STATS_INIT                                                                         \
+  { KVJIT_STATS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Copy the counters into @p out (whose version must be set: KVJIT_STATS_INIT). */
 KVJIT_API kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out);
 
 /** Start the counters of kvjit_context_stats() from zero again. */
 KVJIT_API kvjit_status kvjit_context_reset_stats(kvjit_context *ctx);
+
+/** One explained miss (kvjit_context_misses(), kvjit_variant_explain()). */
+typedef struct kvjit_miss_info {
+  kvjit_miss_cause cause;
+  char key[33];      /**< the key that missed, 32 hex digits ("" when none) */
+  /** One line: what missed, the nearest entry's difference and what to do, e.g. "store_kv_cache
+   *  arch=90 ... : cached for NVRTC 13.0, this process uses 13.2 (/.../libnvrtc.so.13): set
+   *  KVJIT_NVRTC or prewarm with it" */
+  char message[768];
+} kvjit_miss_info;
+
+/** Most misses a context keeps explained (the first ones; later misses are only counted). */
+#define KVJIT_MISSES_KEPT 256
+
+/**
+ * The misses of this context (each key once, in order), explained: for each, the entry of the same
+ * program and kernels nearest to what this process asks for (in the cache dirs, found through the
+ * per-program index a publication keeps, cache/FORMAT.md) and the key input that differs. Each is
+ * also logged once when it happens (KVJIT_LOG=0 silences it; a cold miss is logged at KVJIT_LOG=1).
+ * @param out array of @p capacity (may be NULL when capacity is 0).
+ * @param count receives how many there are (may exceed capacity).
+ */
+KVJIT_API kvjit_status kvjit_context_misses(const kvjit_context *ctx, kvjit_miss_info *out, size_t capacity,
+                                            size_t *count);
 
 /** Where the context caches, as resolved at creation. Strings are owned by the context. */
 typedef struct kvjit_cache_info {
@@ -280,6 +334,14 @@ KVJIT_API kvjit_status kvjit_nvrtc_archs(int *out, size_t capacity, size_t *coun
 
 /** NVRTC version, e.g. major 13 minor 0. */
 KVJIT_API kvjit_status kvjit_nvrtc_version(int *major, int *minor);
+
+/**
+ * Which NVRTC this process uses and why that one (loading it on first use): @p path the file, @p why
+ * "KVJIT_NVRTC", a pip wheel next to libkvjit, the toolkit kvjit was built with, or the dynamic
+ * loader's path. Static strings. KVJIT_ERR_NO_NVRTC (both NULL; the last error names every place
+ * tried) when none loads.
+ */
+KVJIT_API kvjit_status kvjit_nvrtc_info(const char **path, const char **why);
 
 /** CUDA driver version (e.g. 13000); KVJIT_ERR_NO_DRIVER without one. */
 KVJIT_API kvjit_status kvjit_driver_version(int *version);
@@ -674,6 +736,13 @@ KVJIT_API kvjit_status kvjit_variant_prewarm(kvjit_context *ctx, const kvjit_var
  */
 KVJIT_API kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *variant, unsigned *local,
                                             unsigned *remote, unsigned *missing);
+
+/**
+ * kvjit_variant_locate()'s question with the answer's reason: @p out->cause KVJIT_MISS_NONE when every
+ * kernel of the variant is cached locally, else the explanation of the first kernel that is not
+ * (what kvjit_context_misses() would say of it at run time). Nothing is compiled or fetched.
+ */
+KVJIT_API kvjit_status kvjit_variant_explain(kvjit_context *ctx, const kvjit_variant *variant, kvjit_miss_info *out);
 
 /** kvjit_variant_parse() then kvjit_variant_prewarm(): one manifest line of any op. */
 KVJIT_API kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *compiled,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Install kvjit's Debian packages (when missing; libcurl for the remote cache tier, nginx for its
-# tests, procps for pgrep in the cli suite), configure and build.
+# tests, procps for pgrep in the cli suite, pip for the NVRTC wheels the cli suite fetches), configure and build.
 # usage: scripts/setup.sh BUILD_DIR [extra meson setup args...]
 # The CUDA toolkit is expected at /usr/local/cuda (override: CUDA_ROOT).
 set -euo pipefail
 build=${1:-build}
 shift || true
-packages=(gcc g++ meson ninja-build pkg-config python3 libcmocka-dev libxxhash-dev libcurl4-openssl-dev nginx procps)
+packages=(gcc g++ meson ninja-build pkg-config python3 python3-pip libcmocka-dev libxxhash-dev libcurl4-openssl-dev nginx procps)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

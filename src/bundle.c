@@ -15,6 +15,7 @@
 #include "compile.h"
 #include "program.h"
 #include "request.h"
+#include "nvrtc_lib.h"
 #include "status.h"
 
 /* ---- alias entries ------------------------------------------------------------------------- */
@@ -49,15 +50,18 @@ int kvjit_bundle_entry_usable(kvjit_cache *cache, const kvjit_entry_view *alias,
 
 kvjit_status kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label,
                                       const kvjit_key_target *target, const kvjit_key *key, const kvjit_key *content,
-                                      const char *program, const char *name, const char *lowered,
-                                      const kvjit_entry_alias *alias) {
+                                      const kvjit_entry_digests *digests, const char *program, const char *name,
+                                      const char *lowered, const kvjit_entry_alias *alias) {
   if (!kvjit_cache_writable(cache)) {
     return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(cache));
   }
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
+  kvjit_entry_digests recorded = *digests;
+  kvjit_nvrtc_identity(&recorded.nvrtc);
   kvjit_entry_meta meta = {.key = *key,
                            .content = *content,
+                           .digests = &recorded,
                            .target = *target,
                            .created = (int64_t)time(NULL),
                            .program = program,
@@ -157,7 +161,7 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   } else {
     kvjit_compiled compiled;
     kvjit_status published;
-    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, &compiled, &published);
+    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, 0, &compiled, &published);
     if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
     publishable = compiled.publishable;
     for (size_t i = 0; i < count && st == KVJIT_OK; i++) {
@@ -171,6 +175,8 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   for (size_t j = 0; j < count; j++) members[todo[j]].origin = KVJIT_FROM_COMPILE;
   /* Compiled after a state-leaking compile: nothing of it was written, so no alias either. */
   if (!publishable) goto done;
+  kvjit_entry_digests digests;
+  kvjit_request_digests(group, &digests);
   for (size_t j = 0; j < count; j++) {
     kvjit_key member;
     const char *kernel = req.kernels[j];
@@ -181,7 +187,7 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     if (!kvjit_context_entry_usable(ctx, &member)) {
       kvjit_entry_alias alias = {key, (uint32_t)j, (uint32_t)count};
       kvjit_status written = kvjit_bundle_write_alias(cache, members[todo[j]].label, target, &member,
-                                                      &group->content, desc->name, kernel, lowered[j], &alias);
+                                                      &group->content, &digests, desc->name, kernel, lowered[j], &alias);
       if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, written);
     }
     if (member_locked) kvjit_cache_unlock_key(&member_lock);

@@ -38,8 +38,8 @@ int kvjit_bundle_entry_usable(kvjit_cache *cache, const kvjit_entry_view *alias,
  */
 kvjit_status kvjit_bundle_write_alias(kvjit_cache *cache, const kvjit_program_label *label,
                                       const kvjit_key_target *target, const kvjit_key *key, const kvjit_key *content,
-                                      const char *program, const char *name, const char *lowered,
-                                      const kvjit_entry_alias *alias);
+                                      const kvjit_entry_digests *digests, const char *program, const char *name,
+                                      const char *lowered, const kvjit_entry_alias *alias);
 
 /** The kernel of one member of a group compile (kvjit_program_compile_group()). */
 typedef struct kvjit_group_member {

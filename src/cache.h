@@ -93,6 +93,28 @@ const char *kvjit_cache_remote_urls(const kvjit_cache *cache);
 kvjit_status kvjit_cache_read_from(kvjit_cache *cache, const kvjit_key *key, size_t *cursor, uint8_t **data,
                                    kvjit_entry_view *view);
 
+/**
+ * The per-kernel index (cache_index.c): the id of the entries of one program and kernel list
+ * (program name and kernel names as in the header), whatever their target, NVRTC or content.
+ */
+void kvjit_cache_index_id(const kvjit_entry_view *view, kvjit_key *out);
+/** The same id from a program name and its canonical kernel names. */
+void kvjit_cache_index_id_of(const char *program, size_t num_kernels, const char *const *kernels, kvjit_key *out);
+
+/** Up to @p cap keys indexed under @p id in the local dirs, newest first (the writable dir's first). */
+size_t kvjit_cache_index_keys(kvjit_cache *cache, const kvjit_key *id, kvjit_key *keys, size_t cap);
+
+/** The header of @p key's entry in the first local dir that has a good one (no payload read, nothing
+ *  moved: for explaining a miss). @p data is malloc'd. KVJIT_ERR_NOT_FOUND when none. */
+kvjit_status kvjit_cache_read_header(kvjit_cache *cache, const kvjit_key *key, uint8_t **data,
+                                     kvjit_entry_view *view);
+
+/** The entry the remote tier's hint of @p id names (the last one pushed for that program and kernel
+ *  list; cache/FORMAT.md), fetched and its header checked (never written locally or loaded: it is
+ *  only compared). @p data is malloc'd. KVJIT_ERR_NOT_FOUND without a remote, a hint or the entry. */
+kvjit_status kvjit_cache_remote_nearest(kvjit_cache *cache, const kvjit_key *id, uint8_t **data,
+                                        kvjit_entry_view *view);
+
 /** A held per-key compile lock. */
 typedef struct kvjit_cache_lock {
   int fd;

@@ -102,6 +102,13 @@ void cache_trim_quarantine(const char *dir);
 int cache_read_entry_file(const char *path, int whole, uint8_t **data, size_t *len, struct stat *st, int *have_st,
                           char *why, size_t why_capacity);
 
+/* Add a just-published entry to its dir's per-kernel index (cache_index.c); the caller holds the
+ * dir lock. Best effort: an index is a hint for explaining misses. */
+void cache_index_add(kvjit_cache *c, const kvjit_entry_view *view);
+
+/* Remove the per-kernel index of the writable dir (a clear). */
+void cache_index_clear(kvjit_cache *c);
+
 /* Per-process check of an entry's trust (owner, mode) the loader applies: NULL or why not. */
 const char *cache_untrusted_reason(const kvjit_cache *c, const struct stat *st);
 

@@ -69,14 +69,40 @@ int kvjit_cache_find(kvjit_cache *c, const kvjit_key *key) {
   return has == 1 ? 2 : has;
 }
 
+/* After an entry, its per-kernel hint: a server's miss of the same kernels finds it (miss.h). */
+static void push_entry(kvjit_cache *c, const kvjit_key *key, const uint8_t *data, size_t len) {
+  kvjit_entry_view v;
+  kvjit_key id;
+  int indexed = kvjit_entry_parse_header(&v, data, len, len, key) == KVJIT_OK;
+  if (indexed) kvjit_cache_index_id(&v, &id);
+  kvjit_remote_put_indexed(c->remote, key, data, len, indexed ? &id : NULL);
+}
+
 void kvjit_cache_push(kvjit_cache *c, const kvjit_key *key, const uint8_t *data, size_t len) {
-  if (kvjit_remote_writable(c->remote)) kvjit_remote_put(c->remote, key, data, len);
+  if (kvjit_remote_writable(c->remote)) push_entry(c, key, data, len);
 }
 
 void kvjit_cache_push_if_absent(kvjit_cache *c, const kvjit_key *key, const uint8_t *data, size_t len) {
   if (!kvjit_remote_writable(c->remote)) return;
   /* Only when the remote says it lacks the entry: an unreachable remote is not written blind. */
-  if (kvjit_remote_has(c->remote, key) == 0) kvjit_remote_put(c->remote, key, data, len);
+  if (kvjit_remote_has(c->remote, key) == 0) push_entry(c, key, data, len);
+}
+
+kvjit_status kvjit_cache_remote_nearest(kvjit_cache *c, const kvjit_key *id, uint8_t **data, kvjit_entry_view *view) {
+  kvjit_key key;
+  uint8_t *buf = NULL;
+  size_t len = 0, from = 0;
+  if (c->remote == NULL || !kvjit_remote_get_hint(c->remote, id, &key) ||
+      !kvjit_remote_get(c->remote, &key, &buf, &len, &from)) {
+    return KVJIT_ERR_NOT_FOUND;
+  }
+  if (kvjit_entry_parse_header(view, buf, len, len, &key) != KVJIT_OK) {
+    kvjit_remote_reject(c->remote, from, kvjit_last_error());
+    free(buf);
+    return KVJIT_ERR_NOT_FOUND;
+  }
+  *data = buf;
+  return KVJIT_OK;
 }
 
 int kvjit_cache_remote_has(kvjit_cache *c, const kvjit_key *key) {

@@ -290,6 +290,7 @@ kvjit_status kvjit_cache_write(kvjit_cache *c, const kvjit_key *key, const uint8
     unlink(tmp);
     return write_failure(c, "rename into place", strerror(err));
   }
+  cache_index_add(c, &view);
   close(lock_fd);
   /* Make the rename durable too, so a power cut cannot leave a name without its data. */
   int dfd = kvjit_fd_above_stdio(open(c->write_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -328,6 +329,7 @@ kvjit_status kvjit_cache_evict(kvjit_cache *c, uint64_t max_bytes, uint64_t *rem
 kvjit_status kvjit_cache_remove_all(kvjit_cache *c, uint64_t *removed_entries) {
   uint64_t n = 0;
   kvjit_status st = kvjit_cache_evict(c, 0, &n, NULL);
+  if (st == KVJIT_OK) cache_index_clear(c);
   if (removed_entries) *removed_entries = n;
   return st;
 }

@@ -38,6 +38,29 @@ static uint8_t *put_string(uint8_t *p, const char *s, size_t n) {
   return p + 2 + n;
 }
 
+/* The digests block of version 3: u32 length, then the four digests (high, low each). A reader
+ * takes the fields it knows from a longer block, so later versions can append digests. */
+static uint8_t *put_digests(uint8_t *p, const kvjit_entry_digests *d) {
+  static const kvjit_entry_digests unknown;
+  if (d == NULL) d = &unknown;
+  const kvjit_key *keys[4] = {&d->nvrtc, &d->toolkit, &d->options, &d->sources};
+  wr32(p, KVJIT_ENTRY_DIGESTS_BYTES);
+  p += 4;
+  for (int i = 0; i < 4; i++, p += 16) {
+    wr64(p, keys[i]->high);
+    wr64(p + 8, keys[i]->low);
+  }
+  return p;
+}
+
+static void get_digests(const uint8_t *p, kvjit_entry_digests *d) {
+  kvjit_key *keys[4] = {&d->nvrtc, &d->toolkit, &d->options, &d->sources};
+  for (int i = 0; i < 4; i++, p += 16) {
+    keys[i]->high = rd64(p);
+    keys[i]->low = rd64(p + 8);
+  }
+}
+
 kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entry_meta *meta, const void *payload,
                                 size_t payload_len) {
   const char *strings[ENTRY_STRINGS] = {meta->program, meta->op ? meta->op : "", meta->variant ? meta->variant : "",
@@ -61,7 +84,7 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
     }
     header += 4 + a + b;
   }
-  header += 8; /* header checksum */
+  header += 4 + KVJIT_ENTRY_DIGESTS_BYTES + 8; /* the digests block, the header checksum */
   if (header > KVJIT_ENTRY_MAX_HEADER_BYTES) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "entry header: %zu bytes, the format allows %u", header,
                       KVJIT_ENTRY_MAX_HEADER_BYTES);
@@ -77,7 +100,7 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
   uint8_t *buf = malloc(header + payload_len);
   if (buf == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "entry: cannot allocate %zu bytes", header + payload_len);
   memcpy(buf, KVJIT_ENTRY_MAGIC, 8);
-  wr32(buf + 8, KVJIT_CACHE_FORMAT_VERSION);
+  wr32(buf + 8, KVJIT_ENTRY_VERSION);
   wr32(buf + 12, (uint32_t)header);
   wr64(buf + 16, meta->key.high);
   wr64(buf + 24, meta->key.low);
@@ -99,6 +122,7 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
     p = put_string(p, meta->kernels[i], strlen(meta->kernels[i]));
     p = put_string(p, meta->lowered[i], strlen(meta->lowered[i]));
   }
+  p = put_digests(p, meta->digests);
   wr64(p, XXH3_64bits(buf, header - 8));
   if (payload_len > 0) memcpy(buf + header, payload, payload_len);
   *out = buf;
@@ -114,9 +138,9 @@ kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t 
   }
   if (memcmp(data, KVJIT_ENTRY_MAGIC, 8) != 0) return corrupt("bad magic");
   uint32_t version = rd32(data + 8);
-  if (version != KVJIT_CACHE_FORMAT_VERSION) {
-    return kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry: format version %u, expected %u", version,
-                      KVJIT_CACHE_FORMAT_VERSION);
+  if (version != 2 && version != KVJIT_ENTRY_VERSION) {
+    return kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry: format version %u, expected 2 or %u", version,
+                      KVJIT_ENTRY_VERSION);
   }
   uint64_t header = rd32(data + 12), payload = rd64(data + 64);
   if (header < KVJIT_ENTRY_FIXED_BYTES + 2 * ENTRY_STRINGS + 8 || header > KVJIT_ENTRY_MAX_HEADER_BYTES) {
@@ -194,6 +218,14 @@ kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data
       return corrupt("empty kernel name or one with a NUL byte");
     }
     kvjit_key_add_kernel(&kb, name, name_len);
+  }
+  v.version = rd32(data + 8);
+  if (v.version >= 3) {
+    if (end - p < 4) return corrupt("truncated digests");
+    uint32_t block = rd32(p);
+    if (block < KVJIT_ENTRY_DIGESTS_BYTES || (size_t)(end - p - 4) != block) return corrupt("malformed digests block");
+    get_digests(p + 4, &v.digests);
+    p += 4 + block;
   }
   if (p != end) return corrupt("header has trailing bytes");
   kvjit_key derived;

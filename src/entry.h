@@ -18,6 +18,22 @@
 #define KVJIT_ENTRY_MAX_PAYLOAD_BYTES (256ull << 20)
 #define KVJIT_ENTRY_MAX_BYTES (KVJIT_ENTRY_MAX_HEADER_BYTES + KVJIT_ENTRY_MAX_PAYLOAD_BYTES)
 #define KVJIT_ENTRY_MAX_KERNELS 4096u
+/* Entry files of version 3 add the key inputs' digests (below) to version 2's header; both read.
+ * Keys, dir names and remote URLs keep KVJIT_CACHE_FORMAT_VERSION (2): the key did not change. */
+#define KVJIT_ENTRY_VERSION 3u
+#define KVJIT_ENTRY_DIGESTS_BYTES 64u
+
+/**
+ * Digests of the inputs a key was computed from, recorded so that a miss can say which one
+ * differs (miss.h). Not the inputs: no path, source or option text. A zero digest is unknown
+ * (nvrtc: the library has no build id) or absent (toolkit: the program uses no toolkit header).
+ */
+typedef struct kvjit_entry_digests {
+  kvjit_key nvrtc;   /* the NVRTC build: XXH3-128 of its ELF build id (the version is in the target) */
+  kvjit_key toolkit; /* the toolkit header tree the program included from */
+  kvjit_key options; /* the options NVRTC got, in order */
+  kvjit_key sources; /* source, in-memory headers, headers read from disk and what each include resolved to */
+} kvjit_entry_digests;
 
 /** What an entry says about itself besides the payload. */
 typedef struct kvjit_entry_meta {
@@ -32,6 +48,7 @@ typedef struct kvjit_entry_meta {
   size_t num_kernels;
   const char *const *kernels;    /* names as asked */
   const char *const *lowered;    /* lowered (mangled) names */
+  const kvjit_entry_digests *digests; /* NULL: all unknown (zero) */
 } kvjit_entry_meta;
 
 /** A parsed entry: pointers into the caller's buffer (strings are NOT NUL-terminated). */
@@ -47,6 +64,8 @@ typedef struct kvjit_entry_view {
   const uint8_t *payload;      /* NULL when only the header was parsed */
   uint64_t payload_len;
   uint64_t payload_checksum;   /* XXH3-64 the header records for the payload */
+  uint32_t version;            /* the file's format version: 2 (no digests) or 3 */
+  kvjit_entry_digests digests; /* all zero for a version 2 entry */
 } kvjit_entry_view;
 
 /** Serialise meta + payload into a new malloc'd buffer. */

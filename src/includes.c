@@ -572,7 +572,7 @@ static void hash_directive(kvjit_key_builder *b, const kvjit_includes *inc, cons
   (void)inc;
 }
 
-void kvjit_includes_hash(const kvjit_includes *inc, kvjit_key_builder *b) {
+void kvjit_includes_hash_files(const kvjit_includes *inc, kvjit_key_builder *b) {
   /* Which file each directive reads (by index: names and contents follow), so the rewritten
    * texts NVRTC gets are a function of what is hashed here and in the description. */
   kvjit_key_put_str(b, 'R', "kvjit-includes");
@@ -594,6 +594,10 @@ void kvjit_includes_hash(const kvjit_includes *inc, kvjit_key_builder *b) {
   }
   kvjit_key_put_u64(b, inc->num_pre);
   for (size_t i = 0; i < inc->num_pre; i++) hash_directive(b, inc, &inc->pre[i]);
+}
+
+void kvjit_includes_hash(const kvjit_includes *inc, kvjit_key_builder *b) {
+  kvjit_includes_hash_files(inc, b);
   if (inc->uses_toolkit) {
     kvjit_key_put_str(b, 'T', "toolkit");
     kvjit_key_put_u64(b, inc->toolkit.high);

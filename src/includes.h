@@ -96,6 +96,8 @@ int kvjit_includes_matter(const kvjit_includes *inc);
 
 /** Feed the resolution (names, disk files' digests, the toolkit's digest) into a content digest. */
 void kvjit_includes_hash(const kvjit_includes *inc, kvjit_key_builder *b);
+/** kvjit_includes_hash() without the toolkit's digest (a miss tells the two apart: miss.h). */
+void kvjit_includes_hash_files(const kvjit_includes *inc, kvjit_key_builder *b);
 
 /** The text of file @p index with its directives rewritten to the names NVRTC gets (malloc'd). */
 char *kvjit_includes_rewrite(const kvjit_includes *inc, size_t index);

@@ -23,7 +23,9 @@
 #include "fast_table.h"
 #include "pack.h"
 #include "includes.h"
+#include "miss.h"
 #include "names.h"
+#include "nvrtc_lib.h"
 #include "parse.h"
 #include "program.h"
 #include "request.h"
@@ -50,6 +52,7 @@ struct kvjit_context {
   kvjit_stats base; /* the counters at the last kvjit_context_reset_stats() */
   kvjit_compile_mode compile_mode;
   atomic_uint_fast64_t not_cached; /* misses refused by KVJIT_COMPILE=never */
+  kvjit_miss_log *misses;          /* lookups' misses, explained (miss.h) */
 };
 
 /* ---- context ------------------------------------------------------------------------------ */
@@ -71,7 +74,8 @@ kvjit_status kvjit_context_create(kvjit_context **out, const kvjit_context_optio
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   pthread_mutex_init(&ctx->lock, NULL);
   pthread_cond_init(&ctx->built, NULL);
-  if (kvjit_fast_table_create(&ctx->fast) != KVJIT_OK || kvjit_include_memo_create(&ctx->memo) != KVJIT_OK) {
+  if (kvjit_fast_table_create(&ctx->fast) != KVJIT_OK || kvjit_include_memo_create(&ctx->memo) != KVJIT_OK ||
+      kvjit_miss_log_create(&ctx->misses) != KVJIT_OK) {
     kvjit_context_destroy(ctx);
     return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "context: out of memory");
   }
@@ -146,6 +150,7 @@ void kvjit_context_destroy(kvjit_context *ctx) {
   free_list(ctx->retired, drv);
   kvjit_fast_table_destroy(ctx->fast);
   kvjit_include_memo_destroy(ctx->memo);
+  kvjit_miss_log_destroy(ctx->misses);
   kvjit_cache_close(ctx->cache);
   free(ctx->manifest_path);
   pthread_cond_destroy(&ctx->built);
@@ -181,10 +186,20 @@ static void counters_now(const kvjit_context *ctx, kvjit_stats *out) {
   out->remote_writes = atomic_load(&rc->writes);
   out->remote_bytes_in = atomic_load(&rc->bytes_in);
   out->remote_bytes_out = atomic_load(&rc->bytes_out);
+  uint64_t by_cause[KVJIT_MISS_CAUSES];
+  kvjit_miss_log_counts(ctx->misses, by_cause);
+  out->misses_cold = by_cause[KVJIT_MISS_COLD];
+  out->misses_nvrtc = by_cause[KVJIT_MISS_NVRTC];
+  out->misses_target = by_cause[KVJIT_MISS_TARGET];
+  out->misses_toolkit = by_cause[KVJIT_MISS_TOOLKIT];
+  out->misses_options = by_cause[KVJIT_MISS_OPTIONS];
+  out->misses_source = by_cause[KVJIT_MISS_SOURCE];
+  out->misses_other = by_cause[KVJIT_MISS_OTHER];
 }
 
 /* Where each version's fields end: a caller of version V gets exactly those (never more). */
-static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, offsetof(kvjit_stats, not_cached), sizeof(kvjit_stats)};
+static const size_t stats_end[KVJIT_STATS_VERSION + 1] = {0, offsetof(kvjit_stats, not_cached),
+                                                           offsetof(kvjit_stats, misses_cold), sizeof(kvjit_stats)};
 
 kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
@@ -202,6 +217,11 @@ kvjit_status kvjit_context_stats(const kvjit_context *ctx, kvjit_stats *out) {
   size_t from = offsetof(kvjit_stats, memory_hits);
   memcpy((char *)out + from, (const char *)&now + from, stats_end[out->version] - from);
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_context_misses(const kvjit_context *ctx, kvjit_miss_info *out, size_t capacity, size_t *count) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
+  return kvjit_miss_log_copy(ctx->misses, out, capacity, count);
 }
 
 kvjit_status kvjit_context_reset_stats(kvjit_context *ctx) {
@@ -297,6 +317,7 @@ static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_targ
   p->key = *key;
   kvjit_key_hex(key, p->key_hex);
   p->content = req->content;
+  kvjit_request_digests(req, &p->digests);
   p->target = *target;
   p->arch = kvjit_target_code(target);
   p->state = PROGRAM_BUILDING;
@@ -308,7 +329,8 @@ static kvjit_program *program_new(const kvjit_request *req, const kvjit_key_targ
  * disk afterwards: a runtime lookup carries on memory-only, a prewarm reports the failure. A
  * compile kept in memory on purpose (after a state-leaking one) is KVJIT_OK: it is counted. */
 static kvjit_status publish(kvjit_context *ctx, const kvjit_program_label *label, const kvjit_key_target *target,
-                            const kvjit_key *key, const kvjit_key *content, const char *program, size_t num_kernels,
+                            const kvjit_key *key, const kvjit_key *content, const kvjit_entry_digests *digests,
+                            const char *program, size_t num_kernels,
                             const char *const *kernels, const uint8_t *payload, size_t payload_len,
                             const char *const *lowered, int publishable) {
   if (!publishable) {
@@ -326,8 +348,11 @@ static kvjit_status publish(kvjit_context *ctx, const kvjit_program_label *label
   }
   char compiler[32];
   snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
+  kvjit_entry_digests recorded = *digests;
+  kvjit_nvrtc_identity(&recorded.nvrtc);
   kvjit_entry_meta meta = {.key = *key,
                            .content = *content,
+                           .digests = &recorded,
                            .target = *target,
                            .created = (int64_t)time(NULL),
                            .program = program,
@@ -400,18 +425,61 @@ int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key) {
   return 1;
 }
 
-/* A miss in every cache, under KVJIT_COMPILE=warn or never: one line naming it (warn), or
- * KVJIT_ERR_NOT_CACHED naming it (never). An op's miss is named by its variant's manifest line. */
-static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                                 const kvjit_key_target *target, const kvjit_key *key) {
-  char hex[33], name[32], what[640];
+/* How a miss is named: an op's by its variant's manifest line, a program by its name and target. */
+static void miss_what(const kvjit_request *req, const kvjit_program_label *label, const kvjit_key_target *target,
+                      const kvjit_key *key, char *what, size_t cap) {
+  char hex[33], name[32];
   kvjit_key_hex(key, hex);
   kvjit_target_name(kvjit_target_code(target), name, sizeof name);
   if (label && label->variant && label->variant[0]) {
-    snprintf(what, sizeof what, "%s (key %.12s)", label->variant, hex);
+    snprintf(what, cap, "%s (key %.12s)", label->variant, hex);
   } else {
-    snprintf(what, sizeof what, "program %s for %s (key %.12s)", req->desc->name, name, hex);
+    snprintf(what, cap, "program %s for %s (key %.12s)", req->desc->name, name, hex);
   }
+}
+
+/* What the entry of @p req would record, to compare with the entries that are there (miss.h). */
+static void miss_query(const kvjit_request *req, const kvjit_key_target *target, const kvjit_key *key,
+                       const char *what, kvjit_miss_query *q) {
+  const kvjit_nvrtc *nv = NULL;
+  memset(q, 0, sizeof *q);
+  q->key = *key;
+  q->target = *target;
+  q->content = req->content;
+  kvjit_request_digests(req, &q->digests);
+  q->program = req->desc->name;
+  q->num_kernels = req->desc->num_kernels;
+  q->kernels = (const char *const *)req->kernels;
+  q->what = what;
+  if (kvjit_nvrtc_get(&nv) == KVJIT_OK) {
+    q->nvrtc_path = nv->path;
+    q->digests.nvrtc = nv->identity;
+  }
+  kvjit_clear_error();
+}
+
+/* A lookup's miss explained, kept and counted once per key; logged as it happens unless the
+ * compile mode's own line says it (a cold miss only at KVJIT_LOG=1: every first use is one). */
+static void explain_miss(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                         const kvjit_key_target *target, const kvjit_key *key, kvjit_miss_info *info) {
+  char what[640];
+  miss_what(req, label, target, key, what, sizeof what);
+  kvjit_miss_query q;
+  miss_query(req, target, key, what, &q);
+  kvjit_miss_explain(ctx->cache, &q, info);
+  if (!kvjit_miss_log_add(ctx->misses, info) || ctx->compile_mode != KVJIT_COMPILE_ALWAYS) return;
+  if ((info->cause == KVJIT_MISS_COLD && ctx->log == 1) || (info->cause != KVJIT_MISS_COLD && ctx->log != 0)) {
+    kvjit_log_line("cache miss: %s", info->message);
+  }
+}
+
+/* A miss in every cache, under KVJIT_COMPILE=warn or never: one line naming it (warn), or
+ * KVJIT_ERR_NOT_CACHED naming it (never), with its explanation when there is one. */
+static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
+                                 const kvjit_key_target *target, const kvjit_key *key, const kvjit_miss_info *why) {
+  char what[sizeof why->message];
+  if (why) memcpy(what, why->message, sizeof what);
+  else miss_what(req, label, target, key, what, sizeof what);
   if (ctx->compile_mode == KVJIT_COMPILE_NEVER) {
     atomic_fetch_add(&ctx->not_cached, 1);
     return kvjit_fail(KVJIT_ERR_NOT_CACHED, "not cached, and KVJIT_COMPILE=never: %s", what);
@@ -422,11 +490,13 @@ static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, c
 
 /* NVRTC, counted and logged; the result is published when it may be. */
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                                   const kvjit_key_target *target, const kvjit_key *key, kvjit_compiled *compiled,
-                                   kvjit_status *published) {
+                                   const kvjit_key_target *target, const kvjit_key *key, int explain,
+                                   kvjit_compiled *compiled, kvjit_status *published) {
   *published = KVJIT_OK;
+  kvjit_miss_info why;
+  if (explain) explain_miss(ctx, req, label, target, key, &why);
   if (ctx->compile_mode != KVJIT_COMPILE_ALWAYS) {
-    kvjit_status refused = miss_allowed(ctx, req, label, target, key);
+    kvjit_status refused = miss_allowed(ctx, req, label, target, key, explain ? &why : NULL);
     if (refused != KVJIT_OK) {
       memset(compiled, 0, sizeof *compiled);
       return refused;
@@ -446,7 +516,9 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
-    *published = publish(ctx, label, target, key, &req->content, req->desc->name, req->desc->num_kernels,
+    kvjit_entry_digests digests;
+    kvjit_request_digests(req, &digests);
+    *published = publish(ctx, label, target, key, &req->content, &digests, req->desc->name, req->desc->num_kernels,
                          (const char *const *)req->kernels, compiled->payload, compiled->payload_len,
                          (const char *const *)compiled->lowered, compiled->publishable);
   } else if (st != KVJIT_ERR_NO_NVRTC) {
@@ -479,7 +551,7 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req,
     *origin = KVJIT_FROM_DISK;
     return KVJIT_OK;
   }
-  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, compiled, published);
+  kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, bundle != NULL, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
   *origin = KVJIT_FROM_COMPILE;
   return st;
@@ -645,6 +717,7 @@ static kvjit_status bundle_from_disk(kvjit_context *ctx, kvjit_program *b) {
   b->target = view.target;
   b->arch = kvjit_target_code(&view.target);
   b->content = view.content;
+  b->digests = view.digests;
   b->names = calloc(n, sizeof *b->names);
   b->lowered = calloc(n, sizeof *b->lowered);
   b->payload = malloc(view.payload_len + 1);
@@ -751,7 +824,7 @@ static kvjit_status rebuild_rejected(kvjit_context *ctx, kvjit_program *p, const
     /* An alias in another dir: this program needs a binary of its own, so build it. */
     free(file);
     file = NULL;
-    st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+    st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, 0, &compiled, &published);
     origin = KVJIT_FROM_COMPILE;
   }
   char **lowered = NULL;
@@ -814,7 +887,7 @@ static kvjit_status own_build(kvjit_context *ctx, kvjit_program *p, const kvjit_
                               const kvjit_program_label *label) {
   kvjit_compiled compiled;
   kvjit_status published; /* not on disk: this lookup carries on memory-only, as any miss does */
-  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, &compiled, &published);
+  kvjit_status st = kvjit_context_compile(ctx, req, label, &p->target, &p->key, 1, &compiled, &published);
   if (st == KVJIT_OK) {
     p->payload = compiled.payload;
     p->payload_len = compiled.payload_len;
@@ -1053,13 +1126,13 @@ static kvjit_status compile_known(kvjit_context *ctx, kvjit_program *p, const kv
   const kvjit_program *own = p->bundle ? p->bundle : p;
   if (own->publishable && !(p->bundle && kvjit_context_entry_usable(ctx, &own->key))) {
     kvjit_program_label bundle_label = {label ? label->op : NULL, NULL};
-    st = publish(ctx, p->bundle ? &bundle_label : label, &own->target, &own->key, &own->content, own->name,
+    st = publish(ctx, p->bundle ? &bundle_label : label, &own->target, &own->key, &own->content, &own->digests, own->name,
                  own->num_kernels, (const char *const *)own->names, own->payload, own->payload_len,
                  (const char *const *)own->lowered, 1);
   }
   if (st == KVJIT_OK && p->bundle && own->publishable) {
     kvjit_entry_alias a = {own->key, p->bundle_index, (uint32_t)own->num_kernels};
-    st = kvjit_bundle_write_alias(ctx->cache, label, &p->target, &p->key, &p->content, p->name, p->names[0],
+    st = kvjit_bundle_write_alias(ctx->cache, label, &p->target, &p->key, &p->content, &p->digests, p->name, p->names[0],
                                   p->lowered[0], &a);
   }
   atomic_fetch_add(&ctx->memory_hits, 1);
@@ -1125,8 +1198,10 @@ done:
   return st;
 }
 
-kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, int *where) {
+kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
+                                int *where, kvjit_miss_info *why) {
   *where = 0;
+  if (why) memset(why, 0, sizeof *why);
   kvjit_request req;
   kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
   if (st != KVJIT_OK) return st;
@@ -1145,6 +1220,13 @@ kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *de
     } else {
       int remote = kvjit_cache_remote_has(ctx->cache, &key);
       *where = remote == 1 ? 2 : remote;
+      if (why) {
+        char what[640];
+        miss_what(&req, label, &target, &key, what, sizeof what);
+        kvjit_miss_query q;
+        miss_query(&req, &target, &key, what, &q);
+        kvjit_miss_explain(ctx->cache, &q, why);
+      }
     }
   }
   kvjit_request_free(&req);

@@ -51,9 +51,11 @@ kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *ori
 /**
  * Where a compile-only lookup of @p desc would find its program, computing its key but fetching
  * and compiling nothing: *where = 1 a local dir, 2 the remote tier, 0 nowhere, -1 not locally and
- * no remote could say. For coverage checks (`kvjit cache check`, `prewarm -n`).
+ * no remote could say. For coverage checks (`kvjit cache check`, `prewarm -n`). With @p why (optional),
+ * a program not found locally is explained as a lookup's miss would be (miss.h; @p label names it).
  */
-kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, int *where);
+kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_program_label *label,
+                                int *where, kvjit_miss_info *why);
 
 /** Device address of a __device__ variable of a loaded program, in the current CUDA context. */
 kvjit_status kvjit_program_global(const kvjit_program *program, CUdeviceptr *ptr, size_t *bytes, const char *name);

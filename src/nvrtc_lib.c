@@ -2,6 +2,8 @@
 #include "nvrtc_lib.h"
 
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -46,6 +48,7 @@ static char loaded_path[PATH_MAX];
 static char include_dir[PATH_MAX];
 static char cccl_dir[PATH_MAX];
 static int archs[128];
+static const char *chosen_because = "";
 
 /* Append "; what" to the reason (truncated quietly: the first candidates matter most). */
 static void note(const char *fmt, ...) KVJIT_PRINTF(1, 2);
@@ -147,19 +150,62 @@ static void *open_nvrtc(void) {
   if (env && env[0]) {
     void *h = try_open(env);
     if (h == NULL) note("nothing else: $KVJIT_NVRTC is set");
+    chosen_because = "KVJIT_NVRTC";
     return h;
   }
   void *h = open_from_wheels();
-  if (h) return h;
+  if (h) {
+    chosen_because = "a pip wheel (nvidia-cuda-nvrtc / nvidia-cu" STR_(KVJIT_NVRTC_BUILT_MAJOR) ") next to libkvjit, "
+                     "preferred to the toolkit";
+    return h;
+  }
   static const char *const libdirs[] = {"lib64", "lib"};
   for (size_t i = 0; i < 2; i++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s/" SONAME, KVJIT_TOOLKIT_DIR, libdirs[i]);
     if (!is_file(path)) continue;
+    chosen_because = "the toolkit kvjit was built with (" KVJIT_TOOLKIT_DIR ")";
     if ((h = try_open(path)) != NULL) return h;
   }
+  chosen_because = "the dynamic loader's search path (" SONAME ")";
   if ((h = try_open(SONAME)) != NULL) return h;
   return NULL;
+}
+
+/* The ELF build id of the loaded object that holds @p addr: what identifies an NVRTC build wherever
+ * it is installed, read from memory (no file is opened). */
+typedef struct build_id_search {
+  uintptr_t addr;
+  kvjit_key *out;
+} build_id_search;
+
+static int build_id_of_object(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  build_id_search *s = arg;
+  int holds = 0;
+  for (int i = 0; i < info->dlpi_phnum && !holds; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+    holds = ph->p_type == PT_LOAD && s->addr >= start && s->addr - start < ph->p_memsz;
+  }
+  if (!holds) return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE) continue;
+    const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+    while ((size_t)(end - p) >= sizeof(ElfW(Nhdr))) {
+      const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
+      size_t name = (n->n_namesz + 3u) & ~3u, desc = (n->n_descsz + 3u) & ~3u;
+      const uint8_t *d = p + sizeof *n + name;
+      if ((size_t)(end - p) < sizeof *n + name + desc) break;
+      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(p + sizeof *n, "GNU", 4) == 0) {
+        kvjit_key_of_bytes(s->out, d, n->n_descsz);
+        return 1;
+      }
+      p = d + desc;
+    }
+  }
+  return 1;
 }
 
 static void nvrtc_load(void) {
@@ -189,6 +235,9 @@ static void nvrtc_load(void) {
   table.num_archs = n;
   table.archs = archs;
   table.path = loaded_path;
+  table.why = chosen_because;
+  build_id_search search = {(uintptr_t)probe, &table.identity};
+  dl_iterate_phdr(build_id_of_object, &search);
   find_toolkit_headers(loaded_path);
   table.include_dir = include_dir;
   table.cccl_dir = cccl_dir;
@@ -203,6 +252,12 @@ kvjit_status kvjit_nvrtc_get(const kvjit_nvrtc **out) {
   }
   *out = &table;
   return KVJIT_OK;
+}
+
+void kvjit_nvrtc_identity(kvjit_key *out) {
+  pthread_once(&nvrtc_once, nvrtc_load);
+  kvjit_key none = {0, 0};
+  *out = table_status == KVJIT_OK ? table.identity : none;
 }
 
 void kvjit_nvrtc_key_version(int *major, int *minor) {
@@ -243,4 +298,13 @@ kvjit_status kvjit_nvrtc_archs(int *out, size_t capacity, size_t *count) {
   for (size_t i = 0; i < capacity && i < (size_t)nv->num_archs; i++) out[i] = nv->archs[i];
   *count = (size_t)nv->num_archs;
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_nvrtc_info(const char **path, const char **why) {
+  if (path == NULL || why == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "path/why is NULL");
+  const kvjit_nvrtc *nv;
+  kvjit_status st = kvjit_nvrtc_get(&nv);
+  *path = st == KVJIT_OK ? nv->path : NULL;
+  *why = st == KVJIT_OK ? nv->why : NULL;
+  return st;
 }

@@ -14,11 +14,15 @@
 
 #include <nvrtc.h>
 
+#include "key.h"
 #include "kvjit.h"
 
 typedef struct kvjit_nvrtc {
   int major, minor; /* nvrtcVersion */
   const char *path; /* the file that was loaded (as dladdr reports it) */
+  const char *why;  /* why that one: "KVJIT_NVRTC", "a pip wheel next to libkvjit", ... */
+  /* The build, wherever it is installed: XXH3-128 of its ELF build id (zero when it has none). */
+  kvjit_key identity;
   /* The toolkit's header dirs found from that file, "" when none exists: NVRTC's default search
    * path (NVRTC itself has none). */
   const char *include_dir;
@@ -48,6 +52,9 @@ typedef struct kvjit_nvrtc {
  * @return KVJIT_ERR_NO_NVRTC (the last error names every place tried) when none could be loaded.
  */
 kvjit_status kvjit_nvrtc_get(const kvjit_nvrtc **out);
+
+/** The loaded NVRTC's build identity (kvjit_nvrtc.identity); zero when none is loaded. */
+void kvjit_nvrtc_identity(kvjit_key *out);
 
 /**
  * The NVRTC version that keys are computed for: the loaded NVRTC's; without one,

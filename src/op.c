@@ -144,8 +144,9 @@ kvjit_status kvjit_op_prepare(kvjit_context *ctx, const kvjit_op *op, const int6
 }
 
 kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64_t *checked, unsigned *local,
-                             unsigned *remote, unsigned *missing) {
+                             unsigned *remote, unsigned *missing, kvjit_miss_info *why) {
   *local = *remote = *missing = 0;
+  if (why) memset(why, 0, sizeof *why);
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
   memcpy(values, checked, op->info.num_fields * sizeof values[0]);
   kvjit_status st;
@@ -158,6 +159,9 @@ kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64
     values[0] = arch;
     if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
   }
+  char line[KVJIT_VARIANT_MAX_FIELDS * 32];
+  if ((st = kvjit_op_format_line(op, values, line, sizeof line)) != KVJIT_OK) return st;
+  kvjit_program_label label = {op->info.name, line};
   /* The programs a runtime lookup would ask for: one per distinct plan, as kvjit_op_prewarm(). */
   enum { MAX_CLASSES = 8 };
   plan_buffer done[MAX_CLASSES];
@@ -172,7 +176,10 @@ kvjit_status kvjit_op_locate(kvjit_context *ctx, const kvjit_op *op, const int64
     num_done++;
     /* The one-kernel program a runtime miss asks for: found as an entry or as a bundle's alias. */
     int where = 0;
-    if ((st = kvjit_program_find(ctx, &prog.desc, &where)) != KVJIT_OK) return st;
+    kvjit_miss_info first;
+    int explain = why != NULL && why->cause == KVJIT_MISS_NONE;
+    if ((st = kvjit_program_find(ctx, &prog.desc, &label, &where, explain ? &first : NULL)) != KVJIT_OK) return st;
+    if (explain && where != 1) *why = first;
     if (where == 1) (*local)++;
     else if (where == 2) (*remote)++;
     else (*missing)++; /* nowhere, or a remote that could not say: a server would compile it */

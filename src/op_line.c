@@ -356,12 +356,9 @@ kvjit_status kvjit_prewarm_line(kvjit_context *ctx, const char *line, unsigned *
   return kvjit_op_prewarm(ctx, op, values, compiled, cached);
 }
 
-kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *variant, unsigned *local, unsigned *remote,
-                                  unsigned *missing) {
-  unsigned a = 0, b = 0, c = 0;
-  if (local) *local = 0;
-  if (remote) *remote = 0;
-  if (missing) *missing = 0;
+/* kvjit_op_locate() of a checked copy of @p variant (why optional). */
+static kvjit_status variant_locate(kvjit_context *ctx, const kvjit_variant *variant, unsigned *local, unsigned *remote,
+                                   unsigned *missing, kvjit_miss_info *why) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   const kvjit_op *op;
   kvjit_status st = variant_op(variant, &op);
@@ -369,9 +366,26 @@ kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *varia
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
   memcpy(values, variant->values, sizeof values);
   if ((st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN)) != KVJIT_OK) return st;
-  if ((st = kvjit_op_locate(ctx, op, values, &a, &b, &c)) != KVJIT_OK) return st;
+  return kvjit_op_locate(ctx, op, values, local, remote, missing, why);
+}
+
+kvjit_status kvjit_variant_locate(kvjit_context *ctx, const kvjit_variant *variant, unsigned *local, unsigned *remote,
+                                  unsigned *missing) {
+  unsigned a = 0, b = 0, c = 0;
+  if (local) *local = 0;
+  if (remote) *remote = 0;
+  if (missing) *missing = 0;
+  kvjit_status st = variant_locate(ctx, variant, &a, &b, &c, NULL);
+  if (st != KVJIT_OK) return st;
   if (local) *local = a;
   if (remote) *remote = b;
   if (missing) *missing = c;
   return KVJIT_OK;
+}
+
+kvjit_status kvjit_variant_explain(kvjit_context *ctx, const kvjit_variant *variant, kvjit_miss_info *out) {
+  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
+  memset(out, 0, sizeof *out);
+  unsigned a, b, c;
+  return variant_locate(ctx, variant, &a, &b, &c, out);
 }

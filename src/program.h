@@ -36,6 +36,7 @@ struct kvjit_program {
   int from_disk;              /* the payload came from a cache file */
   int publishable;            /* 0: compiled after a state-leaking compile (memory only) */
   kvjit_key content;          /* the content digest (key.h), for writing its entry again */
+  kvjit_entry_digests digests; /* its inputs' digests (entry.h), idem */
   /* An alias (its entry named a bundle, entry.h): the bundle's program, whose kernel bundle_index
    * this program's one kernel is. It has no payload, library or kernels of its own: loading it
    * loads the bundle (once per context) and points at the bundle's kernel. */
@@ -95,10 +96,12 @@ int kvjit_context_entry_usable(kvjit_context *ctx, const kvjit_key *key);
 
 /**
  * NVRTC for @p req, counted and logged, its entry written under @p key when it may be; @p published
- * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk.
+ * is KVJIT_ERR_IO (reason in the last error) when it compiled but is not on disk. With @p explain
+ * (a lookup's miss, not a prewarm's build) the miss is explained first (miss.h): logged once,
+ * kept, counted by cause, and named in KVJIT_COMPILE=never's error.
  */
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
-                                   const kvjit_key_target *target, const kvjit_key *key,
+                                   const kvjit_key_target *target, const kvjit_key *key, int explain,
                                    struct kvjit_compiled *compiled, kvjit_status *published);
 
 /**

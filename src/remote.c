@@ -202,11 +202,16 @@ typedef enum outcome {
   OUT_TIMED_OUT
 } outcome;
 
-static outcome perform(kvjit_remote *r, remote_server *s, request kind, const kvjit_key *key, body *in,
+/* What a request is about: an entry, `<url>/v2/<key>.kvjit`, or a per-kernel hint,
+ * `<url>/v2/index/<id>` (the key last published for a program and kernel list). */
+typedef enum object { OBJ_ENTRY, OBJ_HINT } object;
+
+static outcome perform(kvjit_remote *r, remote_server *s, request kind, object what, const kvjit_key *key, body *in,
                        upload *up, long *status) {
   char hex[33], url[MAX_URL + 64];
   kvjit_key_hex(key, hex);
-  snprintf(url, sizeof url, "%s/v%u/%s.kvjit", s->base, KVJIT_CACHE_FORMAT_VERSION, hex);
+  snprintf(url, sizeof url, what == OBJ_HINT ? "%s/v%u/index/%s" : "%s/v%u/%s.kvjit", s->base,
+           KVJIT_CACHE_FORMAT_VERSION, hex);
   *status = 0;
   CURL *h = curl_easy_init();
   if (h == NULL) return OUT_FAILED;
@@ -277,7 +282,7 @@ int kvjit_remote_get(kvjit_remote *r, const kvjit_key *key, uint8_t **data, size
     if (skipping(r, s, 0)) continue;
     body b = {NULL, 0, 0, 0};
     long status = 0;
-    outcome o = perform(r, s, REQ_GET, key, &b, NULL, &status);
+    outcome o = perform(r, s, REQ_GET, OBJ_ENTRY, key, &b, NULL, &status);
     if (o == OUT_OK && b.len > 0) {
       atomic_fetch_add(&r->counters.bytes_in, b.len);
       *data = b.data;
@@ -312,7 +317,7 @@ int kvjit_remote_has(kvjit_remote *r, const kvjit_key *key) {
     remote_server *s = &r->servers[i];
     if (skipping(r, s, 0)) continue;
     long status = 0;
-    outcome o = perform(r, s, REQ_HEAD, key, NULL, NULL, &status);
+    outcome o = perform(r, s, REQ_HEAD, OBJ_ENTRY, key, NULL, NULL, &status);
     if (o == OUT_OK) return 1;
     if (o == OUT_ABSENT) {
       answered = 1;
@@ -323,20 +328,62 @@ int kvjit_remote_has(kvjit_remote *r, const kvjit_key *key) {
   return answered ? 0 : -1;
 }
 
-void kvjit_remote_put(kvjit_remote *r, const kvjit_key *key, const uint8_t *data, size_t len) {
+/* A hint is one line, "<32 hex>\n": anything else is not one (and is not counted as an entry). */
+#define HINT_BYTES 33u
+
+/* PUT the hint of @p id naming @p key to server @p s (just after its entry went up there). */
+static void put_hint(kvjit_remote *r, remote_server *s, const kvjit_key *id, const kvjit_key *key) {
+  uint8_t line[HINT_BYTES + 1];
+  kvjit_key_hex(key, (char *)line);
+  line[32] = '\n';
+  upload up = {line, HINT_BYTES, 0};
+  long status = 0;
+  outcome o = perform(r, s, REQ_PUT, OBJ_HINT, id, NULL, &up, &status);
+  if (o != OUT_OK) back_off(r, s, o, status, o == OUT_REFUSED || o == OUT_ABSENT);
+}
+
+void kvjit_remote_put_indexed(kvjit_remote *r, const kvjit_key *key, const uint8_t *data, size_t len,
+                              const kvjit_key *hint_id) {
   if (r == NULL) return;
   for (size_t i = 0; i < r->count; i++) {
     remote_server *s = &r->servers[i];
     if (!s->read_write || skipping(r, s, 1)) continue;
     upload up = {data, len, 0};
     long status = 0;
-    outcome o = perform(r, s, REQ_PUT, key, NULL, &up, &status);
+    outcome o = perform(r, s, REQ_PUT, OBJ_ENTRY, key, NULL, &up, &status);
     if (o == OUT_OK) {
       atomic_fetch_add(&r->counters.writes, 1);
       atomic_fetch_add(&r->counters.bytes_out, len);
+      if (hint_id) put_hint(r, s, hint_id, key);
     } else {
       /* Refused writes (quota, read-only tokens) back off writes only: reads may still hit. */
       back_off(r, s, o, status, o == OUT_REFUSED || o == OUT_ABSENT);
     }
   }
+}
+
+void kvjit_remote_put(kvjit_remote *r, const kvjit_key *key, const uint8_t *data, size_t len) {
+  kvjit_remote_put_indexed(r, key, data, len, NULL);
+}
+
+int kvjit_remote_get_hint(kvjit_remote *r, const kvjit_key *id, kvjit_key *out) {
+  if (r == NULL) return 0;
+  for (size_t i = 0; i < r->count; i++) {
+    remote_server *s = &r->servers[i];
+    if (skipping(r, s, 0)) continue;
+    body b = {NULL, 0, 0, 0};
+    long status = 0;
+    outcome o = perform(r, s, REQ_GET, OBJ_HINT, id, &b, NULL, &status);
+    char hex[HINT_BYTES];
+    int got = o == OUT_OK && b.len == HINT_BYTES && b.data[32] == '\n';
+    if (got) {
+      memcpy(hex, b.data, 32);
+      hex[32] = '\0';
+      got = kvjit_key_parse_hex(out, hex) == 0;
+    }
+    free(b.data);
+    if (got) return 1;
+    if (o != OUT_OK && o != OUT_ABSENT) back_off(r, s, o, status, 0);
+  }
+  return 0;
 }

@@ -69,6 +69,19 @@ int kvjit_remote_has(kvjit_remote *remote, const kvjit_key *key);
 /** PUT an encoded entry to every writable remote (best effort, counted). */
 void kvjit_remote_put(kvjit_remote *remote, const kvjit_key *key, const uint8_t *data, size_t len);
 
+/**
+ * The per-kernel hint of @p id (`<url>/v2/index/<id>`: the key last pushed for one program and kernel
+ * list, cache/FORMAT.md) from the first remote that has one. Only explanations of misses read it;
+ * it is not counted as an entry lookup.
+ * @return 1 with *out, 0 when none had a well-formed one.
+ */
+int kvjit_remote_get_hint(kvjit_remote *remote, const kvjit_key *id, kvjit_key *out);
+
+/** kvjit_remote_put(), and to each remote that took the entry, the hint of @p hint_id naming @p key
+ *  (not counted as an entry write; a failure backs off like one). */
+void kvjit_remote_put_indexed(kvjit_remote *remote, const kvjit_key *key, const uint8_t *data, size_t len,
+                              const kvjit_key *hint_id);
+
 const kvjit_remote_counters *kvjit_remote_get_counters(const kvjit_remote *remote);
 
 /** The URLs as configured (for `kvjit info`), "" when none. Never holds the auth header. */

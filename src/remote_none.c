@@ -38,3 +38,11 @@ const char *kvjit_remote_urls(const kvjit_remote *remote) {
   (void)remote;
   return "";
 }
+int kvjit_remote_get_hint(kvjit_remote *remote, const kvjit_key *id, kvjit_key *out) {
+  (void)remote, (void)id, (void)out;
+  return 0;
+}
+void kvjit_remote_put_indexed(kvjit_remote *remote, const kvjit_key *key, const uint8_t *data, size_t len,
+                              const kvjit_key *hint_id) {
+  (void)remote, (void)key, (void)data, (void)len, (void)hint_id;
+}

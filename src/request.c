@@ -137,6 +137,26 @@ static kvjit_status sort_options(kvjit_request *r, const kvjit_program_desc *des
   return KVJIT_OK;
 }
 
+void kvjit_request_digests(const kvjit_request *r, kvjit_entry_digests *out) {
+  const kvjit_program_desc *desc = r->desc;
+  kvjit_key_builder b;
+  memset(out, 0, sizeof *out);
+  kvjit_key_content_begin(&b, "kvjit-options");
+  kvjit_key_put_u64(&b, r->num_options);
+  for (size_t i = 0; i < r->num_options; i++) kvjit_key_put_str(&b, 'O', r->options[i]);
+  kvjit_key_content_end(&b, &out->options);
+  kvjit_key_content_begin(&b, "kvjit-sources");
+  kvjit_key_put_str(&b, 'S', desc->source);
+  kvjit_key_put_u64(&b, desc->num_headers);
+  for (size_t i = 0; i < desc->num_headers; i++) {
+    kvjit_key_put_str(&b, 'H', desc->headers[i].name);
+    kvjit_key_put_str(&b, 'C', desc->headers[i].source);
+  }
+  if (kvjit_includes_matter(&r->inc)) kvjit_includes_hash_files(&r->inc, &b);
+  kvjit_key_content_end(&b, &out->sources);
+  if (r->inc.uses_toolkit) out->toolkit = r->inc.toolkit;
+}
+
 kvjit_status kvjit_request_init(kvjit_request *r, kvjit_include_memo *memo, const kvjit_program_desc *desc) {
   memset(r, 0, sizeof *r);
   kvjit_status st = kvjit_request_check(desc);

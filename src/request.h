@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "compile.h"
+#include "entry.h"
 #include "includes.h"
 #include "key.h"
 #include "kvjit.h"
@@ -42,6 +43,13 @@ kvjit_status kvjit_request_check(const kvjit_program_desc *desc);
 kvjit_status kvjit_request_init(kvjit_request *r, kvjit_include_memo *memo, const kvjit_program_desc *desc);
 
 void kvjit_request_free(kvjit_request *r);
+
+/**
+ * The digests of the content digest's inputs one by one (entry.h; nvrtc zero here), for an entry
+ * to record and a miss to compare (miss.h). Computed on demand, on the miss path only: a repeat
+ * lookup does not pay for them.
+ */
+void kvjit_request_digests(const kvjit_request *r, kvjit_entry_digests *out);
 
 /** The key of the request built for @p target. */
 void kvjit_request_key(const kvjit_request *r, const kvjit_key_target *target, kvjit_key *out);

@@ -360,7 +360,8 @@ static void test_alias_of_another_kernel(void **state) {
   for (size_t f = 0; f < 2; f++) {
     kvjit_entry_alias a = forged[f];
     a.bundle = bundle_key;
-    kvjit_bundle_write_alias(kvjit_context_cache(ctx), NULL, &target, &key, &content, "bundle_test.cu", "k<1>",
+    static const kvjit_entry_digests unknown;
+    kvjit_bundle_write_alias(kvjit_context_cache(ctx), NULL, &target, &key, &content, &unknown, "bundle_test.cu", "k<1>",
                              "_Z1kILi1EEvPi", &a);
     kvjit_context *fresh = ctx_at(dir, NULL);
     p = build_one(fresh, 0, 90, &origin);

@@ -9,12 +9,15 @@
 #include <cmocka.h>
 
 #include "entry.h"
+#include "entry_util.h"
 #include "xxh.h"
 
 static const char *kernels[] = {"scale<128, float>", "plain"};
 static const char *lowered[] = {"_Z5scaleILi128EfEvPf", "plain"};
 static const char *kernels_of_alias[] = {"scale<128,float>", "plain"};
 static const char *lowered_of_alias[] = {"_Z5scaleILi128EfEvPf", "plain"};
+
+static const kvjit_entry_digests digests = {{1, 2}, {3, 4}, {5, 6}, {7, 8}};
 
 static void make_entry(uint8_t **buf, size_t *len, kvjit_key *key) {
   static uint8_t payload[1000];
@@ -28,7 +31,8 @@ static void make_entry(uint8_t **buf, size_t *len, kvjit_key *key) {
                         .compiler = "NVRTC 13.0",
                         .num_kernels = 2,
                         .kernels = kernels,
-                        .lowered = lowered};
+                        .lowered = lowered,
+                        .digests = &digests};
   kvjit_key_derive(&m.key, &m.target, m.num_kernels, kernels, &m.content);
   *key = m.key;
   assert_int_equal(kvjit_entry_encode(buf, len, &m, payload, sizeof payload), KVJIT_OK);
@@ -68,13 +72,6 @@ static void test_round_trip(void **state) {
     assert_memory_equal(l, lowered[i], ll);
   }
   free(buf);
-}
-
-/* Recompute the header checksum of an edited entry, as a forger would. */
-static void reseal(uint8_t *buf) {
-  uint32_t header = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
-  uint64_t sum = XXH3_64bits(buf, header - 8);
-  for (int i = 0; i < 8; i++) buf[header - 8 + i] = (uint8_t)(sum >> (8 * i));
 }
 
 static void expect_corrupt(const uint8_t *buf, size_t len, const kvjit_key *key, const char *why) {
@@ -119,7 +116,7 @@ static void test_named_cases(void **state) {
   buf[0] = 'K';
   buf[8] = 1; /* format version 1 */
   expect_corrupt(buf, len, &key, "version 1");
-  buf[8] = 2;
+  buf[8] = KVJIT_ENTRY_VERSION;
   kvjit_key other = key;
   other.low ^= 1;
   expect_corrupt(buf, len, &other, "key mismatch");
@@ -139,7 +136,7 @@ static void test_named_cases(void **state) {
     uint8_t *lie = malloc(len);
     memcpy(lie, buf, len);
     lie[at] ^= 1;
-    reseal(lie);
+    entry_reseal(lie);
     expect_corrupt(lie, len, &key, at == 57 ? "suffix" : at >= 54 && at <= 55 ? "range" : "derive");
     free(lie);
   }
@@ -147,6 +144,36 @@ static void test_named_cases(void **state) {
   buf[len - 1] ^= 1;
   kvjit_entry_view v;
   assert_int_equal(kvjit_entry_parse(&v, buf, len, NULL, 0), KVJIT_OK);
+  free(buf);
+}
+
+/* Version 3 records the key inputs' digests; a version 2 entry still reads, its digests unknown. */
+static void test_digests_and_version_2(void **state) {
+  (void)state;
+  uint8_t *buf;
+  size_t len;
+  kvjit_key key;
+  make_entry(&buf, &len, &key);
+  kvjit_entry_view v;
+  assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
+  assert_int_equal(v.version, 3);
+  assert_memory_equal(&v.digests, &digests, sizeof digests);
+  size_t old_len;
+  uint8_t *old = entry_as_version_2(buf, len, &old_len);
+  assert_int_equal(kvjit_entry_parse(&v, old, old_len, &key, 1), KVJIT_OK);
+  assert_int_equal(v.version, 2);
+  assert_int_equal(v.digests.sources.low, 0);
+  assert_int_equal(v.payload_len, 1000);
+  free(old);
+  /* A digests block that claims more or less than the header holds. */
+  uint32_t header = (uint32_t)buf[12] | (uint32_t)buf[13] << 8 | (uint32_t)buf[14] << 16 | (uint32_t)buf[15] << 24;
+  uint8_t *at = buf + header - 8 - 4 - KVJIT_ENTRY_DIGESTS_BYTES;
+  at[0] = KVJIT_ENTRY_DIGESTS_BYTES - 16;
+  entry_reseal(buf);
+  expect_corrupt(buf, len, &key, "digests");
+  at[0] = KVJIT_ENTRY_DIGESTS_BYTES + 16;
+  entry_reseal(buf);
+  expect_corrupt(buf, len, &key, "digests");
   free(buf);
 }
 
@@ -186,10 +213,10 @@ static void test_alias(void **state) {
   /* Its kind byte made cubin (checksum made good): the same key, an entry of 24 bytes that the
    * driver refuses (and the loader then rebuilds); made PTX: not its key. */
   buf[56] = KVJIT_PAYLOAD_CUBIN;
-  reseal(buf);
+  entry_reseal(buf);
   assert_int_equal(kvjit_entry_parse(&v, buf, len, &key, 1), KVJIT_OK);
   buf[56] = KVJIT_PAYLOAD_PTX;
-  reseal(buf);
+  entry_reseal(buf);
   expect_corrupt(buf, len, &key, "derive");
   free(buf);
   /* Malformed: two kernels, another payload size, an index past the count, no count, itself. */
@@ -222,6 +249,7 @@ int main(void) {
       cmocka_unit_test(test_every_flipped_byte_is_caught),
       cmocka_unit_test(test_named_cases),
       cmocka_unit_test(test_alias),
+      cmocka_unit_test(test_digests_and_version_2),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

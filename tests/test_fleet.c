@@ -270,6 +270,45 @@ static void test_sixteen_cold_processes(void **state) {
   expect_all_good(dir);
 }
 
+/* A server whose dir is empty misses a program the remote has only with other options: the
+ * explanation names the remote's entry (through the hint a push leaves, cache/FORMAT.md). */
+static void test_remote_miss_explained(void **state) {
+  (void)state;
+  char a[300], b[300], remote[600];
+  fresh_dir(a, sizeof a);
+  fresh_dir(b, sizeof b);
+  snprintf(remote, sizeof remote, "%s/explain", servers.nginx_url);
+  static const char *const names[] = {"k"};
+  static const char *options[1];
+  kvjit_program_desc d = KVJIT_PROGRAM_DESC_INIT;
+  d.name = "fleet_explain.cu";
+  d.source = "extern \"C\" __global__ void k(int *x) { x[0] = VALUE; }\n";
+  d.kernels = names;
+  d.num_kernels = 1;
+  d.options = options;
+  d.num_options = 1;
+  d.arch = 90;
+  options[0] = "-DVALUE=1";
+  kvjit_context *build = client(a, remote, 1, KVJIT_COMPILE_ALWAYS);
+  kvjit_program *p = NULL;
+  assert_int_equal(kvjit_program_build(build, &p, NULL, &d), KVJIT_OK);
+  assert_int_equal(stats_of(build).remote_writes, 1);
+  kvjit_context_destroy(build);
+  options[0] = "-DVALUE=2";
+  kvjit_context *server = client(b, remote, 0, KVJIT_COMPILE_ALWAYS);
+  assert_int_equal(kvjit_program_build(server, &p, NULL, &d), KVJIT_OK);
+  kvjit_miss_info why;
+  size_t n = 0;
+  assert_int_equal(kvjit_context_misses(server, &why, 1, &n), KVJIT_OK);
+  assert_int_equal(n, 1);
+  assert_int_equal(why.cause, KVJIT_MISS_OPTIONS);
+  if (strstr(why.message, "cached on the remote with other compile options") == NULL) fail_msg("%s", why.message);
+  kvjit_stats s = stats_of(server);
+  assert_int_equal(s.misses_options, 1);
+  assert_int_equal(s.remote_errors + s.remote_timeouts, 0);
+  kvjit_context_destroy(server);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: test_fleet FAULT_SERVER.py NGINX_DAV.sh\n");
@@ -291,6 +330,7 @@ int main(int argc, char **argv) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_push_then_serve_with_never),
+      cmocka_unit_test(test_remote_miss_explained),
       cmocka_unit_test(test_faults_are_bounded_and_counted),
       cmocka_unit_test(test_refused_writes_keep_reading),
       cmocka_unit_test(test_sixteen_cold_processes),

@@ -168,6 +168,7 @@ static int count_files(const char *dir) {
 static char root[256];
 static uint8_t *other_cubin;
 static size_t other_len;
+static int other_arch;
 
 /* A cubin of the same kernel for an arch of another major version than the device's. */
 static int make_other_cubin(int sm) {
@@ -179,6 +180,7 @@ static int make_other_cubin(int sm) {
     if (archs[i] / 10 != sm / 10) other = archs[i];
   }
   if (other == 0) return 1;
+  other_arch = other;
   char dir[512], entry[700];
   snprintf(dir, sizeof dir, "%s/other", root);
   kvjit_context *ctx = context_on(dir, NULL);
@@ -270,6 +272,32 @@ static void case_read_only_layer(void) {
         "the read-only layer was changed");
 }
 
+/* Issue 25: the program is cached only for another arch (make_other_cubin's dir); the device's
+ * lookup misses, says so by name and compiles; the kernel then runs right. */
+static void case_miss_explained(int sm) {
+  cases++;
+  char dir[512], want[160];
+  snprintf(dir, sizeof dir, "%s/other", root);
+  kvjit_context *ctx = context_on(dir, NULL);
+  program p;
+  program_init(&p, 7, 0);
+  kvjit_program *prog = NULL;
+  kvjit_origin origin = 0;
+  CHECK(ctx && kvjit_program_get(ctx, &prog, &origin, &p.desc) == KVJIT_OK, "%s", kvjit_last_error());
+  CHECK(origin == KVJIT_FROM_COMPILE, "origin %d", origin);
+  kvjit_miss_info why;
+  size_t n = 0;
+  CHECK(kvjit_context_misses(ctx, &why, 1, &n) == KVJIT_OK && n == 1, "%zu misses", n);
+  snprintf(want, sizeof want, "cached for sm_%d, this lookup is for sm_%d", other_arch, sm);
+  CHECK(why.cause == KVJIT_MISS_TARGET && strstr(why.message, want), "cause %s: %s",
+        kvjit_miss_cause_name(why.cause), why.message);
+  kvjit_stats s = KVJIT_STATS_INIT;
+  CHECK(kvjit_context_stats(ctx, &s) == KVJIT_OK && s.misses_target == 1, "misses_target %llu",
+        (unsigned long long)s.misses_target);
+  CHECK(launch_and_check(prog, 7) == 0, "the kernel compiled after the miss");
+  kvjit_context_destroy(ctx);
+}
+
 int main(void) {
   gpu_env env;
   int rc = gpu_setup(&env);
@@ -283,6 +311,7 @@ int main(void) {
   }
   case_writable_dir();
   case_read_only_layer();
+  case_miss_explained(env.sm);
   free(other_cubin);
   test_dir_remove(root);
   gpu_teardown(&env);

@@ -13,7 +13,8 @@ loaded on first use; kvjit.library_path() says which one.
 """
 
 from . import _lib, _torch
-from ._context import Context, cache_info, default_context, oob_count, stats, transfer_kv_oob_count
+from ._context import (Context, cache_info, default_context, explain_misses, oob_count, stats,
+                       transfer_kv_oob_count)
 from ._lib import (
     STATUS_NAMES,
     TARGET_ARCH_SPECIFIC,
@@ -49,7 +50,7 @@ __version__ = _lib.PACKAGE_VERSION or "0+unknown"
 __all__ = [
     "Binary", "CompileError", "Context", "Error", "InvalidArgumentError", "Kernel", "LibraryNotFoundError",
     "LibraryVersionError", "Program", "STATUS_NAMES", "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX",
-    "cache_info", "current_sm", "default_context", "device_count", "device_info", "driver_version",
+    "cache_info", "current_sm", "default_context", "device_count", "device_info", "driver_version", "explain_misses",
     "library_path", "nvrtc_archs", "nvrtc_version", "oob_count", "parse_arch", "parse_target", "prepare",
     "prewarm", "prewarm_line", "register_torch_ops", "stats", "store_kv_cache", "target_name", "transfer_kv",
     "transfer_kv_all_layers", "transfer_kv_oob_count", "transfer_kv_prepare", "version", "version_number",

@@ -208,6 +208,20 @@ def stats(context=None):
     return context_arg(context).stats()
 
 
+def explain_misses(context=None):
+    """The misses of ``context`` (default: the default context) explained, each key once, as dicts
+    {"cause": "nvrtc" | "target" | "toolkit" | "options" | "source" | "cold" | "other", "key": hex,
+    "message": one line naming what differs and what to do}. stats()' misses_* count them by cause."""
+    ctx = context_arg(context)
+    ctx._require_open()
+    lib = ctx._lib
+    out = (_lib.MissInfo * _lib.MISSES_KEPT)()
+    count = ctypes.c_size_t(0)
+    lib.check(lib.fn["kvjit_context_misses"](ctx._handle, out, len(out), ctypes.byref(count)))
+    return [{"cause": lib.fn["kvjit_miss_cause_name"](m.cause).decode(), "key": m.key.decode(),
+             "message": m.message.decode(errors="replace")} for m in out[:min(count.value, len(out))]]
+
+
 def cache_info(context=None):
     """kvjit_context_cache_info of ``context`` (default: the default context) as a dict."""
     return context_arg(context).cache_info()

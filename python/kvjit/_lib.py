@@ -187,8 +187,11 @@ STATS_FIELDS = (
     # version 2
     "not_cached", "remote_hits", "remote_misses", "remote_errors", "remote_timeouts", "remote_skipped",
     "remote_writes", "remote_bytes_in", "remote_bytes_out",
+    # version 3: misses by cause (kvjit_miss_cause)
+    "misses_cold", "misses_nvrtc", "misses_target", "misses_toolkit", "misses_options", "misses_source",
+    "misses_other",
 )
-STATS_VERSION = 2
+STATS_VERSION = 3
 
 
 class Stats(ctypes.Structure):
@@ -199,6 +202,15 @@ class Stats(ctypes.Structure):
     def __init__(self):
         super().__init__()
         self.version = STATS_VERSION
+
+
+class MissInfo(ctypes.Structure):
+    """kvjit_miss_info: one explained miss (kvjit_context_misses)."""
+
+    _fields_ = [("cause", ctypes.c_int), ("key", ctypes.c_char * 33), ("message", ctypes.c_char * 768)]
+
+
+MISSES_KEPT = 256  # KVJIT_MISSES_KEPT
 
 
 class CacheInfo(ctypes.Structure):
@@ -354,6 +366,9 @@ _PROTOTYPES = {
     "kvjit_context_create": (_I, [ctypes.POINTER(_P), ctypes.POINTER(ContextOptions)]),
     "kvjit_context_destroy": (None, [_P]),
     "kvjit_context_stats": (_I, [_P, ctypes.POINTER(Stats)]),
+    "kvjit_context_misses": (_I, [_P, ctypes.POINTER(MissInfo), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+    "kvjit_miss_cause_name": (_S, [_I]),
+    "kvjit_nvrtc_info": (_I, [ctypes.POINTER(_S), ctypes.POINTER(_S)]),
     "kvjit_context_cache_info": (_I, [_P, ctypes.POINTER(CacheInfo)]),
     "kvjit_nvrtc_archs": (_I, [ctypes.POINTER(_I), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
     "kvjit_nvrtc_version": (_I, [ctypes.POINTER(_I), ctypes.POINTER(_I)]),

@@ -109,7 +109,7 @@ def test_struct_layouts():
     assert ctypes.sizeof(_lib.ProgramDesc) == 80 and _lib.ProgramDesc.arch.offset == 72
     assert ctypes.sizeof(_lib.LaunchConfig) == 72 and _lib.LaunchConfig.stream.offset == 32
     assert _lib.LaunchConfig.num_args.offset == 64
-    assert ctypes.sizeof(_lib.Stats) == 184 and ctypes.sizeof(_lib.CacheInfo) == 32
+    assert ctypes.sizeof(_lib.Stats) == 240 and ctypes.sizeof(_lib.MissInfo) == 808 and ctypes.sizeof(_lib.CacheInfo) == 32
 
 
 def test_errors_carry_status_name_and_message():

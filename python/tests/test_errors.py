@@ -119,6 +119,8 @@ CASES = [
     ("oob_count-context-type", "context", TypeError, lambda: kvjit.oob_count(context=object()), None),
     ("oob_count-reset-str", "reset", TypeError, lambda: kvjit.oob_count(reset="no"), None),
     ("stats-closed", "context", ValueError, lambda: closed_context().stats(), None),
+    ("explain_misses-context-type", "context", TypeError, lambda: kvjit.explain_misses("ctx"), None),
+    ("explain_misses-closed", "context", ValueError, lambda: kvjit.explain_misses(closed_context()), None),
     # the top-level queries
     ("parse_arch-nul", "text", ValueError, lambda: kvjit.parse_arch("sm_90\0x"), None),
     ("parse_arch-none", "text", TypeError, lambda: kvjit.parse_arch(None), None),
@@ -264,7 +266,7 @@ def test_the_table_covers_every_public_function():
                     "nvrtc_archs", "nvrtc_version", "register_torch_ops", "version", "version_number"}
     classes = {"CompileError", "Error", "InvalidArgumentError", "LibraryNotFoundError", "LibraryVersionError",
                "STATUS_NAMES", "Kernel", "Binary", "TARGET_ARCH_SPECIFIC", "TARGET_FAMILY", "TARGET_PTX"}
-    covered = {"Context", "stats", "cache_info", "oob_count", "parse_arch", "parse_target", "target_name",
+    covered = {"Context", "stats", "explain_misses", "cache_info", "oob_count", "parse_arch", "parse_target", "target_name",
                "device_info", "Program", "store_kv_cache", "prepare", "prewarm", "transfer_kv",
                "transfer_kv_prepare", "transfer_kv_all_layers", "transfer_kv_oob_count", "prewarm_line"}
     missing = set(kvjit.__all__) - no_arguments - classes - covered

@@ -42,6 +42,21 @@ def test_four_kernels_build_without_a_gpu():
         assert ptx.target == 90 | kvjit.TARGET_PTX
 
 
+def test_misses_explain_themselves():
+    """A build that misses names the nearest entry's difference (issue 25): explain_misses() lists
+    it, stats() counts it by cause."""
+    with tempdir() as d:
+        with kvjit.Context(d, log=False) as warm:
+            kvjit.Program(FOUR, kernels=NAMES, name="four.cu", options=["-DTILE=1"], context=warm).build(90)
+        with kvjit.Context(d, log=False) as ctx:
+            kvjit.Program(FOUR, kernels=NAMES, name="four.cu", options=["-DTILE=2"], context=ctx).build(90)
+            (miss,) = kvjit.explain_misses(ctx)
+            assert miss["cause"] == "options" and len(miss["key"]) == 32
+            assert "program four.cu for sm_90" in miss["message"] and "other compile options" in miss["message"]
+            stats = kvjit.stats(ctx)
+            assert stats["misses_options"] == 1 and stats["misses_cold"] == 0 and stats["compiles"] == 1
+
+
 def test_a_syntax_error_keeps_its_log_on_every_path():
     with tempdir() as d, kvjit.Context(d, log=False) as ctx:
         src = 'extern "C" __global__ void broken(int *x) {\n  x[0] = nope;\n  x[1] = nope_too;\n}\n'

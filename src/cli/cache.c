@@ -41,8 +41,34 @@ static void json_string(const char *text) {
   putchar('"');
 }
 
+/* Would this process's lookup of the entry's variant hit, and if not why (kvjit_variant_explain()):
+ * the cause's name ("none": it hits) and the explanation; "" for an entry without a variant (the
+ * generic loader's, a bundle). The last few variants' answers are reused: a variant has an entry
+ * per kernel. */
+typedef struct variant_answer {
+  char line[512];
+  kvjit_miss_info why;
+} variant_answer;
+
+static const kvjit_miss_info *explain_variant(kvjit_context *ctx, const char *line, variant_answer *memo, size_t cap,
+                                              size_t *next) {
+  for (size_t i = 0; i < cap; i++)
+    if (memo[i].line[0] && strcmp(memo[i].line, line) == 0) return &memo[i].why;
+  kvjit_variant v;
+  variant_answer *a = &memo[*next % cap];
+  if (strlen(line) >= sizeof a->line || kvjit_variant_parse(&v, line) != KVJIT_OK ||
+      kvjit_variant_explain(ctx, &v, &a->why) != KVJIT_OK)
+    return NULL;
+  snprintf(a->line, sizeof a->line, "%s", line);
+  ++*next;
+  return &a->why;
+}
+
 /* One JSON object per entry, in an array: what `cache ls` shows, for tools. */
-static void print_json(const entry_table *table) {
+static void print_json(kvjit_context *ctx, const entry_table *table) {
+  enum { MEMO = 16 };
+  variant_answer *memo = calloc(MEMO, sizeof *memo);
+  size_t next = 0;
   puts("[");
   for (size_t i = 0; i < table->count; i++) {
     const entry_row *r = &table->rows[i];
@@ -52,7 +78,13 @@ static void print_json(const entry_table *table) {
                                {"compiler", r->compiler}, {"program", r->program},
                                {"kernels", r->kernels}, {"path", r->path},
                                {"dir", r->read_only ? "ro" : "rw"}, {"status", kvjit_status_name(r->status)},
-                               {"reason", r->reason}, {"bundle", r->bundle ? r->bundle : ""}};
+                               {"reason", r->reason}, {"bundle", r->bundle ? r->bundle : ""},
+                               {"miss", ""}, {"explanation", ""}};
+    const kvjit_miss_info *why = memo && r->variant[0] ? explain_variant(ctx, r->variant, memo, MEMO, &next) : NULL;
+    if (why) {
+      fields[ARRAY_SIZE(fields) - 2][1] = kvjit_miss_cause_name(why->cause);
+      fields[ARRAY_SIZE(fields) - 1][1] = why->cause == KVJIT_MISS_NONE ? "" : why->message;
+    }
     fputs("  {", stdout);
     for (size_t f = 0; f < ARRAY_SIZE(fields); f++) {
       printf("%s\"%s\": ", f ? ", " : "", fields[f][0]);
@@ -61,6 +93,7 @@ static void print_json(const entry_table *table) {
     printf(", \"bytes\": %" PRIu64 ", \"mtime\": %" PRId64 "}%s\n", r->bytes, r->mtime, i + 1 < table->count ? "," : "");
   }
   puts("]");
+  free(memo);
 }
 
 static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o) {
@@ -72,7 +105,7 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
     return rc;
   }
   if (o->json) {
-    print_json(&table);
+    print_json(ctx, &table);
     entry_table_free(&table);
     return 0;
   }
@@ -247,7 +280,9 @@ static const struct cache_command {
     {"ls", cache_ls, "list entries: target, size, age, dir (rw/ro), compiler, and what each is (an op's variant)",
      "  -a, --all               also list the read-only dirs ($KVJIT_CACHE_PATH)\n"
      "  -l, --long              also print each entry's path\n"
-     "      --json              one JSON object per entry (an array), for tools\n"},
+     "      --json              one JSON object per entry (an array), for tools; \"miss\" says whether\n"
+     "                          this process's lookup of its variant would miss (\"none\": it hits; else\n"
+     "                          the cause) and \"explanation\" why, as `kvjit cache check` does\n"},
     {"verify", cache_verify, "check every entry's checksum and alias; quarantine bad ones (exit 1 if any)",
      "  -a, --all               also check the read-only dirs (bad ones are reported, not moved)\n"},
     {"prune", cache_prune, "evict least recently used entries down to a size",

@@ -42,6 +42,9 @@ int getopt_error(const char *cmd, int c, char *const argv[]);
 int check_no_operands(const char *cmd, int argc, char *const argv[]);
 /* Whole-string decimal integer in [min, max], min >= 0 (kvjit_parse_uint(): no sign, no overflow). */
 bool parse_int(const char *text, long min, long max, long *out);
+/* --nvrtc PATH: key and compile for that NVRTC (a regular file), as $KVJIT_NVRTC does, for this
+ * process and the workers it starts; before anything loads NVRTC. Exit status. */
+int use_nvrtc(const char *cmd, const char *path);
 
 /* Options every command that opens a context takes. */
 typedef struct cache_opts {

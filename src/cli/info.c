@@ -68,6 +68,9 @@ int cmd_info(int argc, char **argv) {
     printf("nvrtc:   %d.%d, builds", major, minor);
     for (size_t i = 0; i < count && i < ARRAY_SIZE(archs); i++) printf(" sm_%d", archs[i]);
     putchar('\n');
+    const char *path = NULL, *why = NULL;
+    /* The NVRTC version is in every key: which one this is, and why, explains a cache that misses. */
+    if (kvjit_nvrtc_info(&path, &why) == KVJIT_OK) printf("         %s\n         chosen: %s\n", path, why);
   }
 
   int driver = 0;

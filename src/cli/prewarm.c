@@ -135,7 +135,10 @@ int cmd_check(int argc, char **argv) {
     puts("Usage: kvjit cache check [--op NAME] [prewarm's variant options] [--arch LIST | --manifest FILE]\n"
          "Would a server hit? Each variant prewarm would build is looked up - in the read-only dirs,\n"
          "the writable dir and the remote tier ($KVJIT_REMOTE_CACHE) - with this NVRTC's keys, compiling\n"
-         "and fetching nothing. Lists each variant with kernels that would miss.\n"
+         "and fetching nothing. Lists each variant with kernels that would miss, and why: the entry of\n"
+         "the same kernel nearest to it and the key input that differs (NVRTC, target, toolkit,\n"
+         "options, source).\n"
+         "      --nvrtc PATH        check with the keys of this libnvrtc.so (as $KVJIT_NVRTC)\n"
          "Exit status: 0 every kernel cached, 1 some would miss (or a lookup failed), 2 bad command line.");
     return 0;
   }
@@ -164,6 +167,9 @@ int cmd_check(int argc, char **argv) {
     if (missing != 0) {
       variants_missing++;
       printf("miss: %s  # %u of %u kernels\n", line, missing, local + remote + missing);
+      kvjit_miss_info why;
+      if (kvjit_variant_explain(ctx, &variants.items[i], &why) == KVJIT_OK && why.cause != KVJIT_MISS_NONE)
+        printf("  why (%s): %s\n", kvjit_miss_cause_name(why.cause), why.message);
     }
   }
   if (rc == 0) {
@@ -211,6 +217,8 @@ static const char prewarm_help[] =
     "      --manifest FILE     replay the variants a run recorded ($KVJIT_MANIFEST; format in\n"
     "                          cache/MANIFEST.md; lines of any op), each line once per --arch\n"
     "\n"
+    "      --nvrtc PATH        key and compile for this libnvrtc.so (as $KVJIT_NVRTC): a build machine\n"
+    "                          prewarms for the NVRTC its servers use (`kvjit info` names theirs)\n"
     "  -j, --jobs N            worker processes compiling at once (default: the number of cores)\n"
     "  -n, --dry-run           print the variants as manifest lines, each marked cached or\n"
     "                          missing (local dirs and the remote); compile nothing\n" CACHE_OPTIONS_HELP

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -172,4 +173,14 @@ void for_each_dir(const char *dirs, void (*fn)(const char *dir, void *user), voi
     p += len;
     if (*p == ':') p++;
   }
+}
+
+int use_nvrtc(const char *cmd, const char *path) {
+  struct stat st;
+  errno = 0;
+  if (path[0] == '\0' || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    return usage_error(cmd, "bad value '%s' for --nvrtc (expected a libnvrtc.so file: %s)", path,
+                       path[0] == '\0' ? "empty" : errno ? strerror(errno) : "not a regular file");
+  if (setenv("KVJIT_NVRTC", path, 1) != 0) return out_of_memory(cmd);
+  return 0;
 }

@@ -744,7 +744,7 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
 int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help) {
   enum {
     OPT_ARCH = 300, OPT_MODEL, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_V_HEAD_DIM, OPT_DTYPE, OPT_TP,
-    OPT_K_ROW, OPT_V_ROW, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE, OPT_OP, OPT_FIELD,
+    OPT_K_ROW, OPT_V_ROW, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE, OPT_OP, OPT_NVRTC, OPT_FIELD,
   };
   static const struct option fixed_options[] = {
       {"arch", required_argument, NULL, OPT_ARCH},
@@ -760,6 +760,7 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
       {"k-row-bytes", required_argument, NULL, OPT_K_ROW},
       {"v-row-bytes", required_argument, NULL, OPT_V_ROW},
       {"manifest", required_argument, NULL, OPT_MANIFEST},
+      {"nvrtc", required_argument, NULL, OPT_NVRTC},
       {"jobs", required_argument, NULL, 'j'},
       {"dry-run", no_argument, NULL, 'n'},
       {"help", no_argument, NULL, 'h'},
@@ -825,6 +826,7 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
       o->have_v_rows = true;
       break;
     case OPT_MANIFEST: o->manifest = optarg; break;
+    case OPT_NVRTC: rc = use_nvrtc(cmd, optarg); break;
     case 'j':
       if (!parse_int(optarg, 1, 1024, &o->jobs))
         rc = usage_error(cmd, "bad value '%s' for -j/--jobs (expected 1 to 1024)", optarg);
