@@ -436,9 +436,10 @@ typedef struct kvjit_kernel kvjit_kernel;
 
 /** How a program was obtained. */
 typedef enum kvjit_origin {
+  KVJIT_FROM_NOWHERE = 0, /**< nothing obtained: the call failed before NVRTC ran (KVJIT_ERR_NOT_CACHED, ...) */
   KVJIT_FROM_MEMORY = 1,  /**< already in this context */
   KVJIT_FROM_DISK = 2,    /**< read from a cache file */
-  KVJIT_FROM_COMPILE = 3  /**< compiled by NVRTC in this call */
+  KVJIT_FROM_COMPILE = 3  /**< NVRTC ran in this call (and compiled it, or failed: KVJIT_ERR_COMPILE) */
 } kvjit_origin;
 
 /*

@@ -5,6 +5,7 @@
 #include "bundle.h"
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,8 +132,44 @@ static kvjit_status bundle_lowered(kvjit_context *ctx, const kvjit_key *key, siz
   return st;
 }
 
+static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_request *group,
+                                 const kvjit_key_target *target, const size_t *todo, size_t count,
+                                 kvjit_group_member *members);
+
+/* The kernels @p todo: one alone (an ordinary entry), more as a bundle. */
+static kvjit_status build_some(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_request *group,
+                               const kvjit_key_target *target, const size_t *todo, size_t count,
+                               kvjit_group_member *members) {
+  if (count > 1) return build_bundle(ctx, desc, group, target, todo, count, members);
+  kvjit_program_desc one = one_kernel(desc, todo[0]);
+  return kvjit_program_compile_labeled(ctx, &members[todo[0]].origin, &one, members[todo[0]].label);
+}
+
+/* A bundle of @p count kernels came out @p payload_len bytes, more than the budget lets one
+ * bundle take (@p limit): build it again as bundles of as many kernels as fit at its bytes per
+ * kernel, of even size (halves at least). Decided from the compile's size and the budget alone,
+ * so the entries are the same however a prewarm is split. */
+static kvjit_status build_smaller(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_request *group,
+                                  const kvjit_key_target *target, const size_t *todo, size_t count,
+                                  kvjit_group_member *members, size_t payload_len, size_t limit) {
+  size_t per_kernel = payload_len / count + 1;
+  size_t fit = limit / per_kernel;
+  if (fit < 1) fit = 1;
+  if (fit > count / 2) fit = count / 2;
+  const size_t pieces = (count + fit - 1) / fit;
+  kvjit_status st = KVJIT_OK;
+  for (size_t p = 0, first = 0; p < pieces && st == KVJIT_OK; p++) {
+    const size_t end = count * (p + 1) / pieces;
+    st = build_some(ctx, desc, group, target, todo + first, end - first, members);
+    first = end;
+  }
+  return st;
+}
+
 /* Build the bundle of the kernels @p todo of @p group (its request) under the bundle's lock, or
- * find it built by another process; then write each kernel's alias under the kernel's lock. */
+ * find it built by another process; then write each kernel's alias under the kernel's lock. A
+ * bundle larger than the budget allows one (kvjit_cache_bundle_limit()) is never written: its
+ * kernels are built as smaller bundles instead. */
 static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *desc, const kvjit_request *group,
                                  const kvjit_key_target *target, const size_t *todo, size_t count,
                                  kvjit_group_member *members) {
@@ -156,13 +193,15 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   kvjit_cache_lock lock;
   int locked = kvjit_cache_lock_key(cache, &key, &lock);
   int publishable = 1;
+  size_t too_large = 0, limit = kvjit_cache_writable(cache) ? kvjit_cache_bundle_limit(cache) : SIZE_MAX;
   if (kvjit_context_entry_usable(ctx, &key)) {
     st = bundle_lowered(ctx, &key, count, lowered);
   } else {
     kvjit_compiled compiled;
     kvjit_status published;
-    st = kvjit_context_compile(ctx, &req, &bundle_label, target, &key, 0, &compiled, &published);
-    if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
+    st = kvjit_context_compile_within(ctx, &req, &bundle_label, target, &key, 0, &compiled, &published, limit);
+    if (st == KVJIT_OK && published == KVJIT_ERR_BUSY) too_large = compiled.payload_len;
+    else if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, published);
     publishable = compiled.publishable;
     for (size_t i = 0; i < count && st == KVJIT_OK; i++) {
       lowered[i] = compiled.lowered[i];
@@ -171,6 +210,10 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     kvjit_compiled_free(&compiled);
   }
   if (locked) kvjit_cache_unlock_key(&lock);
+  if (st == KVJIT_OK && too_large) {
+    st = build_smaller(ctx, desc, group, target, todo, count, members, too_large, limit);
+    goto done;
+  }
   if (st != KVJIT_OK) goto done;
   for (size_t j = 0; j < count; j++) members[todo[j]].origin = KVJIT_FROM_COMPILE;
   /* Compiled after a state-leaking compile: nothing of it was written, so no alias either. */
@@ -184,13 +227,20 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     kvjit_cache_lock member_lock;
     int member_locked = kvjit_cache_lock_key(cache, &member, &member_lock);
     /* Another process may have built this kernel meanwhile: its entry stays. */
+    int alone = 0;
     if (!kvjit_context_entry_usable(ctx, &member)) {
       kvjit_entry_alias alias = {key, (uint32_t)j, (uint32_t)count};
       kvjit_status written = kvjit_bundle_write_alias(cache, members[todo[j]].label, target, &member,
                                                       &group->content, &digests, desc->name, kernel, lowered[j], &alias);
-      if (st == KVJIT_OK) st = kvjit_context_not_cached(ctx, &req, written);
+      /* Its bundle was evicted by other writers before the alias went in: the kernel alone. */
+      alone = written == KVJIT_ERR_NOT_FOUND;
+      if (st == KVJIT_OK && !alone) st = kvjit_context_not_cached(ctx, &req, written);
     }
     if (member_locked) kvjit_cache_unlock_key(&member_lock);
+    if (alone && st == KVJIT_OK) {
+      kvjit_program_desc one = one_kernel(desc, todo[j]);
+      st = kvjit_program_compile_labeled(ctx, &members[todo[j]].origin, &one, members[todo[j]].label);
+    }
   }
 done:
   if (have_req) kvjit_request_free(&req);
@@ -364,8 +414,13 @@ kvjit_status kvjit_bundle_list(kvjit_context *ctx, int include_read_dirs, int ve
   kvjit_status st = kvjit_cache_visit(cache, include_read_dirs, 1, verify_entry, &v, bad);
   for (size_t i = 0; i < v.count; i++) {
     if (!v.stop && !v.out_of_memory) {
-      if (!alias_usable(ctx, &v.aliases[i].info)) v.aliases[i].info.status = KVJIT_ERR_NOT_FOUND;
-      if (visit && visit(&v.aliases[i].info, user)) v.stop = 1;
+      kvjit_cache_entry_info *info = &v.aliases[i].info;
+      if (!alias_usable(ctx, info)) {
+        /* An orphan is junk (a lookup of it only misses): removed from the writable dir. */
+        info->status = KVJIT_ERR_NOT_FOUND;
+        info->reason = kvjit_cache_remove_orphan(cache, info->path, info->bundle) ? "removed" : "left in place";
+      }
+      if (visit && visit(info, user)) v.stop = 1;
     }
     free(v.aliases[i].strings);
   }

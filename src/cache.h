@@ -69,7 +69,9 @@ int kvjit_cache_find(kvjit_cache *cache, const kvjit_key *key);
  *  kept in the writable dir when good. KVJIT_ERR_NOT_FOUND without a remote or an entry. */
 kvjit_status kvjit_cache_fetch(kvjit_cache *cache, const kvjit_key *key, uint8_t **data, kvjit_entry_view *view);
 
-/** Whether the remote tier has @p key (HEAD): 1, 0, or -1 when no remote could say; 0 without one. */
+/** Whether a load would get @p key from the remote tier (a ranged GET of its head, checked as an
+ *  entry's header for that key; an alias, with its bundle): 1, 0, or -1 when no remote could
+ *  say; 0 without one. */
 int kvjit_cache_remote_has(kvjit_cache *cache, const kvjit_key *key);
 
 /** PUT a fresh entry to the remote tier when it takes writes (best effort, counted). */
@@ -132,9 +134,17 @@ void kvjit_cache_unlock_key(kvjit_cache_lock *lock);
  * Publish an encoded entry: temp file + fsync, then under the dir lock evict what the byte
  * budget needs, rename into place and update the ledger. A failure is counted (write_failures),
  * warned about once per cache, and returned (KVJIT_ERR_IO with the reason): the caller decides
- * whether memory-only is good enough.
+ * whether memory-only is good enough. An alias is written only while its bundle is in the cache:
+ * else KVJIT_ERR_NOT_FOUND (not counted as a failure; the kernel is to be built alone).
  */
 kvjit_status kvjit_cache_write(kvjit_cache *cache, const kvjit_key *key, const uint8_t *data, size_t len);
+
+/**
+ * The most payload bytes one bundle may take: an eighth of the byte budget, so that a budget
+ * holds at least eight bundles (one per writer of a TP=8 server starting on one dir) and no
+ * bundle evicts the rest of the dir, or itself, on its way in.
+ */
+size_t kvjit_cache_bundle_limit(const kvjit_cache *cache);
 
 /** 1 when there is a usable writable dir (never for a read-only cache). */
 int kvjit_cache_writable(const kvjit_cache *cache);
@@ -150,10 +160,25 @@ const char *kvjit_cache_unwritable_reason(const kvjit_cache *cache);
  */
 void kvjit_cache_reject(kvjit_cache *cache, const kvjit_key *key, const char *why);
 
+/**
+ * The one check of every file kvjit writes outside its entry names (cache export's pack, the
+ * manifest it records to): the target must be absent or a regular file (kvjit_replaceable()), and
+ * must not lie inside a kvjit cache dir, this cache's or any other (a dir that holds v2/lock, or
+ * that dir's v2), whose files only the cache writes. @p what names the writer in the message.
+ * @return KVJIT_OK, or KVJIT_ERR_INVALID_ARGUMENT naming the path, why and the errno.
+ */
+kvjit_status kvjit_cache_check_target(const char *path, const char *what);
+
 kvjit_status kvjit_cache_visit(kvjit_cache *cache, int include_read_dirs, int verify, kvjit_cache_visit_fn visit,
                                void *user, uint64_t *bad);
 kvjit_status kvjit_cache_evict(kvjit_cache *cache, uint64_t max_bytes, uint64_t *removed_entries,
                                uint64_t *removed_bytes);
+/**
+ * Remove the alias file @p path of the writable dir when its bundle (@p bundle_hex) is still in
+ * no dir, checked under the dir lock (verify's orphans). @return 1 removed, 0 left.
+ */
+int kvjit_cache_remove_orphan(kvjit_cache *cache, const char *path, const char *bundle_hex);
+
 kvjit_status kvjit_cache_remove_all(kvjit_cache *cache, uint64_t *removed_entries);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "cache_internal.h"
+#include "entry.h"
 #include "safe_fs.h"
 #include "status.h"
 #include "xxh.h"
@@ -30,6 +32,8 @@
 #define LEDGER_RESCAN_SECONDS 3600
 /* Stale temp files unlinked per scan at most: the sweep rides on a scan and stays bounded. */
 #define SWEEP_PER_SCAN 256
+/* A bundle takes at most this part of the budget (kvjit_cache_bundle_limit()). */
+#define BUNDLE_BUDGET_SHARE 8
 /* An mtime this far in the future is a wrong clock or a planted file: evicted first. */
 #define FUTURE_SLACK_SECONDS 60
 
@@ -75,9 +79,36 @@ static void ledger_write(int fd, const ledger *l) {
 
 typedef struct lru_item {
   char name[ENTRY_NAME_LEN + 1];
+  char bundle[ENTRY_NAME_LEN + 1]; /* an alias: its bundle's entry name; "" for any other entry */
   int64_t last_use; /* mtime; INT64_MIN for one in the future */
   uint64_t bytes;
+  size_t unit; /* eviction unit: the index of its bundle (an alias whose bundle is here), else its own */
 } lru_item;
+
+/* Files this small may be aliases (a header and 24 bytes): their kind is read during a scan that
+ * evicts, so that an alias goes with its bundle. */
+#define ALIAS_MAX_FILE (16u * 1024)
+
+/* The bundle's entry name of the alias @p name (a file of @p size bytes in @p dfd), into @p out;
+ * "" when it is not an alias (or cannot be read: then it is evicted as what it is, a file). */
+static void alias_bundle(int dfd, const char *name, off_t size, char *out) {
+  out[0] = '\0';
+  if (size < (off_t)KVJIT_ENTRY_FIXED_BYTES || size > (off_t)ALIAS_MAX_FILE) return;
+  int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return;
+  uint8_t *buf = malloc((size_t)size);
+  kvjit_entry_view v;
+  if (buf && kvjit_read_full(fd, buf, (size_t)size) == (ssize_t)size && buf[56] == KVJIT_PAYLOAD_ALIAS &&
+      kvjit_entry_parse(&v, buf, (size_t)size, NULL, 1) == KVJIT_OK && v.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    kvjit_entry_alias a;
+    kvjit_entry_alias_get(&v, &a);
+    char hex[33];
+    kvjit_key_hex(&a.bundle, hex);
+    snprintf(out, ENTRY_NAME_LEN + 1, "%s%s", hex, ENTRY_SUFFIX);
+  }
+  free(buf);
+  close(fd);
+}
 
 typedef struct dir_scan {
   uint64_t entry_bytes, quarantine_bytes;
@@ -142,6 +173,7 @@ static int scan_dir(kvjit_cache *c, int collect, dir_scan *out) {
     }
     lru_item *it = &out->items[out->count++];
     memcpy(it->name, e->d_name, sizeof it->name);
+    alias_bundle(dirfd(d), e->d_name, st.st_size, it->bundle);
     it->last_use = st.st_mtime > now + FUTURE_SLACK_SECONDS ? INT64_MIN : (int64_t)st.st_mtime;
     it->bytes = (uint64_t)st.st_size;
   }
@@ -149,29 +181,127 @@ static int scan_dir(kvjit_cache *c, int collect, dir_scan *out) {
   return 0;
 }
 
-static int lru_cmp(const void *a, const void *b) {
-  const lru_item *x = a, *y = b;
+static int by_name(const void *a, const void *b) { return strcmp(((const lru_item *)a)->name, ((const lru_item *)b)->name); }
+
+/* 1 when @p name is a regular file in a read-only layer (a bundle there is never evicted by us). */
+static int in_read_dirs(const kvjit_cache *c, const char *name) {
+  for (size_t i = 0; i < c->num_read; i++) {
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", c->read_dirs[i], name) < (int)sizeof path && lstat(path, &st) == 0 &&
+        S_ISREG(st.st_mode))
+      return 1;
+  }
+  return 0;
+}
+
+typedef struct lru_unit {
+  size_t head;      /* its bundle's (or lone entry's) item */
+  int64_t last_use; /* the newest of its files: an alias used keeps its bundle */
+  size_t index;     /* its place before sorting (members are found by it) */
+  int orphan;       /* an alias whose bundle is gone */
+} lru_unit;
+
+static int unit_cmp(const void *a, const void *b) {
+  const lru_unit *x = a, *y = b;
   return (x->last_use > y->last_use) - (x->last_use < y->last_use);
 }
 
-/* Remove until the dir holds at most @p target bytes: quarantined files first (kept only for a
- * post-mortem), then the least recently used entries; never @p keep. Unlinking is safe against
- * concurrent readers: an open file stays readable, and a later reader misses and recompiles. */
-static void evict_to(kvjit_cache *c, dir_scan *s, uint64_t target, const char *keep, uint64_t *removed_entries,
-                     uint64_t *removed_bytes) {
-  if (s->entry_bytes + s->quarantine_bytes <= target) return;
-  if (s->quarantine_bytes != 0) s->quarantine_bytes = quarantine_bytes(c->write_dir, 1);
-  qsort(s->items, s->count, sizeof *s->items, lru_cmp);
-  for (size_t i = 0; i < s->count && s->entry_bytes + s->quarantine_bytes > target; i++) {
-    if (keep && strcmp(s->items[i].name, keep) == 0) continue;
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", c->write_dir, s->items[i].name) >= (int)sizeof path) continue;
-    if (unlink(path) == 0) {
-      s->entry_bytes -= s->items[i].bytes;
-      if (removed_entries) (*removed_entries)++;
-      if (removed_bytes) *removed_bytes += s->items[i].bytes;
-    }
+/* Unlink item @p i, counted. */
+static void evict_item(kvjit_cache *c, dir_scan *s, size_t i, uint64_t *removed_entries, uint64_t *removed_bytes) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", c->write_dir, s->items[i].name) >= (int)sizeof path) return;
+  if (unlink(path) == 0) {
+    s->entry_bytes -= s->items[i].bytes;
+    if (removed_entries) (*removed_entries)++;
+    if (removed_bytes) *removed_bytes += s->items[i].bytes;
   }
+}
+
+/* Remove until the dir holds at most @p target bytes: quarantined files first (kept only for a
+ * post-mortem), then aliases whose bundle is gone (a lookup of one only misses; with
+ * @p orphans_too all of them, over the budget or not), then the least recently used units, a
+ * bundle with all its aliases at once, so that no alias outlives its bundle; never the units of
+ * @p keep and @p keep_too. Unlinking is safe against concurrent
+ * readers: an open file stays readable, and a later reader misses and recompiles. */
+static void evict_to(kvjit_cache *c, dir_scan *s, uint64_t target, const char *keep, const char *keep_too,
+                     int orphans_too, uint64_t *removed_entries, uint64_t *removed_bytes) {
+  if (s->entry_bytes + s->quarantine_bytes <= target && !orphans_too) return;
+  if (s->quarantine_bytes != 0 && s->entry_bytes + s->quarantine_bytes > target)
+    s->quarantine_bytes = quarantine_bytes(c->write_dir, 1);
+  if (s->count == 0) return;
+  qsort(s->items, s->count, sizeof *s->items, by_name);
+  lru_unit *units = malloc((s->count ? s->count : 1) * sizeof *units);
+  size_t *unit_of = malloc((s->count ? s->count : 1) * sizeof *unit_of);
+  if (units == NULL || unit_of == NULL) {
+    free(units);
+    free(unit_of);
+    return; /* over budget until the next scan: never an alias without its bundle */
+  }
+  for (size_t i = 0; i < s->count; i++) {
+    lru_item *it = &s->items[i];
+    it->unit = i;
+    if (it->bundle[0] == '\0') continue;
+    lru_item probe;
+    memcpy(probe.name, it->bundle, sizeof probe.name);
+    const lru_item *b = bsearch(&probe, s->items, s->count, sizeof *s->items, by_name);
+    if (b != NULL) it->unit = (size_t)(b - s->items);
+    else if (!in_read_dirs(c, it->bundle)) it->last_use = INT64_MIN; /* an orphan: goes first */
+  }
+  size_t num_units = 0;
+  for (size_t i = 0; i < s->count; i++) {
+    if (s->items[i].unit != i) continue;
+    unit_of[i] = num_units;
+    const lru_item *it = &s->items[i];
+    units[num_units] = (lru_unit){i, it->last_use, num_units, it->bundle[0] != '\0' && it->last_use == INT64_MIN};
+    num_units++;
+  }
+  for (size_t i = 0; i < s->count; i++) {
+    lru_unit *u = &units[unit_of[s->items[i].unit]];
+    if (s->items[i].last_use > u->last_use && u->last_use != INT64_MIN) u->last_use = s->items[i].last_use;
+  }
+  /* The units kept: the new entry's own, and (an alias being written) its bundle's. */
+  size_t kept[2] = {SIZE_MAX, SIZE_MAX};
+  const char *keeps[2] = {keep, keep_too};
+  for (int k = 0; k < 2; k++) {
+    if (keeps[k] == NULL) continue;
+    lru_item probe;
+    snprintf(probe.name, sizeof probe.name, "%s", keeps[k]);
+    const lru_item *it = bsearch(&probe, s->items, s->count, sizeof *s->items, by_name);
+    if (it != NULL) kept[k] = it->unit;
+  }
+  /* Each unit's members, contiguous: item indexes ordered by unit. */
+  size_t *members = malloc((s->count ? s->count : 1) * sizeof *members), *first = calloc(num_units + 1, sizeof *first);
+  if (members == NULL || first == NULL) {
+    free(members);
+    free(first);
+    free(units);
+    free(unit_of);
+    return;
+  }
+  for (size_t i = 0; i < s->count; i++) first[unit_of[s->items[i].unit] + 1]++;
+  for (size_t u = 0; u < num_units; u++) first[u + 1] += first[u];
+  size_t *fill = calloc(num_units ? num_units : 1, sizeof *fill);
+  for (size_t i = 0; fill && i < s->count; i++) {
+    size_t u = unit_of[s->items[i].unit];
+    members[first[u] + fill[u]++] = i;
+  }
+  qsort(units, num_units, sizeof *units, unit_cmp);
+  for (size_t n = 0; fill && n < num_units; n++) {
+    if (s->entry_bytes + s->quarantine_bytes <= target && !(orphans_too && units[n].orphan)) continue;
+    const size_t head = units[n].head, u = units[n].index;
+    if (head == kept[0] || head == kept[1]) continue;
+    /* Aliases first, their bundle last: a reader never finds an alias whose bundle was removed
+     * before it, only a miss. */
+    for (size_t m = first[u]; m < first[u + 1]; m++)
+      if (members[m] != head) evict_item(c, s, members[m], removed_entries, removed_bytes);
+    evict_item(c, s, head, removed_entries, removed_bytes);
+  }
+  free(fill);
+  free(members);
+  free(first);
+  free(units);
+  free(unit_of);
 }
 
 /* ---- publication ----------------------------------------------------------------------------- */
@@ -206,22 +336,24 @@ static int lock_dir(kvjit_cache *c, kvjit_status *status) {
 
 /* Under the dir lock: make room for @p len bytes replacing @p old_bytes, and write the ledger
  * that counts them (before the rename: a crash in between over-counts, which a scan corrects). */
-static void account(kvjit_cache *c, int lock_fd, const char *name, uint64_t old_bytes, uint64_t len, ledger *before) {
+static void account(kvjit_cache *c, int lock_fd, const char *name, const char *keep_too, uint64_t old_bytes,
+                    uint64_t len, ledger *before) {
   time_t now = time(NULL);
   ledger l;
   int fresh = ledger_read(lock_fd, &l) == 0 && now - l.scanned < LEDGER_RESCAN_SECONDS && l.scanned <= now + FUTURE_SLACK_SECONDS;
   dir_scan s;
   memset(&s, 0, sizeof s);
   if (!fresh || minus(l.bytes, old_bytes) + len > c->max_bytes) {
-    /* Scan (the ledger may over-count), and evict if the entry still does not fit: down to 90 %
-     * of the budget less the entry, so the next scans are some writes away. */
+    /* Scan (the ledger may over-count), and evict if the entry still does not fit: down to the
+     * budget less the entry, no further (the dir keeps all the budget allows, less at most one
+     * unit's overshoot: the lower bound a warm start relies on). */
     if (scan_dir(c, 1, &s) == 0) {
       l.bytes = s.entry_bytes + s.quarantine_bytes;
       l.scanned = now;
       if (minus(l.bytes, old_bytes) + len > c->max_bytes) {
-        uint64_t target = minus(minus(c->max_bytes, len), c->max_bytes / 10);
+        uint64_t target = minus(c->max_bytes, len);
         uint64_t removed = 0;
-        evict_to(c, &s, target + old_bytes, name, &removed, NULL);
+        evict_to(c, &s, target + old_bytes, name, keep_too, 0, &removed, NULL);
         atomic_fetch_add(&c->counters.evictions, removed);
         l.bytes = s.entry_bytes + s.quarantine_bytes;
       }
@@ -279,10 +411,30 @@ kvjit_status kvjit_cache_write(kvjit_cache *c, const kvjit_key *key, const uint8
     unlink(tmp);
     return write_failure(c, "dir lock", detail);
   }
+  /* An alias is published only while its bundle is there (and is kept while it is written): one
+   * whose bundle was evicted meanwhile would only be an orphan, a miss for every reader. */
+  char bundle[64] = "";
+  if (view.target.kind == KVJIT_PAYLOAD_ALIAS) {
+    kvjit_entry_alias a;
+    kvjit_entry_alias_get(&view, &a);
+    char bhex[33], bpath[PATH_MAX];
+    kvjit_key_hex(&a.bundle, bhex);
+    snprintf(bundle, sizeof bundle, "%s%s", bhex, ENTRY_SUFFIX);
+    struct stat bst;
+    int here = snprintf(bpath, sizeof bpath, "%s/%s", c->write_dir, bundle) < (int)sizeof bpath &&
+               lstat(bpath, &bst) == 0 && S_ISREG(bst.st_mode);
+    if (!here && !in_read_dirs(c, bundle)) {
+      close(lock_fd);
+      unlink(tmp);
+      /* Not a failing disk: the caller builds the kernel alone instead (bundle.c). */
+      return kvjit_fail(KVJIT_ERR_NOT_FOUND, "alias not written: its bundle %s is not in %s (evicted meanwhile)",
+                        bundle, c->write_dir);
+    }
+  }
   struct stat old;
   uint64_t old_bytes = lstat(final, &old) == 0 && S_ISREG(old.st_mode) ? (uint64_t)old.st_size : 0;
   ledger before;
-  account(c, lock_fd, name, old_bytes, len, &before);
+  account(c, lock_fd, name, bundle[0] ? bundle : NULL, old_bytes, len, &before);
   if (rename(tmp, final) != 0) {
     int err = errno;
     ledger_write(lock_fd, &before);
@@ -302,6 +454,11 @@ kvjit_status kvjit_cache_write(kvjit_cache *c, const kvjit_key *key, const uint8
   return KVJIT_OK;
 }
 
+size_t kvjit_cache_bundle_limit(const kvjit_cache *c) {
+  uint64_t limit = c->max_bytes / BUNDLE_BUDGET_SHARE;
+  return limit > SIZE_MAX ? SIZE_MAX : (size_t)limit;
+}
+
 /* ---- prune and clear ------------------------------------------------------------------------- */
 
 kvjit_status kvjit_cache_evict(kvjit_cache *c, uint64_t max_bytes, uint64_t *removed_entries, uint64_t *removed_bytes) {
@@ -318,12 +475,31 @@ kvjit_status kvjit_cache_evict(kvjit_cache *c, uint64_t max_bytes, uint64_t *rem
     if (err == ENOMEM) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prune: out of memory");
     return kvjit_fail(KVJIT_ERR_IO, "cannot read %s: %s", c->write_dir, strerror(err));
   }
-  evict_to(c, &s, max_bytes, NULL, removed_entries, removed_bytes);
+  evict_to(c, &s, max_bytes, NULL, NULL, 1, removed_entries, removed_bytes);
   ledger l = {s.entry_bytes + s.quarantine_bytes, (int64_t)time(NULL)};
   ledger_write(lock_fd, &l);
   close(lock_fd);
   free(s.items);
   return KVJIT_OK;
+}
+
+int kvjit_cache_remove_orphan(kvjit_cache *c, const char *path, const char *bundle_hex) {
+  if (!kvjit_cache_writable(c) || path == NULL || bundle_hex == NULL) return 0;
+  size_t dir_len = strlen(c->write_dir);
+  const char *name = path + dir_len + 1;
+  if (strncmp(path, c->write_dir, dir_len) != 0 || path[dir_len] != '/' || !cache_is_entry_name(name)) return 0;
+  char bundle[64], bpath[PATH_MAX];
+  snprintf(bundle, sizeof bundle, "%.32s%s", bundle_hex, ENTRY_SUFFIX);
+  kvjit_status lock_status;
+  int lock_fd = lock_dir(c, &lock_status);
+  if (lock_fd < 0) return 0;
+  /* Under the dir lock, its bundle still gone: nothing can publish it meanwhile. */
+  struct stat st;
+  int bundle_here = snprintf(bpath, sizeof bpath, "%s/%s", c->write_dir, bundle) < (int)sizeof bpath &&
+                    lstat(bpath, &st) == 0;
+  int removed = !bundle_here && !in_read_dirs(c, bundle) && unlink(path) == 0;
+  close(lock_fd);
+  return removed;
 }
 
 kvjit_status kvjit_cache_remove_all(kvjit_cache *c, uint64_t *removed_entries) {

@@ -18,6 +18,12 @@
 #define DEFAULT_REMOTE_TIMEOUT_MS 2000u
 #define DEFAULT_REMOTE_CONNECT_TIMEOUT_MS 500u
 #define DEFAULT_REMOTE_BACKOFF_MS 30000u
+/* Every duration's range (README's variable table): finite, and never 0 where a lower layer reads
+ * 0 as "no limit" (libcurl's timeouts): a dead server costs at most the maximum. */
+#define MAX_LOCK_TIMEOUT_MS KVJIT_MAX_DURATION_MS
+#define MIN_REMOTE_TIMEOUT_MS 1u
+#define MAX_REMOTE_TIMEOUT_MS 600000u
+#define MAX_REMOTE_BACKOFF_MS KVJIT_MAX_DURATION_MS
 #define MAX_HEADER_BYTES 4096
 
 /* A tri-state option: KVJIT_FROM_ENV, 0 or 1. */
@@ -110,9 +116,14 @@ kvjit_status kvjit_context_config_make(const kvjit_context_options *options, kvj
   out->cache.max_bytes = options->cache_max_bytes != 0
                       ? options->cache_max_bytes
                       : kvjit_env_size("KVJIT_CACHE_MAX_SIZE", 1, UINT64_MAX, DEFAULT_MAX_BYTES, out->log);
+  if (options->lock_timeout_ms > MAX_LOCK_TIMEOUT_MS) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "options->lock_timeout_ms: %u, expected at most %u (ms)",
+                      options->lock_timeout_ms, MAX_LOCK_TIMEOUT_MS);
+  }
   out->cache.lock_timeout_ms = options->lock_timeout_ms != 0
                             ? options->lock_timeout_ms
-                            : (unsigned)kvjit_env_duration_ms("KVJIT_LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS, out->log);
+                            : (unsigned)kvjit_env_duration_ms("KVJIT_LOCK_TIMEOUT_MS", 0, MAX_LOCK_TIMEOUT_MS,
+                                                              DEFAULT_LOCK_TIMEOUT_MS, out->log);
   out->cache.allow_shared = options->allow_shared_dirs != KVJIT_FROM_ENV
                          ? options->allow_shared_dirs
                          : kvjit_env_bool("KVJIT_CACHE_ALLOW_SHARED", 0, out->log);
@@ -133,11 +144,14 @@ kvjit_status kvjit_context_config_make(const kvjit_context_options *options, kvj
     kvjit_remote_config *r = &out->cache.remote;
     r->urls = urls;
     r->read_write = rw != KVJIT_FROM_ENV ? rw : env_remote_read_write(out->log);
-    r->timeout_ms = (unsigned)kvjit_env_duration_ms("KVJIT_REMOTE_TIMEOUT_MS", DEFAULT_REMOTE_TIMEOUT_MS, out->log);
-    r->connect_timeout_ms =
-        (unsigned)kvjit_env_duration_ms("KVJIT_REMOTE_CONNECT_TIMEOUT_MS", DEFAULT_REMOTE_CONNECT_TIMEOUT_MS, out->log);
+    r->timeout_ms = (unsigned)kvjit_env_duration_ms("KVJIT_REMOTE_TIMEOUT_MS", MIN_REMOTE_TIMEOUT_MS,
+                                                    MAX_REMOTE_TIMEOUT_MS, DEFAULT_REMOTE_TIMEOUT_MS, out->log);
+    r->connect_timeout_ms = (unsigned)kvjit_env_duration_ms("KVJIT_REMOTE_CONNECT_TIMEOUT_MS", MIN_REMOTE_TIMEOUT_MS,
+                                                            MAX_REMOTE_TIMEOUT_MS, DEFAULT_REMOTE_CONNECT_TIMEOUT_MS,
+                                                            out->log);
     if (r->connect_timeout_ms > r->timeout_ms) r->connect_timeout_ms = r->timeout_ms;
-    r->backoff_ms = (unsigned)kvjit_env_duration_ms("KVJIT_REMOTE_BACKOFF_MS", DEFAULT_REMOTE_BACKOFF_MS, out->log);
+    r->backoff_ms = (unsigned)kvjit_env_duration_ms("KVJIT_REMOTE_BACKOFF_MS", 0, MAX_REMOTE_BACKOFF_MS,
+                                                    DEFAULT_REMOTE_BACKOFF_MS, out->log);
     r->log = out->log;
     out->remote_header = remote_header(out->log);
     r->header = out->remote_header;

@@ -293,7 +293,28 @@ static kvjit_status disk_node(graph *g, kvjit_include_memo *memo, const char *pa
   return KVJIT_OK;
 }
 
-static int regular_file(const char *path, struct stat *st) { return stat(path, st) == 0 && S_ISREG(st->st_mode); }
+/* What a candidate path of an include is: a regular file NVRTC may read (1), nothing there or a
+ * dir (0: the search goes on, as the preprocessor's does), or something else (-1: a FIFO, a device
+ * or a socket, which NVRTC's own fopen would block on or read without end: refused, never passed
+ * on as absent). stat follows links, as NVRTC's open would. */
+static int probe_file(const char *path, struct stat *st) {
+  if (stat(path, st) != 0) return 0;
+  if (S_ISREG(st->st_mode)) return 1;
+  return S_ISDIR(st->st_mode) ? 0 : -1;
+}
+
+static kvjit_status special_include(const char *path) {
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                    "header %s: not a regular file (a FIFO, device or socket); an include must name a regular file",
+                    path);
+}
+
+/* probe_file() as 1 (use it) or 0 (go on); -1 sets *refused to the refusal. */
+static int regular_file(const char *path, struct stat *st, kvjit_status *refused) {
+  int kind = probe_file(path, st);
+  if (kind < 0) *refused = special_include(path);
+  return kind;
+}
 
 static int join3(char *out, size_t capacity, const char *dir, size_t dir_len, const char *name, size_t name_len) {
   if (dir_len + 1 + name_len + 1 > capacity) return 0;
@@ -318,6 +339,7 @@ static kvjit_status resolve_one(resolver *r, size_t from, const char *name, size
   graph *g = r->g;
   char path[PATH_MAX], registered[PATH_MAX];
   struct stat st;
+  kvjit_status refused = KVJIT_OK;
   out->angled = angled;
   if (len == 0 || len >= PATH_MAX / 2) {
     out->kind = KVJIT_INCLUDE_ABSENT;
@@ -340,8 +362,11 @@ static kvjit_status resolve_one(resolver *r, size_t from, const char *name, size
       }
       if (inc->on_disk) {
         const char *slash = strrchr(inc->path, '/');
-        if (slash && join3(path, sizeof path, inc->path, (size_t)(slash - inc->path), name, len) &&
-            regular_file(path, &st)) {
+        int kind = slash && join3(path, sizeof path, inc->path, (size_t)(slash - inc->path), name, len)
+                       ? regular_file(path, &st, &refused)
+                       : 0;
+        if (kind < 0) return refused;
+        if (kind > 0) {
           out->kind = KVJIT_INCLUDE_FILE;
           return disk_node(g, r->memo, path, &st, registered, &out->file);
         }
@@ -352,7 +377,9 @@ static kvjit_status resolve_one(resolver *r, size_t from, const char *name, size
     /* An absolute include names the file itself: keyed by content under its base name. */
     memcpy(path, name, len);
     path[len] = '\0';
-    if (regular_file(path, &st)) {
+    int kind = regular_file(path, &st, &refused);
+    if (kind < 0) return refused;
+    if (kind > 0) {
       const char *base = strrchr(path, '/') + 1;
       out->kind = KVJIT_INCLUDE_FILE;
       return disk_node(g, r->memo, path, &st, base, &out->file);
@@ -360,7 +387,10 @@ static kvjit_status resolve_one(resolver *r, size_t from, const char *name, size
   }
   for (size_t d = 0; d < r->in->num_dirs && name[0] != '/'; d++) {
     const char *dir = r->in->dirs[d];
-    if (!join3(path, sizeof path, dir, strlen(dir), name, len) || !regular_file(path, &st)) continue;
+    if (!join3(path, sizeof path, dir, strlen(dir), name, len)) continue;
+    int kind = regular_file(path, &st, &refused);
+    if (kind < 0) return refused;
+    if (kind == 0) continue;
     memcpy(registered, name, len);
     registered[len] = '\0';
     normalize(registered);
@@ -369,7 +399,11 @@ static kvjit_status resolve_one(resolver *r, size_t from, const char *name, size
   }
   for (int t = 0; t < 2 && name[0] != '/'; t++) {
     if (r->toolkit[t][0] == '\0') continue;
-    if (join3(path, sizeof path, r->toolkit[t], strlen(r->toolkit[t]), name, len) && regular_file(path, &st)) {
+    int kind = join3(path, sizeof path, r->toolkit[t], strlen(r->toolkit[t]), name, len)
+                   ? regular_file(path, &st, &refused)
+                   : 0;
+    if (kind < 0) return refused;
+    if (kind > 0) {
       out->kind = KVJIT_INCLUDE_TOOLKIT;
       g->uses_toolkit = 1;
       return KVJIT_OK;

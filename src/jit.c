@@ -267,8 +267,9 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   if (n <= 0 || (size_t)n >= sizeof buf) return;
   /* One write() with O_APPEND: lines from concurrent processes never interleave. A FIFO, device or
    * link is refused without blocking (kvjit_open_regular()). */
-  int fd = kvjit_open_regular(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT, 0644, NULL);
-  int err = fd < 0 ? errno : 0;
+  kvjit_status target = kvjit_cache_check_target(ctx->manifest_path, "KVJIT_MANIFEST");
+  int fd = target == KVJIT_OK ? kvjit_open_regular(ctx->manifest_path, O_WRONLY | O_APPEND | O_CREAT, 0644, NULL) : -1;
+  int err = target != KVJIT_OK ? EPERM : fd < 0 ? errno : 0;
   if (fd >= 0) {
     ssize_t w = write(fd, buf, (size_t)n);
     err = w == n ? 0 : w < 0 ? errno : ENOSPC;
@@ -276,8 +277,12 @@ void kvjit_context_record(kvjit_context *ctx, const char *line) {
   }
   int expected = 0;
   if (err != 0 && ctx->log != 0 && atomic_compare_exchange_strong(&ctx->manifest_warned, &expected, 1)) {
-    kvjit_log_line("warning: cannot record store variants to the manifest %s: %s%s", ctx->manifest_path,
-                   err == EINVAL ? "not a regular file" : strerror(err), "; later lines are dropped silently");
+    char why[512];
+    snprintf(why, sizeof why, "%s", target != KVJIT_OK ? kvjit_last_error()
+                                    : err == EINVAL      ? "not a regular file"
+                                                         : strerror(err));
+    kvjit_log_line("warning: cannot record store variants to the manifest %s: %s%s", ctx->manifest_path, why,
+                   "; later lines are dropped silently");
   }
 }
 
@@ -492,6 +497,13 @@ static kvjit_status miss_allowed(kvjit_context *ctx, const kvjit_request *req, c
 kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req, const kvjit_program_label *label,
                                    const kvjit_key_target *target, const kvjit_key *key, int explain,
                                    kvjit_compiled *compiled, kvjit_status *published) {
+  return kvjit_context_compile_within(ctx, req, label, target, key, explain, compiled, published, SIZE_MAX);
+}
+
+kvjit_status kvjit_context_compile_within(kvjit_context *ctx, const kvjit_request *req,
+                                          const kvjit_program_label *label, const kvjit_key_target *target,
+                                          const kvjit_key *key, int explain, kvjit_compiled *compiled,
+                                          kvjit_status *published, size_t max_payload) {
   *published = KVJIT_OK;
   kvjit_miss_info why;
   if (explain) explain_miss(ctx, req, label, target, key, &why);
@@ -516,6 +528,10 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
     atomic_fetch_add(&ctx->compiles, 1);
     atomic_fetch_add(&ctx->compile_ns, compiled->ns);
     if (ctx->log == 1) kvjit_log_line("compiled %s for %s in %.1f ms", req->desc->name, name, (double)compiled->ns / 1e6);
+    if (compiled->payload_len > max_payload) {
+      *published = KVJIT_ERR_BUSY;
+      return st;
+    }
     kvjit_entry_digests digests;
     kvjit_request_digests(req, &digests);
     *published = publish(ctx, label, target, key, &req->content, &digests, req->desc->name, req->desc->num_kernels,
@@ -553,7 +569,9 @@ static kvjit_status obtain_payload(kvjit_context *ctx, const kvjit_request *req,
   }
   kvjit_status st = kvjit_context_compile(ctx, req, label, target, key, bundle != NULL, compiled, published);
   if (locked) kvjit_cache_unlock_key(&lock);
-  *origin = KVJIT_FROM_COMPILE;
+  /* "compile" only when NVRTC ran (and succeeded or said why not): a miss refused under
+   * KVJIT_COMPILE=never, or a failure before NVRTC, obtained nothing. */
+  *origin = st == KVJIT_OK || st == KVJIT_ERR_COMPILE || st == KVJIT_ERR_NVRTC ? KVJIT_FROM_COMPILE : KVJIT_FROM_NOWHERE;
   return st;
 }
 
@@ -675,7 +693,7 @@ kvjit_status kvjit_program_acquire(kvjit_context *ctx, const kvjit_request *req,
   ctx->buckets[key->low % PROGRAM_BUCKETS] = p;
   pthread_mutex_unlock(&ctx->lock);
 
-  kvjit_origin got = KVJIT_FROM_COMPILE;
+  kvjit_origin got = KVJIT_FROM_NOWHERE;
   kvjit_status st = build_program(ctx, p, req, label, ptx_fallback, &got);
   if (got == KVJIT_FROM_DISK) atomic_fetch_add(&ctx->disk_hits, 1);
   if (p->log == NULL) p->log = strdup("");

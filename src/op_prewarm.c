@@ -189,11 +189,19 @@ static void set_free(pw_set *s) {
   free(s->families);
 }
 
-/* Family by family, each in planning order. */
+/* A family's order and a kernel's place in it from what they are alone (program name, arch,
+ * options, template, kernel name), never from the order variants were given or planned: the
+ * bundles, and so the entries a prewarm writes, are the same however it is run or split. */
 static int by_family(const void *pa, const void *pb) {
   const pw_kernel *a = *(pw_kernel *const *)pa, *b = *(pw_kernel *const *)pb;
-  if (a->family != b->family) return a->family < b->family ? -1 : 1;
-  return (a->seq > b->seq) - (a->seq < b->seq);
+  const kvjit_program_desc *x = &a->prog.desc, *y = &b->prog.desc;
+  int c = strcmp(x->name, y->name);
+  if (c == 0) c = (x->arch > y->arch) - (x->arch < y->arch);
+  if (c == 0) c = (x->num_options > y->num_options) - (x->num_options < y->num_options);
+  for (size_t i = 0; c == 0 && i < x->num_options; i++) c = strcmp(x->options[i], y->options[i]);
+  if (c == 0 && x->source != y->source) c = strcmp(x->source, y->source);
+  if (c == 0) c = strcmp(a->prog.kernel, b->prog.kernel);
+  return c;
 }
 
 /* One kernel alone (a failed group retried kernel by kernel, so each failure is its own). */
@@ -202,37 +210,47 @@ static void compile_alone(kvjit_context *ctx, pw_set *s, pw_kernel *k) {
   if (k->status != KVJIT_OK) fail_into(k->error, sizeof k->error);
 }
 
-/* Kernels run[0 .. n) of one family: as bundles of at most KVJIT_PREWARM_GROUP_MAX, of even size. */
-static void compile_family(kvjit_context *ctx, pw_set *s, pw_kernel **run, size_t n) {
-  const size_t groups = (n + KVJIT_PREWARM_GROUP_MAX - 1) / KVJIT_PREWARM_GROUP_MAX;
+/* One bundle: kernels run[0 .. count) of one family, compiled as one group (bundle.h). */
+static void compile_bundle(kvjit_context *ctx, pw_set *s, pw_kernel **run, size_t count) {
   const char *names[KVJIT_PREWARM_GROUP_MAX];
   kvjit_group_member members[KVJIT_PREWARM_GROUP_MAX];
-  for (size_t g = 0, first = 0; g < groups; g++) {
-    const size_t end = n * (g + 1) / groups, count = end - first;
-    kvjit_program_desc desc = run[first]->prog.desc;
-    for (size_t i = 0; i < count; i++) {
-      names[i] = run[first + i]->prog.kernel;
-      members[i].label = &s->variants[run[first + i]->owner].label;
-      members[i].origin = KVJIT_FROM_DISK;
-    }
-    desc.kernels = names;
-    desc.num_kernels = count;
-    kvjit_status st = kvjit_program_compile_group(ctx, &desc, members);
-    if (st == KVJIT_OK) {
-      for (size_t i = 0; i < count; i++) run[first + i]->origin = members[i].origin;
-    } else if (st == KVJIT_ERR_COMPILE || st == KVJIT_ERR_NVRTC || st == KVJIT_ERR_NOT_CACHED) {
-      /* One kernel that does not compile fails its bundle: each alone, so the failure is its own
-       * (under KVJIT_COMPILE=never that costs nothing, and each miss names its own variant). */
-      for (size_t i = 0; i < count; i++) compile_alone(ctx, s, run[first + i]);
-    } else {
-      /* The same for every kernel (not cached, out of memory, no NVRTC): no use compiling alone. */
-      for (size_t i = 0; i < count; i++) {
-        run[first + i]->status = st;
-        fail_into(run[first + i]->error, sizeof run[first + i]->error);
-      }
-    }
-    first = end;
+  kvjit_program_desc desc = run[0]->prog.desc;
+  for (size_t i = 0; i < count; i++) {
+    names[i] = run[i]->prog.kernel;
+    members[i].label = &s->variants[run[i]->owner].label;
+    members[i].origin = KVJIT_FROM_DISK;
   }
+  desc.kernels = names;
+  desc.num_kernels = count;
+  kvjit_status st = kvjit_program_compile_group(ctx, &desc, members);
+  if (st == KVJIT_OK) {
+    for (size_t i = 0; i < count; i++) run[i]->origin = members[i].origin;
+  } else if (st == KVJIT_ERR_COMPILE || st == KVJIT_ERR_NVRTC || st == KVJIT_ERR_NOT_CACHED) {
+    /* One kernel that does not compile fails its bundle: each alone, so the failure is its own
+     * (under KVJIT_COMPILE=never that costs nothing, and each miss names its own variant). */
+    for (size_t i = 0; i < count; i++) compile_alone(ctx, s, run[i]);
+  } else {
+    /* The same for every kernel (not cached, out of memory, no NVRTC): no use compiling alone. */
+    for (size_t i = 0; i < count; i++) {
+      run[i]->status = st;
+      fail_into(run[i]->error, sizeof run[i]->error);
+    }
+  }
+}
+
+/* The bundles of the whole set, decided before any share is: each family (in by_family order)
+ * cut into ceil(n / KVJIT_PREWARM_GROUP_MAX) bundles of even size. Bundle b is
+ * order[start[b] .. start[b + 1]). @return the number of bundles. */
+static size_t cut_bundles(pw_kernel **order, size_t n, size_t *start) {
+  size_t bundles = 0;
+  for (size_t a = 0, b; a < n; a = b) {
+    for (b = a; b < n && order[b]->family == order[a]->family; b++) {
+    }
+    const size_t len = b - a, groups = (len + KVJIT_PREWARM_GROUP_MAX - 1) / KVJIT_PREWARM_GROUP_MAX;
+    for (size_t g = 0; g < groups; g++) start[bundles++] = a + len * g / groups;
+  }
+  start[bundles] = n;
+  return bundles;
 }
 
 kvjit_status kvjit_op_prewarm_set(kvjit_context *ctx, const kvjit_op *const *ops, const int64_t *const *values,
@@ -258,34 +276,36 @@ kvjit_status kvjit_op_prewarm_set(kvjit_context *ctx, const kvjit_op *const *ops
       fail_into(v->error, sizeof v->error);
     }
   }
-    pw_kernel **order = malloc((s.num_kernels ? s.num_kernels : 1) * sizeof *order);
+  pw_kernel **order = malloc((s.num_kernels ? s.num_kernels : 1) * sizeof *order);
   if (order == NULL) {
     st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prewarm: out of memory");
     goto done;
   }
   memcpy(order, s.kernels, s.num_kernels * sizeof *order);
   qsort(order, s.num_kernels, sizeof *order, by_family);
-  /* This share: the kernels whose cost midpoint falls in [W * part / parts, W * (part + 1) / parts) of
-   * the total W, in family order, so that shares on threads take about the same time. */
+  size_t *start = malloc((s.num_kernels + 1) * sizeof *start);
+  if (start == NULL) {
+    free(order);
+    st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "prewarm: out of memory");
+    goto done;
+  }
+  const size_t bundles = cut_bundles(order, s.num_kernels, start);
+  /* This share: the whole bundles whose cost midpoint falls in [W * part / parts,
+   * W * (part + 1) / parts) of the total W, so that shares on threads take about the same time
+   * and every share holds the bundles a single run would write. */
   uint64_t total = 0;
   for (size_t k = 0; k < s.num_kernels; k++) total += order[k]->cost;
-  size_t from = 0, to = 0;
   uint64_t before = 0;
-  for (size_t k = 0; k < s.num_kernels; k++) {
-    /* Kernel k goes to the share its cost's midpoint falls in. */
-    uint64_t mid2 = 2 * before + order[k]->cost;
-    unsigned share = (unsigned)(mid2 * parts / (2 * total));
-    if (share < part) from = k + 1;
-    if (share <= part) to = k + 1;
-    before += order[k]->cost;
+  for (size_t b = 0; b < bundles; b++) {
+    uint64_t cost = 0;
+    for (size_t k = start[b]; k < start[b + 1]; k++) cost += order[k]->cost;
+    unsigned share = (unsigned)((2 * before + cost) * parts / (2 * total));
+    before += cost;
+    if (share != part) continue;
+    for (size_t k = start[b]; k < start[b + 1]; k++) order[k]->in_share = 1;
+    compile_bundle(ctx, &s, order + start[b], start[b + 1] - start[b]);
   }
-  if (to < from) to = from;
-  for (size_t k = from; k < to; k++) order[k]->in_share = 1;
-  for (size_t a = from, b; a < to; a = b) {
-    for (b = a; b < to && order[b]->family == order[a]->family; b++) {
-    }
-    compile_family(ctx, &s, order + a, b - a);
-  }
+  free(start);
   free(order);
   for (size_t i = 0; i < count; i++) {
     pw_variant *v = &s.variants[i];

@@ -102,13 +102,19 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
     free(list.keys);
     return st;
   }
+  /* Never over a FIFO, device, dir or link, never into a cache dir (its lock file, an entry). */
+  st = kvjit_cache_check_target(path, "cache export");
+  if (st != KVJIT_OK) {
+    free(list.keys);
+    return st;
+  }
   /* A temp file next to the target, renamed over it when complete: never a half-written pack. */
   char tmp[PATH_MAX];
   if (snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid()) >= (int)sizeof tmp) {
     free(list.keys);
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "cache export: path \"%s\" is too long", path);
   }
-  int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = kvjit_fd_above_stdio(open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644));
   if (fd < 0) {
     free(list.keys);
     return kvjit_fail(KVJIT_ERR_IO, "cache export: cannot create %s: %s", tmp, strerror(errno));
@@ -139,7 +145,16 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
   wr64(tail, sum);
   if (!failed) failed = kvjit_write_full(fd, tail, 8) != 0 || fsync(fd) != 0;
   int err = errno;
-  close(fd);
+  if (failed) close(fd);
+  if (!failed && close(fd) != 0) {
+    failed = 1;
+    err = errno;
+  }
+  /* Checked again just before the rename: something put there meanwhile is not replaced either. */
+  if (!failed && kvjit_replaceable(path) != 0) {
+    failed = 1;
+    err = errno;
+  }
   if (!failed && rename(tmp, path) != 0) {
     failed = 1;
     err = errno;
@@ -154,16 +169,49 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
 
 /* ---- import ------------------------------------------------------------------------------------ */
 
-/* 0 when all @p len bytes came (a pack's lengths are checked against its size first). */
-static int read_exact(int fd, uint8_t *buf, size_t len) {
-  return kvjit_read_full(fd, buf, len) == (ssize_t)len ? 0 : -1;
+/* Packs are read in large buffers: a hostile pack of millions of tiny entries costs a few big
+ * reads per MiB, never a system call per field. */
+#define PACK_READ_BUFFER (1u << 20)
+/* The least bytes one entry takes in a pack: its length and an entry's fixed prefix. A count
+ * beyond (file size - header - checksum) / this is a lie, refused before anything is read. */
+#define PACK_MIN_ENTRY (8u + KVJIT_ENTRY_FIXED_BYTES)
+
+typedef struct pack_reader {
+  int fd;
+  uint8_t *buf;
+  size_t have, at; /* buf[at .. have) not yet taken */
+} pack_reader;
+
+/* Take @p len bytes into @p out (NULL: skip them, for the checksum's sake handed to @p sum).
+ * 0, or -1 at end of file or on an error (errno). */
+static int take(pack_reader *r, uint8_t *out, uint64_t len, XXH3_state_t *sum) {
+  while (len > 0) {
+    if (r->at == r->have) {
+      ssize_t n = kvjit_read_full(r->fd, r->buf, PACK_READ_BUFFER);
+      if (n <= 0) {
+        if (n == 0) errno = EIO;
+        return -1;
+      }
+      r->have = (size_t)n;
+      r->at = 0;
+    }
+    size_t n = r->have - r->at < len ? r->have - r->at : (size_t)len;
+    if (sum) XXH3_64bits_update(sum, r->buf + r->at, n);
+    if (out) {
+      memcpy(out, r->buf + r->at, n);
+      out += n;
+    }
+    r->at += n;
+    len -= n;
+  }
+  return 0;
 }
 
-/* Walk the pack once: every length within bounds, the counts and size consistent, the checksum
- * right. Nothing is published before this has passed. */
-static kvjit_status check_pack(int fd, uint64_t file_len, const char *path, uint32_t *count) {
+/* Walk the pack once: the count possible for the file's size, every length within bounds, the
+ * counts and size consistent, the checksum right. Nothing is published before this has passed. */
+static kvjit_status check_pack(pack_reader *r, uint64_t file_len, const char *path, uint32_t *count) {
   uint8_t head[PACK_HEADER];
-  if (file_len < PACK_HEADER + 8 || read_exact(fd, head, PACK_HEADER) != 0) {
+  if (file_len < PACK_HEADER + 8 || take(r, head, PACK_HEADER, NULL) != 0) {
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is too short to be a pack", path);
   }
   if (memcmp(head, PACK_MAGIC, 8) != 0) return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is not a kvjit pack", path);
@@ -172,42 +220,36 @@ static kvjit_status check_pack(int fd, uint64_t file_len, const char *path, uint
                       PACK_VERSION);
   }
   *count = rd32(head + 12);
+  const uint64_t room = file_len - PACK_HEADER - 8;
+  if ((uint64_t)*count > room / PACK_MIN_ENTRY) {
+    return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: claims %u entries, more than its %llu bytes can hold",
+                      path, *count, (unsigned long long)file_len);
+  }
   XXH3_state_t sum;
   XXH3_64bits_reset(&sum);
   XXH3_64bits_update(&sum, head, PACK_HEADER);
   uint64_t at = PACK_HEADER;
-  uint8_t *buf = malloc(1 << 16);
-  if (buf == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");
-  kvjit_status st = KVJIT_OK;
-  for (uint32_t i = 0; i < *count && st == KVJIT_OK; i++) {
+  for (uint32_t i = 0; i < *count; i++) {
     uint8_t lenbuf[8];
-    if (at + 8 > file_len - 8 || read_exact(fd, lenbuf, 8) != 0) {
-      st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is truncated at entry %u", path, i);
-      break;
+    if (at + 8 > file_len - 8 || take(r, lenbuf, 8, &sum) != 0) {
+      return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is truncated at entry %u", path, i);
     }
-    XXH3_64bits_update(&sum, lenbuf, 8);
     uint64_t len = rd64(lenbuf);
     at += 8;
-    if (len > KVJIT_ENTRY_MAX_BYTES || len > file_len - 8 - at) {
-      st = kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: entry %u claims %llu bytes", path, i,
-                      (unsigned long long)len);
-      break;
+    /* Each entry at least its fixed prefix, and the rest of the count still possible after it. */
+    uint64_t left_after = (uint64_t)(*count - i - 1) * PACK_MIN_ENTRY;
+    if (len < KVJIT_ENTRY_FIXED_BYTES || len > KVJIT_ENTRY_MAX_BYTES || len > file_len - 8 - at ||
+        left_after > file_len - 8 - at - len) {
+      return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: entry %u claims %llu bytes", path, i,
+                        (unsigned long long)len);
     }
-    for (uint64_t left = len; left > 0;) {
-      size_t n = left < (1u << 16) ? (size_t)left : (1u << 16);
-      if (read_exact(fd, buf, n) != 0) {
-        st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
-        break;
-      }
-      XXH3_64bits_update(&sum, buf, n);
-      left -= n;
+    if (take(r, NULL, len, &sum) != 0) {
+      return kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
     }
     at += len;
   }
-  free(buf);
-  if (st != KVJIT_OK) return st;
   uint8_t tail[8];
-  if (at + 8 != file_len || read_exact(fd, tail, 8) != 0) {
+  if (at + 8 != file_len || take(r, tail, 8, NULL) != 0) {
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: %llu bytes after %u entries, expected 8", path,
                       (unsigned long long)(file_len - at), *count);
   }
@@ -223,52 +265,72 @@ kvjit_status kvjit_pack_import(kvjit_cache *cache, const char *path, uint64_t *i
   if (present) *present = 0;
   if (bad) *bad = 0;
   if (!kvjit_cache_writable(cache)) return kvjit_fail(KVJIT_ERR_IO, "cache import: no writable cache dir");
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  /* The pack may be a link to one (an artifact store's layout): followed, but a FIFO or device is
+   * never waited on (O_NONBLOCK) and refused once open. */
+  int fd = kvjit_fd_above_stdio(open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd < 0) return kvjit_fail(KVJIT_ERR_IO, "cache import: cannot open %s: %s", path, strerror(errno));
   struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     close(fd);
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "cache import: %s is not a regular file", path);
   }
+  pack_reader r = {fd, malloc(PACK_READ_BUFFER), 0, 0};
+  if (r.buf == NULL) {
+    close(fd);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");
+  }
   uint32_t count = 0;
-  kvjit_status st = check_pack(fd, (uint64_t)sb.st_size, path, &count);
-  if (st == KVJIT_OK && lseek(fd, PACK_HEADER, SEEK_SET) != PACK_HEADER) {
-    st = kvjit_fail(KVJIT_ERR_IO, "cache import: seeking in %s: %s", path, strerror(errno));
-  }
-  for (uint32_t i = 0; i < count && st == KVJIT_OK; i++) {
-    uint8_t lenbuf[8];
-    if (read_exact(fd, lenbuf, 8) != 0) {
-      st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
-      break;
+  kvjit_status st = check_pack(&r, (uint64_t)sb.st_size, path, &count);
+  /* Two passes: every other entry, then the aliases, each published only while its bundle is
+   * there (cache.h): a pack's order must not turn aliases into orphans or drop them. */
+  for (int pass = 0; pass < 2 && st == KVJIT_OK; pass++) {
+    if (lseek(fd, PACK_HEADER, SEEK_SET) != PACK_HEADER) {
+      st = kvjit_fail(KVJIT_ERR_IO, "cache import: seeking in %s: %s", path, strerror(errno));
     }
-    size_t len = (size_t)rd64(lenbuf); /* bounded by check_pack */
-    uint8_t *data = malloc(len ? len : 1);
-    if (data == NULL) {
-      st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");
-      break;
-    }
-    if (read_exact(fd, data, len) != 0) {
+    r.have = r.at = 0;
+    for (uint32_t i = 0; i < count && st == KVJIT_OK; i++) {
+      uint8_t lenbuf[8];
+      if (take(&r, lenbuf, 8, NULL) != 0) {
+        st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
+        break;
+      }
+      size_t len = (size_t)rd64(lenbuf); /* bounded by check_pack */
+      uint8_t *data = malloc(len ? len : 1);
+      if (data == NULL) {
+        st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");
+        break;
+      }
+      if (take(&r, data, len, NULL) != 0) {
+        free(data);
+        st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
+        break;
+      }
+      kvjit_entry_view view;
+      if (kvjit_entry_parse(&view, data, len, NULL, 1) != KVJIT_OK || kvjit_entry_check_payload(&view) != KVJIT_OK) {
+        /* Checksummed in the pack but not a good entry: a pack from a buggy or hostile writer. */
+        if (bad && pass == 0) (*bad)++;
+        free(data);
+        continue;
+      }
+      if ((view.target.kind == KVJIT_PAYLOAD_ALIAS) != (pass == 1)) {
+        free(data);
+        continue;
+      }
+      uint8_t *have = NULL;
+      kvjit_entry_view have_view;
+      if (kvjit_cache_read_local(cache, &view.key, &have, &have_view) == KVJIT_OK) {
+        free(have);
+        if (present) (*present)++;
+      } else if ((st = kvjit_cache_write(cache, &view.key, data, len)) == KVJIT_OK) {
+        if (imported) (*imported)++;
+      } else if (st == KVJIT_ERR_NOT_FOUND) {
+        st = KVJIT_OK; /* an alias whose bundle the pack lacks (or the budget evicted): useless, skipped */
+      }
+      /* A write that cannot complete (full disk, ...) ends the import with its reason. */
       free(data);
-      st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
-      break;
     }
-    kvjit_entry_view view;
-    if (kvjit_entry_parse(&view, data, len, NULL, 1) != KVJIT_OK) {
-      /* Checksummed in the pack but not a good entry: a pack from a buggy or hostile writer. */
-      if (bad) (*bad)++;
-      free(data);
-      continue;
-    }
-    uint8_t *have = NULL;
-    kvjit_entry_view have_view;
-    if (kvjit_cache_read_local(cache, &view.key, &have, &have_view) == KVJIT_OK) {
-      free(have);
-      if (present) (*present)++;
-    } else if (kvjit_cache_write(cache, &view.key, data, len) == KVJIT_OK) {
-      if (imported) (*imported)++;
-    }
-    free(data);
   }
+  free(r.buf);
   close(fd);
   return st;
 }

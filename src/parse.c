@@ -151,11 +151,16 @@ uint64_t kvjit_env_size(const char *name, uint64_t min, uint64_t max, uint64_t f
   return value;
 }
 
-uint64_t kvjit_env_duration_ms(const char *name, uint64_t fallback, int log) {
+uint64_t kvjit_env_duration_ms(const char *name, uint64_t min, uint64_t max, uint64_t fallback, int log) {
   const char *text = kvjit_env_text(name);
   if (text == NULL) return fallback;
   uint64_t value = 0;
-  if (kvjit_parse_duration_ms(text, &value) != KVJIT_OK) {
+  kvjit_status st = kvjit_parse_duration_ms(text, &value);
+  if (st == KVJIT_OK && (value < min || value > max)) {
+    st = kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%llu ms, out of range %llu to %llu", (unsigned long long)value,
+                    (unsigned long long)min, (unsigned long long)max);
+  }
+  if (st != KVJIT_OK) {
     char shown[32];
     snprintf(shown, sizeof shown, "%llu ms", (unsigned long long)fallback);
     env_warning(name, text, shown, log);

@@ -23,7 +23,11 @@ int kvjit_env_bool(const char *name, int fallback, int log);
 /** $name as a size (kvjit_parse_size()) in [@p min, @p max], else @p fallback (with a warning). */
 uint64_t kvjit_env_size(const char *name, uint64_t min, uint64_t max, uint64_t fallback, int log);
 
-/** $name as milliseconds (kvjit_parse_duration_ms()), else @p fallback (with a warning). */
-uint64_t kvjit_env_duration_ms(const char *name, uint64_t fallback, int log);
+/**
+ * $name as milliseconds (kvjit_parse_duration_ms()) in [@p min, @p max], else @p fallback (with a
+ * warning). Every duration has a finite range: a bound of 0 where 0 would mean "wait forever" to
+ * a lower layer (libcurl) is @p min 1.
+ */
+uint64_t kvjit_env_duration_ms(const char *name, uint64_t min, uint64_t max, uint64_t fallback, int log);
 
 #endif

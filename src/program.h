@@ -105,6 +105,16 @@ kvjit_status kvjit_context_compile(kvjit_context *ctx, const kvjit_request *req,
                                    struct kvjit_compiled *compiled, kvjit_status *published);
 
 /**
+ * kvjit_context_compile(), publishing only a payload of at most @p max_payload bytes: a larger one
+ * is compiled and handed back but not written, and @p published is KVJIT_ERR_BUSY (a bundle too
+ * large for the byte budget, which the caller cuts smaller).
+ */
+kvjit_status kvjit_context_compile_within(kvjit_context *ctx, const kvjit_request *req,
+                                          const kvjit_program_label *label, const kvjit_key_target *target,
+                                          const kvjit_key *key, int explain, struct kvjit_compiled *compiled,
+                                          kvjit_status *published, size_t max_payload);
+
+/**
  * A compile's publication @p published as its caller's status: KVJIT_OK when it is on disk or the
  * cache is off by choice, else KVJIT_ERR_IO "REQ compiled but ..." (a prewarm reports it).
  */

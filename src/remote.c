@@ -7,16 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "entry.h"
 #include "status.h"
+#include "url.h"
 
 #define MAX_REMOTES 8
 #define MAX_URL 2048
 
 typedef struct remote_server {
   char *base;      /* without a trailing slash */
+  char *shown;     /* base as logs show it: redacted (url.h) */
   int read_write;
   /* Monotonic ms before which the server is skipped (all requests), or only for writes. */
   atomic_uint_fast64_t skip_until, skip_writes_until;
@@ -25,7 +28,7 @@ typedef struct remote_server {
 struct kvjit_remote {
   remote_server servers[MAX_REMOTES];
   size_t count;
-  char *urls; /* as configured, for info */
+  char *urls; /* as configured, redacted (url.h), for info */
   struct curl_slist *headers;
   long connect_timeout_ms, timeout_ms;
   uint64_t backoff_ms;
@@ -63,19 +66,22 @@ static kvjit_status add_server(kvjit_remote *r, const char *item, size_t len, in
   }
   memcpy(text, item, len);
   text[len] = '\0';
+  char shown[MAX_URL * 4 + 8]; /* what warnings print: never a password (url.h) */
+  kvjit_url_redact(shown, sizeof shown, text);
   int rw = default_rw;
   char *bar = strchr(text, '|');
   if (bar != NULL) {
     *bar = '\0';
+    kvjit_url_redact(shown, sizeof shown, text);
     if (strcmp(bar + 1, "ro") == 0) rw = 0;
     else if (strcmp(bar + 1, "rw") == 0) rw = 1;
     else {
-      warn(r, "%s: unknown attribute \"%s\" (expected |ro or |rw); skipped", text, bar + 1);
+      warn(r, "%s: unknown attribute \"%.32s\" (expected |ro or |rw); skipped", shown, bar + 1);
       return KVJIT_OK;
     }
   }
   if (strncmp(text, "http://", 7) != 0 && strncmp(text, "https://", 8) != 0) {
-    warn(r, "%s: not an http:// or https:// URL; skipped", text);
+    warn(r, "%s: not an http:// or https:// URL; skipped", shown);
     return KVJIT_OK;
   }
   if (r->count == MAX_REMOTES) {
@@ -86,7 +92,12 @@ static kvjit_status add_server(kvjit_remote *r, const char *item, size_t len, in
   while (n > 0 && text[n - 1] == '/') text[--n] = '\0';
   remote_server *s = &r->servers[r->count];
   s->base = strdup(text);
-  if (s->base == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
+  s->shown = kvjit_url_redact_dup(text);
+  if (s->base == NULL || s->shown == NULL) {
+    free(s->base);
+    free(s->shown);
+    return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
+  }
   s->read_write = rw;
   atomic_init(&s->skip_until, 0);
   atomic_init(&s->skip_writes_until, 0);
@@ -105,11 +116,12 @@ kvjit_status kvjit_remote_open(kvjit_remote **out, const kvjit_remote_config *co
   kvjit_remote *r = calloc(1, sizeof *r);
   if (r == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
   r->log = config->log;
-  r->connect_timeout_ms = (long)config->connect_timeout_ms;
-  r->timeout_ms = (long)config->timeout_ms;
+  /* libcurl reads 0 as "no timeout": never let one through (config.c refuses 0 already). */
+  r->connect_timeout_ms = config->connect_timeout_ms ? (long)config->connect_timeout_ms : 1;
+  r->timeout_ms = config->timeout_ms ? (long)config->timeout_ms : 1;
   r->backoff_ms = config->backoff_ms;
   kvjit_status st = KVJIT_OK;
-  r->urls = strdup(config->urls);
+  r->urls = kvjit_url_redact_dup(config->urls);
   if (r->urls == NULL) st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "remote cache: out of memory");
   for (const char *p = config->urls; st == KVJIT_OK && *p;) {
     p += strspn(p, " ,\t");
@@ -131,7 +143,10 @@ kvjit_status kvjit_remote_open(kvjit_remote **out, const kvjit_remote_config *co
 
 void kvjit_remote_close(kvjit_remote *r) {
   if (r == NULL) return;
-  for (size_t i = 0; i < r->count; i++) free(r->servers[i].base);
+  for (size_t i = 0; i < r->count; i++) {
+    free(r->servers[i].base);
+    free(r->servers[i].shown);
+  }
   curl_slist_free_all(r->headers);
   free(r->urls);
   free(r);
@@ -155,11 +170,19 @@ typedef struct body {
   uint8_t *data;
   size_t len, cap;
   int too_large;
+  size_t limit;   /* a ranged GET: keep at most this many bytes, then stop (cut) */
+  int cut;
+  uint64_t total; /* the whole file's size from Content-Range, 0 when not said */
 } body;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
   body *b = user;
   size_t n = size * nmemb;
+  if (b->limit && b->len + n > b->limit) {
+    /* A server that ignores Range sends the whole file: the head is all that is wanted. */
+    n = b->limit - b->len;
+    b->cut = 1;
+  }
   if (b->len + n > KVJIT_ENTRY_MAX_BYTES) {
     b->too_large = 1;
     return 0; /* aborts the transfer: no entry is that large */
@@ -174,6 +197,23 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *user) {
   }
   memcpy(b->data + b->len, ptr, n);
   b->len += n;
+  return b->cut ? 0 : n;
+}
+
+/* "Content-Range: bytes 0-N/TOTAL": the whole file's size, for the entry's own size checks. */
+static size_t on_header(char *line, size_t size, size_t nmemb, void *user) {
+  body *b = user;
+  size_t n = size * nmemb;
+  static const char name[] = "content-range:";
+  if (n > sizeof name && strncasecmp(line, name, sizeof name - 1) == 0) {
+    const char *slash = memchr(line, '/', n);
+    uint64_t total = 0;
+    for (const char *p = slash ? slash + 1 : line + n; p < line + n && *p >= '0' && *p <= '9'; p++) {
+      if (total > (UINT64_MAX - 9) / 10) break;
+      total = total * 10 + (uint64_t)(*p - '0');
+    }
+    b->total = total;
+  }
   return n;
 }
 
@@ -191,7 +231,7 @@ static size_t on_read(char *ptr, size_t size, size_t nmemb, void *user) {
   return n;
 }
 
-typedef enum request { REQ_GET, REQ_HEAD, REQ_PUT } request;
+typedef enum request { REQ_GET, REQ_RANGE, REQ_PUT } request;
 
 /* What became of a request, for counting and backing off. */
 typedef enum outcome {
@@ -222,13 +262,18 @@ static outcome perform(kvjit_remote *r, remote_server *s, request kind, object w
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r->timeout_ms);
   curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
   if (r->headers) curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->headers);
-  if (kind == REQ_GET) {
+  if (kind == REQ_GET || kind == REQ_RANGE) {
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, in);
     curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)KVJIT_ENTRY_MAX_BYTES);
-  } else if (kind == REQ_HEAD) {
-    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-  } else {
+  }
+  char range[32];
+  if (kind == REQ_RANGE) {
+    snprintf(range, sizeof range, "0-%zu", in->limit - 1);
+    curl_easy_setopt(h, CURLOPT_RANGE, range);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, in);
+  } else if (kind == REQ_PUT) {
     curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
     curl_easy_setopt(h, CURLOPT_READDATA, up);
@@ -239,6 +284,7 @@ static outcome perform(kvjit_remote *r, remote_server *s, request kind, object w
   curl_easy_cleanup(h);
   if (res == CURLE_OPERATION_TIMEDOUT) return OUT_TIMED_OUT;
   if (res == CURLE_FILESIZE_EXCEEDED || (in && in->too_large)) return OUT_FAILED;
+  if (res == CURLE_WRITE_ERROR && in && in->cut && *status >= 200 && *status < 300) return OUT_OK;
   if (res != CURLE_OK) {
     /* A 404 with a body the write callback refused still counts as absent. */
     return *status == 404 || *status == 410 ? OUT_ABSENT : OUT_FAILED;
@@ -257,11 +303,11 @@ static void back_off(kvjit_remote *r, remote_server *s, outcome o, long status, 
   uint64_t before = atomic_exchange(slot, until);
   if (before <= mono_ms()) { /* one line per back-off, not per request */
     if (o == OUT_TIMED_OUT)
-      warn(r, "%s: timed out; skipping it for %llu ms", s->base, (unsigned long long)r->backoff_ms);
+      warn(r, "%s: timed out; skipping it for %llu ms", s->shown, (unsigned long long)r->backoff_ms);
     else if (writes_only)
-      warn(r, "%s: writes refused (HTTP %ld); reading only for a while", s->base, status);
+      warn(r, "%s: writes refused (HTTP %ld); reading only for a while", s->shown, status);
     else
-      warn(r, "%s: %s; skipping it for %llu ms", s->base, status ? "error answer" : "no connection",
+      warn(r, "%s: %s; skipping it for %llu ms", s->shown, status ? "error answer" : "no connection",
            (unsigned long long)r->backoff_ms);
   }
 }
@@ -280,7 +326,7 @@ int kvjit_remote_get(kvjit_remote *r, const kvjit_key *key, uint8_t **data, size
   for (size_t i = 0; i < r->count; i++) {
     remote_server *s = &r->servers[i];
     if (skipping(r, s, 0)) continue;
-    body b = {NULL, 0, 0, 0};
+    body b = {NULL, 0, 0, 0, 0, 0, 0};
     long status = 0;
     outcome o = perform(r, s, REQ_GET, OBJ_ENTRY, key, &b, NULL, &status);
     if (o == OUT_OK && b.len > 0) {
@@ -307,19 +353,28 @@ void kvjit_remote_accept(kvjit_remote *r, size_t from) {
 
 void kvjit_remote_reject(kvjit_remote *r, size_t from, const char *why) {
   atomic_fetch_add(&r->counters.errors, 1);
-  if (from < r->count) warn(r, "%s sent a bad entry, not used (%s)", r->servers[from].base, why ? why : "");
+  if (from < r->count) warn(r, "%s sent a bad entry, not used (%s)", r->servers[from].shown, why ? why : "");
 }
 
-int kvjit_remote_has(kvjit_remote *r, const kvjit_key *key) {
+int kvjit_remote_head(kvjit_remote *r, const kvjit_key *key, size_t max_bytes, uint8_t **data, size_t *len,
+                      uint64_t *total) {
   if (r == NULL) return -1;
   int answered = 0;
   for (size_t i = 0; i < r->count; i++) {
     remote_server *s = &r->servers[i];
     if (skipping(r, s, 0)) continue;
+    body b = {NULL, 0, 0, 0, max_bytes ? max_bytes : 1, 0, 0};
     long status = 0;
-    outcome o = perform(r, s, REQ_HEAD, OBJ_ENTRY, key, NULL, NULL, &status);
-    if (o == OUT_OK) return 1;
-    if (o == OUT_ABSENT) {
+    outcome o = perform(r, s, REQ_RANGE, OBJ_ENTRY, key, &b, NULL, &status);
+    /* 206: the range; 200: a server that ignores Range (its whole body, or the head of it). */
+    if (o == OUT_OK && b.len > 0 && (status == 206 || status == 200)) {
+      *data = b.data;
+      *len = b.len;
+      *total = status == 206 ? b.total : b.cut ? 0 : b.len;
+      return 1;
+    }
+    free(b.data);
+    if (o == OUT_ABSENT || (o == OUT_OK && b.len == 0)) {
       answered = 1;
       continue;
     }
@@ -371,7 +426,7 @@ int kvjit_remote_get_hint(kvjit_remote *r, const kvjit_key *id, kvjit_key *out) 
   for (size_t i = 0; i < r->count; i++) {
     remote_server *s = &r->servers[i];
     if (skipping(r, s, 0)) continue;
-    body b = {NULL, 0, 0, 0};
+    body b = {NULL, 0, 0, 0, 0, 0, 0};
     long status = 0;
     outcome o = perform(r, s, REQ_GET, OBJ_HINT, id, &b, NULL, &status);
     char hex[HINT_BYTES];

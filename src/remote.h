@@ -63,8 +63,16 @@ void kvjit_remote_accept(kvjit_remote *remote, size_t from);
 /** The bytes of remote @p from failed the entry checks: counted as an error, never loaded. */
 void kvjit_remote_reject(kvjit_remote *remote, size_t from, const char *why);
 
-/** 1 when some remote has @p key (HEAD), 0 when none has it, -1 when no remote could say. */
-int kvjit_remote_has(kvjit_remote *remote, const kvjit_key *key);
+/**
+ * The head of the entry of @p key from the first remote that serves it: a ranged GET of its first
+ * @p max_bytes (the request a load makes, cut short: a server that answers HEAD but not GET has
+ * nothing), for the caller to check as an entry's header.
+ * @param data receives malloc'd bytes (free them); @p total the whole file's size when the server
+ *        said it (Content-Range, or a whole body), else 0.
+ * @return 1 with bytes, 0 when every remote that answered lacks it, -1 when none could say.
+ */
+int kvjit_remote_head(kvjit_remote *remote, const kvjit_key *key, size_t max_bytes, uint8_t **data, size_t *len,
+                      uint64_t *total);
 
 /** PUT an encoded entry to every writable remote (best effort, counted). */
 void kvjit_remote_put(kvjit_remote *remote, const kvjit_key *key, const uint8_t *data, size_t len);

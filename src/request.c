@@ -1,6 +1,7 @@
 /* Program requests (request.h): checking a description, its options, its digest, NVRTC's input. */
 #include "request.h"
 
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +35,42 @@ static const char *refused_reason(const char *o) {
       {"-gen-opt-lto", "it produces LTO IR, which kvjit does not load"},
       {"--optix-ir", "it produces OptiX IR, which kvjit does not load"},
       {"-optix-ir", "it produces OptiX IR, which kvjit does not load"},
+      /* Options that write files (like -o): a compile must write nothing but its cache entry,
+       * and a hit would not write them, so their output could not be relied on anyway. */
+      {"--time", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"-time", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"--fdevice-time-trace", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"-fdevice-time-trace", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"--device-time-trace", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"--dependency-output", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"-MF", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"--generate-dependencies-with-compile", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"-MD", "it writes a file (a compile writes nothing but its cache entry)"},
+      {"--generate-nonsystem-dependencies-with-compile",
+       "it writes a file (a compile writes nothing but its cache entry)"},
+      {"-MMD", "it writes a file (a compile writes nothing but its cache entry)"},
   };
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     size_t l = strlen(refused[i].prefix);
     if (!strncmp(o, refused[i].prefix, l) && (o[l] == '\0' || o[l] == '=' || o[l] == ' ')) return refused[i].why;
   }
   return NULL;
+}
+
+/* ptxas options (given through --ptxas-options / -Xptxas, comma-separated) that name a file. */
+static int ptxas_file_option(const char *value) {
+  static const char *const files[] = {"-o", "--output-file", "-optf", "--options-file", "--dump-callgraph"};
+  for (const char *p = value; *p;) {
+    p += strspn(p, ", ");
+    size_t len = strcspn(p, ", = ");
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+      if (strlen(files[i]) == len && strncmp(p, files[i], len) == 0) return 1;
+    }
+    /* "-o/path": the short form glued to its value. */
+    if (len > 2 && p[0] == '-' && p[1] == 'o' && !isalpha((unsigned char)p[2]) && p[2] != '-') return 1;
+    p += strcspn(p, ",");
+  }
+  return 0;
 }
 
 /*
@@ -111,7 +142,14 @@ static kvjit_status sort_options(kvjit_request *r, const kvjit_program_desc *des
     const char *why = refused_reason(o);
     if (why) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->options[%zu] \"%s\": refused: %s", i, o, why);
     size_t span = 1;
-    const char *v = option_value(opts, n, i, "--include-path", 0, &span);
+    /* ptxas runs inside NVRTC: its own file options would read or write files the same way. */
+    const char *v = option_value(opts, n, i, "--ptxas-options", 0, &span);
+    if (v == NULL) v = option_value(opts, n, i, "-Xptxas", 0, &span);
+    if (v != NULL && ptxas_file_option(v)) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "desc->options[%zu] \"%s\": refused: ptxas \"%s\" reads or writes a file",
+                        i, o, v);
+    }
+    v = option_value(opts, n, i, "--include-path", 0, &span);
     if (v == NULL) v = option_value(opts, n, i, "-I", 1, &span);
     if (v != NULL) {
       /* kvjit searches include dirs itself; NVRTC gets the headers, never the dir. */

@@ -48,6 +48,14 @@ int kvjit_open_regular(const char *path, int flags, mode_t mode, struct stat *st
   return fd;
 }
 
+int kvjit_replaceable(const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+  if (S_ISREG(st.st_mode)) return 0;
+  errno = type_error(st.st_mode);
+  return -1;
+}
+
 DIR *kvjit_open_dir(const char *path) {
   int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return NULL;

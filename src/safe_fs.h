@@ -29,6 +29,14 @@ int kvjit_open_regular(const char *path, int flags, mode_t mode, struct stat *st
 /** A dir stream of @p path (a dir, or a link to one: callers check trust), its fd >= 3; NULL + errno. */
 DIR *kvjit_open_dir(const char *path);
 
+/**
+ * May kvjit create or replace @p path, a file a caller named (a pack, a manifest)? Nothing there,
+ * or a regular file: yes. Anything else is never replaced or written into: a link (ELOOP, the
+ * rename would replace the link, an append would follow it), a dir (EISDIR), a FIFO, device or
+ * socket (EINVAL). @return 0, or -1 with errno (lstat's own errno when it cannot tell).
+ */
+int kvjit_replaceable(const char *path);
+
 /** read(2) until @p len bytes or end of file, retrying EINTR. @return bytes read, or -1. */
 ssize_t kvjit_read_full(int fd, void *buf, size_t len);
 

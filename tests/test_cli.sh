@@ -272,7 +272,9 @@ test_verify_quarantines_corrupt_entry() {
 
 test_prune_respects_limit() {
   local dir="$TMP/prune"
-  kvjit prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 128,256,512,1024 --index int32,int64 -j 2
+  # Three archs, three bundles: a prune removes a bundle with its aliases, so half the cache keeps
+  # at least one of them whole.
+  kvjit prewarm --arch sm_80,sm_90,sm_100 --cache-dir "$dir" --k-row-bytes 128,256,512,1024 --index int32,int64 -j 2
   expect_rc 0
   local before limit_k
   before=$(entry_bytes "$dir")
@@ -813,6 +815,144 @@ assert all(r["bundle"] in {b["key"] for b in rows if not b["bundle"]} for r in a
   expect_rc 2
   kvjit cache import a b --cache-dir "$dir"
   expect_rc 2
+}
+
+
+# --- issue 24 ---------------------------------------------------------------------------------
+
+# Every file kvjit writes outside its entries: never over a FIFO, a device node (made here, never
+# a real /dev node), a dir or a link, never into a cache dir; exit 1 naming why, nothing replaced.
+test_issue24_write_targets_refused() {
+  local dir="$TMP/targets" t="$TMP/targets-out"
+  mkdir -p "$t"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 256 --index int64 -j 1
+  expect_rc 0
+  mkfifo "$t/fifo"
+  mkdir "$t/dir"
+  ln -s "$t/elsewhere" "$t/link"
+  local targets=("$t/fifo" "$t/dir" "$t/link" "$dir/v2/lock" "$dir/v2/new.pack" "$dir/new.pack")
+  if mknod "$t/chardev" c 1 7 2>/dev/null; then targets+=("$t/chardev"); fi
+  local lock_before
+  lock_before=$(stat -c %s "$dir/v2/lock")
+  for target in "${targets[@]}"; do
+    local type_before
+    type_before=$(stat -c %F "$target" 2>/dev/null || echo absent)
+    kvjit cache export "$target" --cache-dir "$dir"
+    expect_rc 1
+    expect_err 'refused'
+    [[ $(stat -c %F "$target" 2>/dev/null || echo absent) == "$type_before" ]] || fail "$target was replaced"
+  done
+  [[ $(stat -c %s "$dir/v2/lock") -eq $lock_before ]] || fail "the cache's lock file changed"
+  [[ ! -e "$t/elsewhere" ]] || fail "a link was followed"
+  ls "$t" "$dir/v2" | grep -q 'tmp-' && fail "a temp file was left behind"
+  # A regular file is replaced, whole.
+  : >"$t/old.pack"
+  kvjit cache export "$t/old.pack" --cache-dir "$dir"
+  expect_rc 0
+  [[ -s "$t/old.pack" ]] || fail "the pack was not written"
+  # The manifest kvjit records to is held to the same rule.
+  KVJIT_MANIFEST="$dir/v2/lock" KVJIT_LOG=1 "$KVJIT" prewarm --arch sm_90 --cache-dir "$dir" --k-row-bytes 512 \
+    --index int64 -j 1 >/dev/null 2>&1 || true
+  [[ $(stat -c %s "$dir/v2/lock") -eq $lock_before ]] || fail "the manifest was appended to the lock file"
+}
+
+# A URL's password (and a signed query) never shows: warnings, info, cache check.
+test_issue24_url_secrets_redacted() {
+  local url='http://user:PASSWORD@127.0.0.1:9/kv?X-Amz-Signature=PASSWORD&token=PASSWORD&x=1'
+  local out="$TMP/redact"
+  : >"$out"
+  for cmd in "info" "cache check --arch sm_90 --k-row-bytes 256 --index int64" "cache path"; do
+    # shellcheck disable=SC2086
+    KVJIT_LOG=1 KVJIT_REMOTE_CACHE="$url bad://u:PASSWORD@h" "$KVJIT" $cmd --cache-dir "$TMP/redact-dir" >>"$out" 2>&1 || true
+  done
+  grep -q 'user\|\*\*\*' "$out" || fail "no remote line at all"
+  if grep -q PASSWORD "$out"; then grep PASSWORD "$out" | head -3 >&2; fail "a secret was printed"; fi
+  grep -q '\*\*\*@127.0.0.1:9' "$out" || fail "the redacted URL is not shown"
+}
+
+# A budget below a bundle: bundles are cut to fit (an eighth of the budget), nothing orphaned,
+# everything left loadable, the dir within the budget plus one entry.
+test_issue24_budget_smaller_than_a_bundle() {
+  local dir="$TMP/budget"
+  KVJIT_CACHE_MAX_SIZE=200K kvjit prewarm --arch sm_90,sm_100 --cache-dir "$dir" --k-row-bytes 256,512,1024,2048 \
+    --index int32,int64 -j 1
+  expect_rc 0
+  local largest total
+  largest=$(entries "$dir" | xargs -r stat -c %s | sort -n | tail -1)
+  total=$(entry_bytes "$dir")
+  ((total <= 204800 + largest)) || fail "$total bytes in a 200K budget"
+  ((largest <= 204800 / 8 + 16384)) || fail "an entry of $largest bytes: a bundle larger than the budget allows"
+  ((total >= 204800 - 2 * largest)) || fail "only $total bytes kept of a 200K budget"
+  KVJIT_CACHE_MAX_SIZE=200K kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+  expect_out 'verified [0-9]+ entries: 0 bad$'
+}
+
+# 8 writers at once against a small budget: never more than the budget plus one entry, at least
+# the budget less one largest entry per writer, no alias without its bundle, all loadable.
+test_issue24_budget_eight_concurrent_writers() {
+  local dir="$TMP/budget8" budget=307200 pids=() i
+  for i in 0 1 2 3 4 5 6 7; do
+    local rows=$((256 + 64 * i))
+    KVJIT_CACHE_MAX_SIZE=300K "$KVJIT" prewarm --arch sm_90,sm_100 --cache-dir "$dir" \
+      --k-row-bytes "$rows,$((rows * 2)),$((rows * 4))" --index int32,int64 -j 1 >/dev/null 2>"$TMP/w$i.err" &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || fail "writer $i failed: $(tail -2 "$TMP/w$i.err")"; done
+  local largest total
+  largest=$(entries "$dir" | xargs -r stat -c %s | sort -n | tail -1)
+  total=$(entry_bytes "$dir")
+  echo "# 8 writers, 300K budget: $total bytes kept, largest entry $largest" >&2
+  ((total <= budget + largest)) || fail "$total bytes in a 300K budget"
+  ((total >= budget - 8 * largest)) || fail "only $total bytes kept (lower bound $((budget - 8 * largest)))"
+  KVJIT_CACHE_MAX_SIZE=300K kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+  expect_out 'verified [0-9]+ entries: 0 bad$'
+  if grep -q orphan "$TMP/out"; then fail "an alias outlived its bundle"; fi
+}
+
+# The same prewarm with -j 1 and -j 2 (and 4) writes the same entries, key by key.
+test_issue24_prewarm_entries_do_not_depend_on_j() {
+  local j
+  for j in 1 2 4; do
+    kvjit prewarm --arch sm_90,sm_100 --cache-dir "$TMP/j$j" --k-row-bytes 256,512,1024,2048 --index int32,int64 -j $j
+    expect_rc 0
+    entries "$TMP/j$j" | xargs -n1 basename | sort >"$TMP/j$j.names"
+  done
+  [[ -s "$TMP/j1.names" ]] || fail "nothing written"
+  diff "$TMP/j1.names" "$TMP/j2.names" >&2 || fail "-j 1 and -j 2 wrote different entries"
+  diff "$TMP/j1.names" "$TMP/j4.names" >&2 || fail "-j 1 and -j 4 wrote different entries"
+  local name
+  while read -r name; do
+    [[ $(stat -c %s "$TMP/j1/v2/$name") -eq $(stat -c %s "$TMP/j2/v2/$name") ]] || fail "$name differs in size"
+  done <"$TMP/j1.names"
+}
+
+# Prune keeps a bundle and its aliases together; verify removes orphans and says so.
+test_issue24_prune_and_verify_leave_no_orphans() {
+  local dir="$TMP/orphans"
+  kvjit prewarm --arch sm_90,sm_100 --cache-dir "$dir" --k-row-bytes 256,512,1024,2048 --index int32,int64 -j 1
+  expect_rc 0
+  kvjit cache prune --max-size 100K --cache-dir "$dir"
+  expect_rc 0
+  kvjit cache verify --cache-dir "$dir"
+  expect_rc 0
+  if grep -q orphan "$TMP/out"; then fail "prune left orphans"; fi
+  # Orphans made by hand (a bundle deleted): verify removes them and says so.
+  local dir2="$TMP/orphans2"
+  kvjit prewarm --arch sm_90 --cache-dir "$dir2" --k-row-bytes 256,512,1024,2048 --index int32,int64 -j 1
+  expect_rc 0
+  kvjit cache ls --json --cache-dir "$dir2"
+  local bundle
+  bundle=$(grep -o '"bundle": "[0-9a-f]\{32\}"' "$TMP/out" | head -1 | grep -o '[0-9a-f]\{32\}')
+  [[ -n $bundle ]] || fail "no bundle"
+  rm "$dir2/v2/$bundle.kvjit"
+  kvjit cache verify --cache-dir "$dir2"
+  expect_rc 0
+  expect_out 'aliases orphaned \(([0-9]+) removed\)'
+  expect_out '\(removed\)$'
+  kvjit cache verify --cache-dir "$dir2"
+  if grep -q orphan "$TMP/out"; then fail "orphans left after verify"; fi
 }
 
 # --- runner -----------------------------------------------------------------------------------

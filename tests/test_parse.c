@@ -273,11 +273,16 @@ static void test_env_helpers(void **state) {
   assert_null(kvjit_env_text("KVJIT_TEST_SIZE"));
   assert_int_equal(kvjit_env_size("KVJIT_TEST_SIZE", 1, UINT64_MAX, 7, 0), 7);
   unsetenv("KVJIT_TEST_SIZE");
-  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 60000, 0), 60000);
+  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 0, KVJIT_MAX_DURATION_MS, 60000, 0), 60000);
   setenv("KVJIT_TEST_SIZE", "4294967297", 1);
-  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 60000, 0), 60000);
+  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 0, KVJIT_MAX_DURATION_MS, 60000, 0), 60000);
   setenv("KVJIT_TEST_SIZE", "250", 1);
-  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 60000, 0), 250);
+  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 0, KVJIT_MAX_DURATION_MS, 60000, 0), 250);
+  /* issue 24: a range of its own; 0 below a minimum of 1 is refused, never "forever" */
+  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 1, 200, 60000, 0), 60000);
+  setenv("KVJIT_TEST_SIZE", "0", 1);
+  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 1, 600000, 2000, 0), 2000);
+  assert_int_equal(kvjit_env_duration_ms("KVJIT_TEST_SIZE", 0, 600000, 2000, 0), 0);
   setenv("KVJIT_TEST_SIZE", "on", 1);
   assert_int_equal(kvjit_env_bool("KVJIT_TEST_SIZE", 0, 0), 1);
   setenv("KVJIT_TEST_SIZE", "2", 1);

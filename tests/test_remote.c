@@ -16,9 +16,12 @@
 
 #include <cmocka.h>
 
+#include "cache.h"
 #include "entry.h"
+#include "kvjit.h"
 #include "remote.h"
 #include "remote_servers.h"
+#include "test_util.h"
 
 static const char *fault_script, *nginx_script;
 static remote_servers servers;
@@ -55,6 +58,16 @@ static kvjit_remote *open_remote(const char *urls, int rw, unsigned timeout_ms, 
   return r;
 }
 
+/* kvjit_remote_head() as a yes / no / cannot say (the bytes are not looked at here). */
+static int remote_has(kvjit_remote *r, const kvjit_key *key) {
+  uint8_t *head = NULL;
+  size_t len = 0;
+  uint64_t total = 0;
+  int got = kvjit_remote_head(r, key, 4096, &head, &len, &total);
+  free(head);
+  return got;
+}
+
 static int setup(void **state) {
   (void)state;
   return remote_servers_start(&servers, fault_script, nginx_script, "remote");
@@ -74,12 +87,12 @@ static void test_nginx_put_has_get(void **state) {
   size_t len;
   kvjit_key key;
   make_entry(&entry, &len, &key, 1);
-  assert_int_equal(kvjit_remote_has(r, &key), 0);
+  assert_int_equal(remote_has(r, &key), 0);
   uint8_t *got = NULL;
   size_t got_len = 0, from = 9;
   assert_int_equal(kvjit_remote_get(r, &key, &got, &got_len, &from), 0);
   kvjit_remote_put(r, &key, entry, len);
-  assert_int_equal(kvjit_remote_has(r, &key), 1);
+  assert_int_equal(remote_has(r, &key), 1);
   assert_int_equal(kvjit_remote_get(r, &key, &got, &got_len, &from), 1);
   assert_int_equal(from, 0);
   assert_int_equal(got_len, len);
@@ -117,7 +130,7 @@ static void expect_fault(const char *mode, int timeout, unsigned timeout_ms) {
   /* Backing off: the next requests do not touch the network. */
   t0 = now_ms();
   assert_int_equal(kvjit_remote_get(r, &key, &got, &len, &from), 0);
-  assert_int_equal(kvjit_remote_has(r, &key), -1);
+  assert_int_equal(remote_has(r, &key), -1);
   assert_true(now_ms() - t0 < 50);
   assert_int_equal(c->skipped, 2);
   kvjit_remote_close(r);
@@ -228,6 +241,87 @@ static void test_back_off_ends(void **state) {
   kvjit_remote_close(r);
 }
 
+/* issue 24: a server that answers HEAD but not GET holds nothing a load could get; a check asks
+ * with the request a load makes (a ranged GET of the head) and says so. */
+static void test_head_without_get_is_absent(void **state) {
+  (void)state;
+  char url[256];
+  snprintf(url, sizeof url, "%s/headonly", fault_base);
+  kvjit_remote *r = open_remote(url, 0, 2000, 1000);
+  kvjit_key key = {7, 8};
+  assert_int_equal(remote_has(r, &key), 0);
+  kvjit_remote_close(r);
+  /* Through the cache: kvjit_cache_find (cache check's question) says "nowhere". */
+  char dir[256];
+  assert_int_equal(test_dir_make(dir, sizeof dir, "remote-headonly"), 0);
+  kvjit_cache_config cc = {.write_dir = dir, .read_dirs = "", .max_bytes = 1 << 20, .lock_timeout_ms = 1000, .log = 0};
+  cc.remote = (kvjit_remote_config){url, 0, 500, 2000, 1000, NULL, 0};
+  kvjit_cache *c = NULL;
+  assert_int_equal(kvjit_cache_open(&c, &cc), KVJIT_OK);
+  assert_int_equal(kvjit_cache_find(c, &key), 0);
+  kvjit_cache_close(c);
+  /* And a real entry on nginx is found (2: on the remote), its head checked against its key. */
+  uint8_t *entry;
+  size_t len;
+  make_entry(&entry, &len, &key, 9);
+  kvjit_remote *w = open_remote(nginx_url, 1, 2000, 1000);
+  kvjit_remote_put(w, &key, entry, len);
+  kvjit_remote_close(w);
+  cc.remote.urls = nginx_url;
+  assert_int_equal(kvjit_cache_open(&c, &cc), KVJIT_OK);
+  assert_int_equal(kvjit_cache_find(c, &key), 2);
+  kvjit_key other = key;
+  other.low ^= 1;
+  assert_int_equal(kvjit_cache_find(c, &other), 0);
+  kvjit_cache_close(c);
+  free(entry);
+  test_dir_remove(dir);
+}
+
+/* A context on @p dir (the remote from the environment) probing its remote: the ms it took. */
+static double probe_ms(const char *dir, int *reachable) {
+  kvjit_context_options o = KVJIT_CONTEXT_OPTIONS_INIT;
+  o.cache_dir = dir;
+  o.log = 0;
+  kvjit_context *ctx = NULL;
+  assert_int_equal(kvjit_context_create(&ctx, &o), KVJIT_OK);
+  double t0 = now_ms();
+  assert_int_equal(kvjit_context_remote(ctx, NULL, NULL, 1, reachable), KVJIT_OK);
+  double took = now_ms() - t0;
+  kvjit_context_destroy(ctx);
+  return took;
+}
+
+/* issue 24: every remote duration with 0, negative, huge and garbage values, against a server
+ * that accepts and never answers: each is refused for its default, never "no timeout". */
+static void test_durations_are_bounded(void **state) {
+  (void)state;
+  static const char *const values[] = {"0", "-1", "600001", "99999999999999999999", "abc", "1e3", " 5"};
+  static const char *const vars[] = {"KVJIT_REMOTE_TIMEOUT_MS", "KVJIT_REMOTE_CONNECT_TIMEOUT_MS",
+                                     "KVJIT_REMOTE_BACKOFF_MS"};
+  char url[256];
+  snprintf(url, sizeof url, "%s/silent", fault_base);
+  setenv("KVJIT_REMOTE_CACHE", url, 1);
+  char dir[256];
+  assert_int_equal(test_dir_make(dir, sizeof dir, "remote-durations"), 0);
+  for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+    for (size_t n = 0; n < sizeof vars / sizeof vars[0]; n++) setenv(vars[n], values[v], 1);
+    int reachable = 1;
+    double took = probe_ms(dir, &reachable);
+    printf("# %-22s probe of a silent server: %.0f ms\n", values[v], took);
+    assert_int_equal(reachable, 0);
+    assert_true(took < 2000 + 1500); /* the default timeout, 2000 ms */
+  }
+  /* The smallest allowed value is honoured. */
+  setenv("KVJIT_REMOTE_TIMEOUT_MS", "1", 1);
+  int reachable = 1;
+  assert_true(probe_ms(dir, &reachable) < 1000);
+  assert_int_equal(reachable, 0);
+  for (size_t n = 0; n < sizeof vars / sizeof vars[0]; n++) unsetenv(vars[n]);
+  unsetenv("KVJIT_REMOTE_CACHE");
+  test_dir_remove(dir);
+}
+
 static void test_config(void **state) {
   (void)state;
   kvjit_remote *r = NULL;
@@ -262,6 +356,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_refused_writes_keep_reads),
       cmocka_unit_test(test_lies_are_caught_by_the_entry_checks),
       cmocka_unit_test(test_back_off_ends),
+      cmocka_unit_test(test_head_without_get_is_absent),
+      cmocka_unit_test(test_durations_are_bounded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -148,14 +148,16 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
   uint64_t bad = 0;
   int rc = list_entries(cmd, ctx, o->all, true, &table, &bad);
   if (rc == 0) {
-    size_t orphans = 0;
+    size_t orphans = 0, removed = 0;
     for (size_t i = 0; i < table.count; i++) {
       const entry_row *r = &table.rows[i];
       if (r->status == KVJIT_OK) continue;
       if (r->status == KVJIT_ERR_NOT_FOUND && r->bundle) {
         /* Not corrupt: a lookup of it misses and compiles its kernel alone, which replaces it. */
-        printf("orphan: %s: alias into bundle %s, which is gone or does not hold its kernel\n", r->path, r->bundle);
+        printf("orphan: %s: alias into bundle %s, which is gone or does not hold its kernel (%s)\n", r->path,
+               r->bundle, r->reason[0] ? r->reason : "left in place");
         orphans++;
+        removed += strcmp(r->reason, "removed") == 0;
         continue;
       }
       printf("bad: %s: %s (%s)\n", r->path, r->reason[0] ? r->reason : kvjit_status_string(r->status),
@@ -164,7 +166,7 @@ static int cache_verify(const char *cmd, kvjit_context *ctx, const cache_cmd_opt
                                          : "quarantined");
     }
     printf("verified %zu entries: %" PRIu64 " bad", table.count, bad);
-    if (orphans) printf(", %zu aliases orphaned", orphans);
+    if (orphans) printf(", %zu aliases orphaned (%zu removed)", orphans, removed);
     putchar('\n');
     if (bad != 0) rc = EXIT_FAILURE;
   }

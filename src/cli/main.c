@@ -25,14 +25,21 @@ static void print_usage(FILE *out) {
         "\n"
         "Commands:\n"
         "  prewarm     compile store_kv_cache variants into the cache for given archs (no GPU needed)\n"
-        "  cache       ls | verify | prune | clear | path\n"
+        "  cache       ls | verify | prune | clear | path | export | import | check\n"
         "  info        versions, archs NVRTC builds, driver and GPUs, cache dirs\n"
         "\n"
         "  -h, --help      this help ('kvjit COMMAND --help' for a command's)\n"
         "  -V, --version   print the library version\n"
         "\n"
         "Ship a cache: 'kvjit prewarm --arch sm_90 --cache-dir DIR' on a build machine, copy DIR into\n"
-        "the image, and run the server with KVJIT_CACHE_PATH=DIR: it starts with no compile.\n",
+        "the image, and run the server with KVJIT_CACHE_PATH=DIR: it starts with no compile.\n"
+        "\n"
+        "Durations (milliseconds, plain digits; out of range: a warning and the default):\n"
+        "  KVJIT_LOCK_TIMEOUT_MS            0 (do not wait) to 86400000, default 60000\n"
+        "  KVJIT_REMOTE_TIMEOUT_MS          1 to 600000, default 2000 (0 never means 'no limit')\n"
+        "  KVJIT_REMOTE_CONNECT_TIMEOUT_MS  1 to 600000, default 500\n"
+        "  KVJIT_REMOTE_BACKOFF_MS          0 to 86400000, default 30000\n"
+        "The README's Environment section lists every variable.\n",
         out);
 }
 

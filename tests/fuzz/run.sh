@@ -25,5 +25,5 @@ if [ ! -f "$build/build.ninja" ]; then
     -Db_sanitize=address,undefined -Db_lundef=false \
     "-Dc_args=-fsanitize=fuzzer-no-link -fno-sanitize-recover=all" >/dev/null
 fi
-ninja -C "$build" tests/fuzz_entry tests/fuzz_store_args tests/fuzz_ops tests/fuzz_manifest >/dev/null
+ninja -C "$build" tests/fuzz_entry tests/fuzz_store_args tests/fuzz_ops tests/fuzz_manifest tests/fuzz_pack >/dev/null
 meson test -C "$build" --no-rebuild --suite fuzz --print-errorlogs --verbose

@@ -14,6 +14,8 @@ segment picks the behaviour; the rest is the object's name (e.g. /store/v2/<key>
   corrupt   GET serves the stored object with one payload byte flipped
   otherkey  GET serves another stored object than the one named (another key's entry)
   huge      GET announces a 2 GiB body and starts sending zeros
+  headonly  HEAD answers 200 (as if every object were there), GET answers 404
+  silent    accepts the connection, reads the request and never answers (until killed)
 Objects are shared between behaviours: PUT to /store/..., then GET /corrupt/... serves it flipped.
 """
 import http.server
@@ -63,6 +65,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         mode, name = self.split()
+        if mode == "headonly":
+            return self.answer(200, length=4096) if self.command == "HEAD" else self.answer(404)
+        if mode == "silent":
+            while True:
+                time.sleep(60)
         if mode == "sleep":
             time.sleep(10)
             return self.answer(404)
