@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
   }
   kvjit_status st = gpu_driver_get(&drv);
   if (st != KVJIT_OK) {
-    fprintf(stderr, "bench_fp8: no driver (%s): nothing to measure\n", kvjit_last_error());
+    fprintf(stderr, "bench_fp8: no driver (%s): nothing to measure\n", gpu_driver_error());
     return 77;
   }
   bench b;

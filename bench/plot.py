@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot bench_store's CSV: achieved bandwidth vs batch, one panel per row size, kvjit against the
+"""Plot bench_ops' store_kv_cache.csv (or bench_store's CSV): achieved bandwidth vs batch, one panel per row size, kvjit against the
 reference (reimplemented) per launch in a CUDA graph, with the cuMemcpyDtoD line; PyTorch's
 fallback too when torch_peer.py's CSV is given.
 
@@ -35,8 +35,10 @@ def main():
 
     rows = read(opt.csv)
     memcpy = [float(r["tbps_median"]) for r in rows if r["section"] == "bound" and r["impl"] == "memcpy_dtod"]
-    store = [r for r in rows if r["section"] == "store" and r["mode"] == opt.mode and r["index"] == opt.index
-             and r["pdl"] == opt.pdl and r["check"] == "ok"]
+    # bench_store's CSV ("store" rows) or bench_ops' (store_kv_cache.csv: "cell" rows, plain copies only)
+    store = [r for r in rows if r["section"] in ("store", "cell") and r["mode"] == opt.mode
+             and r["index"] == opt.index and r["pdl"] == opt.pdl and r["check"] == "ok"
+             and r.get("dtype", "bytes") == "bytes"]
     series = {
         "kvjit (automatic)": [r for r in store if r["impl"] == "kvjit" and r["split"] == "auto"],
         "reference (reimplemented)": [r for r in store if r["impl"] == "ref_reimpl"],

@@ -3,9 +3,10 @@
 #
 #   usage: OUT=/some/dir bash bench/run_gpu.sh BUILD_DIR
 #
-# BUILD_DIR is a configured and built meson dir of this repo (bench_store, bench_fp8, bench_jit,
-# bench_transfer and src/libkvjit.so are rebuilt with ninja if missing). Writes into $OUT:
-#   store.csv  store.md  store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt
+# BUILD_DIR is a configured and built meson dir of this repo (bench_ops, bench_store, bench_fp8,
+# bench_jit, bench_transfer and src/libkvjit.so are rebuilt with ninja if missing). Writes into $OUT:
+#   store_kv_cache.csv  store_kv_cache.md  transfer_kv.csv  transfer_kv.md  (bench_ops: the driver)
+#   store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt
 #   transfer.csv  transfer.md  transfer_layers.csv  transfer_layers.md  torch_transfer.csv  log.txt
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
 # BENCH_ONLY=transfer runs the transfer_kv steps alone (bench_transfer and its PyTorch peer);
@@ -42,15 +43,20 @@ say "environment"
 } >> "$LOG" 2>&1
 GPU_TITLE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, / · driver /') · $(date -u +%Y-%m-%d)"
 
-if [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -x "$BUILD/bench/bench_fp8" ] ||
+if [ ! -x "$BUILD/bench/bench_ops" ] || [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -x "$BUILD/bench/bench_fp8" ] ||
    [ ! -x "$BUILD/bench/bench_transfer" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
   say "building bench targets in $BUILD"
   timeout 120 ninja -C "$BUILD" >> "$LOG" 2>&1 || echo "ninja failed (see log)" | tee -a "$LOG"
 fi
 
-# The transfer_kv steps: the grid with its peers and bounds, all layers in one launch, PyTorch.
+# The transfer_kv steps: the driver's cells (kvjit, the reference at both quotas, checked), then
+# bench_transfer's grid with its other peers and issue 17's targets, all layers in one launch, PyTorch.
 run_transfer() {
   local T
+  T=$(cap 150 "$1")
+  say "bench_ops --op transfer_kv (timeout ${T} s)"
+  timeout -k 10 "$T" "$BUILD/bench/bench_ops" --op transfer_kv --out "$OUT" --deadline $((T - 20)) 2>&1 | tee -a "$LOG"
+  echo "bench_ops --op transfer_kv exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
   T=$(cap 200 "$1")
   say "bench_transfer (one layer per launch, timeout ${T} s)"
   timeout -k 10 "$T" "$BUILD/bench/bench_transfer" --csv "$OUT/transfer.csv" --md "$OUT/transfer.md" \
@@ -79,12 +85,12 @@ if [ "${BENCH_ONLY:-}" = transfer ]; then
   exit 0
 fi
 
-# 1. The kernel grid, bounds and host cost (the step that matters most runs first).
+# 1. The one driver over the op table (the step that matters most runs first): every cell of
+# store_kv_cache (plain and quantizing) checked, then kvjit, the reference and the bounds.
 T=$(cap 300 130)
-say "bench_store (full grid, timeout ${T} s)"
-timeout -k 10 "$T" "$BUILD/bench/bench_store" --csv "$OUT/store.csv" --md "$OUT/store.md" \
-  --deadline $((T - 45)) 2>&1 | tee -a "$LOG"
-echo "bench_store exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+say "bench_ops --op store_kv_cache (timeout ${T} s)"
+timeout -k 10 "$T" "$BUILD/bench/bench_ops" --op store_kv_cache --out "$OUT" --deadline $((T - 30)) 2>&1 | tee -a "$LOG"
+echo "bench_ops exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
 
 # 1b. Quantize on store: fused vs unfused vs plain copies.
 T=$(cap 120 100)
@@ -103,7 +109,7 @@ echo "bench_store --hot-inputs exit: $?" | tee -a "$LOG"
 T=$(cap 110 45)
 say "torch_peer.py (timeout ${T} s)"
 MD_APPEND=()
-[ -f "$OUT/store.md" ] && MD_APPEND=(--md-append "$OUT/store.md")
+[ -f "$OUT/store_kv_cache.md" ] && MD_APPEND=(--md-append "$OUT/store_kv_cache.md")
 timeout -k 10 "$T" python3 "$HERE/torch_peer.py" --lib "$KVJIT_LIB" --csv "$OUT/torch.csv" \
   --deadline $((T - 30)) "${MD_APPEND[@]}" >> "$LOG" 2>&1
 echo "torch_peer exit: $?" | tee -a "$LOG"
@@ -129,10 +135,10 @@ echo "bench_jit exit: $?" | tee -a "$LOG"
 # 4. The plot.
 T=$(cap 40 0)
 say "plot.py"
-if [ -f "$OUT/store.csv" ]; then
+if [ -f "$OUT/store_kv_cache.csv" ]; then
   TORCH_CSV=()
   [ -s "$OUT/torch.csv" ] && TORCH_CSV=(--torch "$OUT/torch.csv")
-  timeout "$T" python3 "$HERE/plot.py" "$OUT/store.csv" "$OUT/store.png" "${TORCH_CSV[@]}" \
+  timeout "$T" python3 "$HERE/plot.py" "$OUT/store_kv_cache.csv" "$OUT/store.png" "${TORCH_CSV[@]}" \
     --title "$GPU_TITLE" >> "$LOG" 2>&1
   echo "plot exit: $?" | tee -a "$LOG"
 fi
@@ -140,9 +146,9 @@ rm -rf "$KVJIT_CACHE_DIR"
 
 # What the caller sees last: the verdicts.
 say "summary"
-if [ -f "$OUT/store.md" ]; then
-  sed -n '/^## Bounds/,/^## Per launch in a CUDA graph/p' "$OUT/store.md" | sed '$d'
-  sed -n '/^## kvjit vs the PyTorch/,$p' "$OUT/store.md" | head -60
+if [ -f "$OUT/store_kv_cache.md" ]; then
+  sed -n '/^## Bounds/,/^## Cells/p' "$OUT/store_kv_cache.md" | sed '$d'
+  sed -n '/^## kvjit vs the PyTorch/,$p' "$OUT/store_kv_cache.md" | head -60
 fi
 [ -f "$OUT/hot.md" ] && sed -n '/^## Targets/,/^## Per launch on a stream/p' "$OUT/hot.md" | sed '$d' | head -40
 [ -f "$OUT/fp8.md" ] && cat "$OUT/fp8.md"

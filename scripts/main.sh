@@ -3,7 +3,7 @@
 # store_kv_cache variants of a default model (Llama-3.1-8B: bf16 and fp8, tp 1/2/4/8, both index
 # types, PDL auto; the fp8 cache both as plain fp8 rows and quantized from bf16 on store) for the
 # local GPU's arch, or sm_90 where there is no GPU; on a GPU, also store random K/V rows into a
-# poisoned cache and verify every byte (the gpu suite's store and fp8 tests).
+# poisoned cache and verify every byte (the gpu suite's check harness, store_kv_cache's cases).
 # usage: scripts/main.sh [extra `kvjit prewarm` flags, e.g. --arch sm_90,sm_100 --model llama-3.1-70b]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +18,7 @@ fi
 "$kvjit" cache ls | tail -n 3
 if [ ${#arch_flags[@]} -eq 0 ]; then
   echo "main: GPU present: storing and verifying every byte"
-  build/tests/test_gpu_store
-  build/tests/test_gpu_fp8
+  build/tests/check_gpu --op store_kv_cache
 else
   echo "main: no GPU here: compiled only (copy the cache dir to a GPU machine and point KVJIT_CACHE_PATH at it)"
 fi

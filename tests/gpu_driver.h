@@ -1,6 +1,6 @@
 /*
  * The CUDA driver entries the GPU tests and the benchmarks call. kvjit's own table
- * (src/driver.h) holds only what the library calls; these programs resolve the rest themselves,
+ * holds only what the library calls; these programs resolve the rest themselves,
  * from the libcuda kvjit loaded, through cuGetProcAddress_v2 with each PFN typedef's ABI version.
  */
 #ifndef KVJIT_TEST_GPU_DRIVER_H
@@ -64,10 +64,13 @@ typedef struct gpu_driver {
 } gpu_driver;
 
 /**
- * The table, resolved once (thread-safe) after kvjit_driver_get() succeeded, from the same
- * libcuda. @return kvjit_driver_get()'s status without a driver; KVJIT_ERR_UNSUPPORTED (with the
- * entry's name in kvjit_last_error()) when one entry is missing.
+ * The table, resolved once (thread-safe) after kvjit_driver_version() succeeded, from the same
+ * libcuda. @return kvjit_driver_version()'s status without a driver; KVJIT_ERR_UNSUPPORTED when
+ * one entry is missing. Why, in either case: gpu_driver_error().
  */
 kvjit_status gpu_driver_get(const gpu_driver **out);
+
+/** Why gpu_driver_get() failed ("" when it did not): a static string. */
+const char *gpu_driver_error(void);
 
 #endif

@@ -19,7 +19,7 @@ int gpu_setup(gpu_env *env) {
   memset(env, 0, sizeof *env);
   kvjit_status st = gpu_driver_get(&env->drv);
   if (st != KVJIT_OK) {
-    printf("SKIP: no CUDA driver: %s\n", kvjit_last_error());
+    printf("SKIP: no CUDA driver: %s\n", gpu_driver_error());
     return GPU_SKIP;
   }
   CUresult res = env->drv->cuDeviceGetCount(&env->device_count);

@@ -1,5 +1,5 @@
 /*
- * Helpers shared by the gpu suite (test_gpu_loader.c, test_gpu_store.c): driver and device
+ * Helpers shared by the gpu suite (check/, test_gpu_loader.c, ...): driver and device
  * set-up with the skip protocol, device buffers, copies, seeded random bytes, CUresult checks.
  * Single-threaded test code: the state set up by gpu_setup() is process-wide.
  */
@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver.h"
 #include "gpu_driver.h"
 #include "kvjit.h"
 

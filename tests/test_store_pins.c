@@ -20,7 +20,6 @@
 #include "kvjit.h"
 #include "store_kv_plan.h"
 #include "test_util.h"
-#include "xxh.h"
 
 typedef struct rows {
   int64_t k, v;
@@ -51,15 +50,16 @@ static const int64_t batches[] = {1, 7, 16, 17, 1000, 32769, 65537};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-/* What the grid gave at 78d887e, before the framework: how many plans are valid and refused, and
- * (from the same code, before issue 19) the digest of every plan. */
+/* What the grid gave at 78d887e, before the framework: how many plans are valid and refused. Each
+ * combination's plans (or the status that refused it) are pinned one line each in
+ * tests/pins/store_plans.txt (its keys as issue 19 made them: the template a C++ template, the plan
+ * in the kernel's name, -minimal in the options), so that a change names the combinations that
+ * moved. Until it became text the grid was two digests: plans 0xf1356c4b9b5fb2e5, keys
+ * 0x37abe4b93ea241d3. */
 #define PIN_VALID 24896
 #define PIN_REFUSED 30184
-#define PIN_PLAN_DIGEST 0xf1356c4b9b5fb2e5ull
-/* The statuses, keys and launches: 0x853b6c21176bfb85 from 78d887e until issue 19 made the
- * template a C++ template (the source is the template, the plan is in the kernel's name) and
- * added -minimal to the options. */
-#define PIN_KEYS_DIGEST 0x37abe4b93ea241d3ull
+
+static const char *pins_path; /* argv[1] */
 
 /* The cache key of a plan's program for a cubin of NVRTC 13.0 (fixed, so the pin needs no NVRTC). */
 static kvjit_key plan_cache_key(const kvjit_store_kv_plan *plan) {
@@ -83,64 +83,165 @@ static kvjit_status grid_plan(size_t a, size_t r, size_t w, size_t i, size_t p, 
                                         splits[s], cls, quantize ? &quant : NULL);
 }
 
-/* Every field of a plan, one by one (no padding, whatever the struct's layout). */
-static void hash_plan(XXH3_state_t *h, const kvjit_store_kv_plan *p) {
-  const int64_t fields[] = {p->arch,        p->k_row_bytes, p->v_row_bytes, p->split,       p->vec,
-                            p->lanes,       p->block,       p->items,       p->evict_first, p->index64,
-                            p->pdl,         p->pdl_trigger_first,           p->src_dtype,   p->cache_dtype,
-                            p->scale_kind,  p->num_heads,   p->fp8_soft};
-  XXH3_64bits_update(h, fields, sizeof fields);
+/* ---- the pins as text ------------------------------------------------------------------------- */
+
+typedef struct text {
+  char *data;
+  size_t len, cap;
+  size_t lines;
+} text;
+
+__attribute__((format(printf, 2, 3))) static void text_add(text *t, const char *fmt, ...);
+static void text_add(text *t, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int n = vsnprintf(t->data ? t->data + t->len : NULL, t->data ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0);
+    if (t->data && t->len + (size_t)n < t->cap) {
+      t->len += (size_t)n;
+      return;
+    }
+    t->cap = (t->cap + (size_t)n + 1) * 2;
+    t->data = realloc(t->data, t->cap);
+    assert_non_null(t->data);
+  }
 }
 
-/* Every plan of the grid folded into two digests: the status of each combination and, for each
- * valid one, its plan and its block count at several batch sizes (plans); the status and, for
- * each valid one, its cache key and launch (keys: the digest pinned before the framework). */
-static void test_grid_digest(void **state) {
-  (void)state;
-  XXH3_state_t *plans = XXH3_createState(), *keys = XXH3_createState();
-  assert_non_null(plans);
-  assert_non_null(keys);
-  XXH3_64bits_reset(plans);
-  XXH3_64bits_reset(keys);
-  size_t valid = 0, refused = 0;
+static const char *pdl_word(kvjit_pdl_mode p) { return p == KVJIT_PDL_ON ? "on" : p == KVJIT_PDL_OFF ? "off" : "auto"; }
+
+/* One line per plan key: every field of the plan and its block count at each of batches[]. */
+static void plan_line(text *plans, const kvjit_store_kv_plan *p, const char *hex) {
+  text_add(plans,
+           "plan %.16s sm%d k%lld v%lld split=%d vec=%d lanes=%d block=%d items=%d evict=%d i64=%d pdl=%d "
+           "first=%d q=%d/%d/%d/%lld soft=%d blocks=",
+           hex, p->arch, (long long)p->k_row_bytes, (long long)p->v_row_bytes, p->split, p->vec, p->lanes, p->block,
+           p->items, p->evict_first, p->index64, p->pdl, p->pdl_trigger_first, (int)p->src_dtype, (int)p->cache_dtype,
+           (int)p->scale_kind, (long long)p->num_heads, p->fp8_soft);
+  for (size_t b = 0; b < COUNT(batches); b++)
+    text_add(plans, "%s%llu", b ? "," : "", (unsigned long long)kvjit_store_kv_blocks(p, batches[b]));
+  text_add(plans, "\n");
+  plans->lines++;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The grid as text: one line per combination (its batch classes: the first 16 hex digits of each
+ * plan's cache key, or the status that refused it), then one line per distinct plan, sorted. */
+static void grid_text(text *out, size_t *valid, size_t *refused) {
+  text plans = {0};
+  *valid = *refused = 0;
+  text_add(out, "# store_kv_cache's plans, pinned (tests/test_store_pins.c checks and rewrites this file).\n"
+                "# One line per combination: arch, rows, vec, index, pdl, split, quant (src/cache/scale/heads)\n"
+                "# -> per batch class the plan's key (its first 16 hex digits) or the refusing status; then each\n"
+                "# plan: its key, its fields (first: PDL trigger first) and its blocks at batch 1,7,16,17,1000,\n"
+                "# 32769,65537.\n");
   for (size_t a = 0; a < COUNT(archs); a++)
     for (size_t r = 0; r < COUNT(row_cases); r++)
       for (size_t w = 0; w < COUNT(vecs); w++)
         for (size_t i = 0; i < COUNT(indexes); i++)
           for (size_t p = 0; p < COUNT(pdls); p++)
             for (size_t s = 0; s < COUNT(splits); s++)
-              for (size_t q = 0; q < COUNT(quants); q++)
+              for (size_t q = 0; q < COUNT(quants); q++) {
+                const quant_case *qc = &quants[q];
+                text_add(out, "sm%d k%lld v%lld vec%d %s pdl=%s split=%d q=%d/%d/%d/%lld:", archs[a],
+                         (long long)row_cases[r].k, (long long)row_cases[r].v, vecs[w],
+                         indexes[i] == KVJIT_INDEX_INT32 ? "int32" : "int64", pdl_word(pdls[p]), splits[s],
+                         (int)qc->src, (int)qc->cache, (int)qc->scale, (long long)qc->heads);
                 for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
                   kvjit_store_kv_plan plan;
-                  int32_t st = (int32_t)grid_plan(a, r, w, i, p, s, q, cls, &plan);
-                  XXH3_64bits_update(plans, &st, sizeof st);
-                  XXH3_64bits_update(keys, &st, sizeof st);
+                  kvjit_status st = grid_plan(a, r, w, i, p, s, q, cls, &plan);
                   if (st != KVJIT_OK) {
-                    refused++;
+                    (*refused)++;
+                    text_add(out, " %s", st == KVJIT_ERR_INVALID_ARGUMENT ? "invalid"
+                                         : st == KVJIT_ERR_UNSUPPORTED    ? "unsupported"
+                                                                          : kvjit_status_name(st));
                     continue;
                   }
-                  valid++;
-                  hash_plan(plans, &plan);
+                  (*valid)++;
                   kvjit_key key = plan_cache_key(&plan);
-                  XXH3_64bits_update(keys, &key.high, sizeof key.high);
-                  XXH3_64bits_update(keys, &key.low, sizeof key.low);
-                  int32_t launch[2] = {plan.block, plan.pdl};
-                  XXH3_64bits_update(keys, launch, sizeof launch);
-                  for (size_t b = 0; b < COUNT(batches); b++) {
-                    uint64_t blocks = kvjit_store_kv_blocks(&plan, batches[b]);
-                    XXH3_64bits_update(plans, &blocks, sizeof blocks);
-                    XXH3_64bits_update(keys, &blocks, sizeof blocks);
-                  }
+                  char hex[33];
+                  kvjit_key_hex(&key, hex);
+                  text_add(out, " %.16s", hex);
+                  plan_line(&plans, &plan, hex);
                 }
-  uint64_t plan_digest = XXH3_64bits_digest(plans), key_digest = XXH3_64bits_digest(keys);
-  XXH3_freeState(plans);
-  XXH3_freeState(keys);
-  printf("store plan grid: %zu valid, %zu refused, plans %016llx, keys %016llx\n", valid, refused,
-         (unsigned long long)plan_digest, (unsigned long long)key_digest);
+                text_add(out, "\n");
+                out->lines++;
+              }
+  char **lines = malloc(sizeof *lines * (plans.lines ? plans.lines : 1));
+  assert_non_null(lines);
+  size_t n = 0;
+  for (char *line = plans.data, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    *next++ = '\0';
+    lines[n++] = line;
+  }
+  qsort(lines, n, sizeof *lines, cmp_str);
+  for (size_t k = 0; k < n; k++)
+    if (k == 0 || strcmp(lines[k], lines[k - 1]) != 0) text_add(out, "%s\n", lines[k]);
+  free(lines);
+  free(plans.data);
+}
+
+/* The next line of @p s (NUL-terminated in place), or NULL at the end. */
+static char *next_line(char **s) {
+  if (**s == '\0') return NULL;
+  char *line = *s, *nl = strchr(line, '\n');
+  if (nl) {
+    *nl = '\0';
+    *s = nl + 1;
+  } else {
+    *s = line + strlen(line);
+  }
+  return line;
+}
+
+/* Every line of the grid's text against the pinned file; the lines that differ are printed. With
+ * KVJIT_PINS_WRITE=PATH the text is written there first (to rewrite the file when a change is meant). */
+static void test_grid_pins(void **state) {
+  (void)state;
+  text now = {0};
+  size_t valid, refused;
+  grid_text(&now, &valid, &refused);
+  printf("store plan grid: %zu valid, %zu refused, %zu combinations\n", valid, refused, now.lines);
   assert_int_equal(valid, PIN_VALID);
   assert_int_equal(refused, PIN_REFUSED);
-  assert_true(plan_digest == PIN_PLAN_DIGEST);
-  assert_true(key_digest == PIN_KEYS_DIGEST);
+  const char *write = getenv("KVJIT_PINS_WRITE");
+  if (write && write[0]) {
+    FILE *w = fopen(write, "w");
+    assert_non_null(w);
+    assert_int_equal(fwrite(now.data, 1, now.len, w), now.len);
+    fclose(w);
+    printf("wrote %s\n", write);
+  }
+  FILE *f = fopen(pins_path, "r");
+  if (f == NULL) fail_msg("%s: cannot open", pins_path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *pinned = malloc((size_t)size + 1);
+  assert_non_null(pinned);
+  assert_int_equal(fread(pinned, 1, (size_t)size, f), (size_t)size);
+  pinned[size] = '\0';
+  fclose(f);
+  char *a = pinned, *b = now.data, *la, *lb;
+  size_t line = 0, differ = 0;
+  for (;;) {
+    la = next_line(&a);
+    lb = next_line(&b);
+    if (la == NULL && lb == NULL) break;
+    line++;
+    if (la && lb && strcmp(la, lb) == 0) continue;
+    if (differ++ < 20) printf("line %zu:\n  pinned: %s\n  now:    %s\n", line, la ? la : "(end)", lb ? lb : "(end)");
+  }
+  if (differ) {
+    printf("%zu lines differ from %s; if the change is meant:\n"
+           "  KVJIT_PINS_WRITE=%s BUILD/tests/test_store_pins %s\n", differ, pins_path, pins_path, pins_path);
+  }
+  free(pinned);
+  free(now.data);
+  assert_int_equal(differ, 0);
 }
 
 typedef struct key_set {
@@ -244,9 +345,14 @@ static void test_prewarm_writes_pinned_keys(void **state) {
   assert_int_equal(wrong, 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: test_store_pins tests/pins/store_plans.txt\n");
+    return 2;
+  }
+  pins_path = argv[1];
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_grid_digest),
+      cmocka_unit_test(test_grid_pins),
       cmocka_unit_test(test_prewarm_writes_pinned_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,7 @@
  * few NVRTC programs as possible. Shares run in worker processes, not threads: NVRTC 13.0
  * serializes the compiles of one process on a host with a GPU (8 threads took 242 ms for what one
  * took 240 ms, 16 processes did 16 compiles in 190 ms; 96 variants for 3 archs, 16 cores: 0.60 s
- * on 16 processes, 1.3 s on 16 threads; bench/results/2026-12-01-h200/nvrtc/README.md). A worker
+ * on 16 processes, 1.3 s on 16 threads; bench/BASELINE.md, "Prewarm in worker processes"). A worker
  * that crashes costs its own share, not the run.
  */
 #ifndef KVJIT_CLI_PREWARM_H

@@ -96,7 +96,7 @@ static int store_written(const int64_t *v, size_t field) {
 static kvjit_status store_program(const void *plan, kvjit_op_program *out) { return kvjit_store_kv_program(plan, out); }
 
 /* A quantizing kernel takes NVRTC about 3.5 times a plain copy's (bundles of the main prewarm set,
- * this 2-core machine, NVRTC 13.0: 68.9 vs 19.8 ms per kernel; bench/results/2026-12-01-cpu-compile). */
+ * this 2-core machine, NVRTC 13.0: 68.9 vs 19.8 ms per kernel; bench/BASELINE.md, "Compile cost"). */
 static unsigned store_compile_cost(const void *plan) {
   return ((const kvjit_store_kv_plan *)plan)->cache_dtype != KVJIT_DTYPE_BYTES ? 7 : 2;
 }

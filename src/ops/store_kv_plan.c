@@ -5,11 +5,11 @@
  *  - vector width: the widest power of two <= 16 B that divides every pointer, stride and slice;
  *  - split: the smallest split whose slices need at most 32 lanes x chunks_per_lane vectors, so
  *    every lane does one access per row (all issued before any store). Two per lane was tried per
- *    class (H200, 2026-11-29, bench/results/2026-11-29-h200-tune/): at batches 257..4096 it won
+ *    class (H200, 2026-11-29, bench/BASELINE.md "One access per lane"): at batches 257..4096 it won
  *    1-13 % with inputs from DRAM, but once the inputs stayed in L2 and the stores were evict-first
  *    it lost 13-22 % in five of seven shapes (1024 B x 512 1.00 vs 1.29 us, 4096 B x 1024 3.25 vs
  *    3.84) and won 7-8 % in two (8192 B x 1024, 2048 B x 4096). Those two wins are not a size rule
- *    (2026-11-30, bench/results/2026-11-30-h200-x2/tune_sweep3.txt): two per lane steps up in time
+ *    (2026-11-30, the same section): two per lane steps up in time
  *    past 1056 and 2112 blocks (half and all of 132 SMs x 16 blocks): it wins just below a step
  *    (1024 B x 8192 = 2048 blocks 9.89 -> 9.62 us) and loses right past it (x 8704 = 2176 blocks
  *    10.40 -> 10.75, x 4352 5.67 -> 6.98 from DRAM), 0-2 % either way from 12 MiB up. The step past
@@ -26,7 +26,7 @@
  *    And rows up to 256 B take 8 B accesses, twice the lanes (128 B x 16 0.638 -> 0.611 us,
  *    256 B x 16 0.640 -> 0.622; batch 1 and 64 B rows within 0.5 %);
  *  - mid-small (batches 17..512): both decode slicing rules. H200, 2026-11-30, tune_store, two
- *    rounds each, hot and from DRAM (bench/results/2026-11-30-h200-x2/): 8 B accesses for rows up
+ *    rounds each, hot and from DRAM (bench/BASELINE.md "Mid-small"): 8 B accesses for rows up
  *    to 256 B: 128 B x 32 0.668 -> 0.635 us, x 128 from DRAM 0.734 -> 0.709, x 512 hot 0.741 ->
  *    0.712; 256 B 1-4 % faster (x 512 from DRAM +0.7 %). Beyond 512 it turns: at 2048 8 B was 7-8 %
  *    faster hot but up to 3 % slower from DRAM, at 8192 4-45 % slower. Whole lane groups at 64 and

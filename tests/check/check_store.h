@@ -1,0 +1,60 @@
+/* store_kv_cache's checks: its case (check_store_cases.c: the space; check_store.c: the input maker,
+ * the host reference and the launch). */
+#ifndef KVJIT_TEST_CHECK_STORE_H
+#define KVJIT_TEST_CHECK_STORE_H
+
+#include "check.h"
+
+/** What the source rows hold. */
+typedef enum store_data {
+  STORE_DATA_RANDOM = 0, /* random bytes; quantizing: random values of the dtype, every exponent */
+  STORE_DATA_ALL_F16,    /* K rows: the 65536 f16 patterns in order (quantizing from f16) */
+  STORE_DATA_EDGES       /* K and V rows: fp8 values, their midpoints and neighbours, specials */
+} store_data;
+
+typedef struct store_case {
+  check_common common;
+  const char *group;
+  int64_t batch;
+  int64_t k_row, v_row;                 /* source bytes per row; v_row 0: K only */
+  int64_t k_pad, v_pad, kc_pad, vc_pad; /* bytes between rows beyond one row */
+  int64_t index_stride;                 /* elements, >= 1 */
+  int64_t extra_slots;                  /* num_slots = batch + extra_slots; < 0: batch / 4 + 3 */
+  kvjit_index_type index_type;
+  int split;
+  unsigned k_off, v_off, kc_off, vc_off, idx_off; /* base misalignment, bytes */
+  int bad_indices;                      /* padding (< 0), past-the-end (and skip-slot) ids mixed in */
+  int use_skip;                         /* skip_slot = a real slot */
+  /* quantize on store (cache_dtype BYTES: a plain copy) */
+  kvjit_dtype dtype, cache_dtype;
+  kvjit_scale_kind scale;
+  int64_t heads;
+  float fixed_scale;                    /* > 0: every scale is this value; else random */
+  store_data data;
+  int soft;                             /* the integer fp8 conversion (GPUs before sm_89), forced: check_store_soft.c */
+  int chain;                            /* two stores, the second reading what the first wrote (PDL's order) */
+} store_case;
+
+/** A plain copy of @p batch rows of @p row bytes, int64 ids, every other field at its default. */
+store_case store_case_plain(const char *group, int64_t batch, int64_t row);
+
+/** The case space (check_store_cases.c). */
+size_t store_case_count(void);
+void store_case_get(size_t index, void *c);
+
+/** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
+void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
+
+/** The bench driver's cells: rows x batches x index x PDL, plain copies and quantizing
+ *  (check_store_cases.c). */
+size_t store_bench_count(void);
+void store_bench_get(size_t index, void *c, int timing);
+
+/** The forced integer fp8 path: the op's plan for this GPU with fp8_soft set, launched through the
+ *  generic loader (the only use of library internals in the harness). @p prepare: load only.
+ *  Weak: linked into the check programs (check_store_soft.c); the bench driver links the public
+ *  library alone, and a soft case there fails with KVJIT_ERR_UNSUPPORTED. */
+__attribute__((weak)) kvjit_status check_store_launch_soft(kvjit_context *ctx, const kvjit_store_kv_args *args,
+                                                           int sm, int prepare);
+
+#endif

@@ -1,0 +1,409 @@
+/*
+ * transfer_kv for the check harness. The case space (every case the old tests/test_gpu_transfer.c
+ * ran): the four directions (device <-> pinned host) x one layer and per-layer tables x rows
+ * 128..8192 B (tails, asymmetric K/V, K only) x batches of every class x int32/int64; strides,
+ * strided ids, byte accesses, the round path, explicit splits, PDL, repeated sources; bad slots on
+ * either side and a NULL table entry with the counter; batch 0; graphs in every direction. The
+ * input maker: random source rows, poisoned destinations, random source slots (repeats allowed)
+ * and duplicate-free destination slots. The reference: a row copy per item and layer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_transfer.h"
+
+typedef struct transfer_case {
+  check_common common;
+  const char *group;
+  int64_t batch;
+  int64_t k_row, v_row;         /* v_row 0: K only */
+  int64_t src_pad, dst_pad;     /* slot stride = row + pad, both tensors */
+  int64_t src_slots, dst_slots;
+  int64_t src_index_stride, dst_index_stride;
+  int layers;                   /* 0: one layer; N: tables of N */
+  kvjit_location src, dst;
+  kvjit_index_type index_type;
+  int split;
+  int bad;                      /* padding and out-of-range ids mixed in */
+  int bad_layer;                /* tables: the layer whose dst_k entry is NULL (-1: none) */
+} transfer_case;
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static const kvjit_location sides[4][2] = {{KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE},
+                                           {KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_HOST},
+                                           {KVJIT_LOCATION_HOST, KVJIT_LOCATION_DEVICE},
+                                           {KVJIT_LOCATION_HOST, KVJIT_LOCATION_HOST}};
+
+static transfer_case base(const char *group, int64_t batch, int64_t row, int dir) {
+  transfer_case c;
+  memset(&c, 0, sizeof c);
+  c.group = group;
+  c.batch = batch;
+  c.k_row = c.v_row = row;
+  c.src_index_stride = c.dst_index_stride = 1;
+  c.src = sides[dir][0];
+  c.dst = sides[dir][1];
+  c.index_type = KVJIT_INDEX_INT64;
+  c.common.pdl = KVJIT_PDL_AUTO;
+  c.bad_layer = -1;
+  return c;
+}
+
+/* ---- the case space --------------------------------------------------------------------------------- */
+
+static const int64_t matrix_rows[][2] = {{128, 128},  {196, 196},   {576, 0},  {1024, 512},
+                                         {2048, 2048}, {4096, 4096}, {8192, 8192}};
+static const int64_t matrix_batches[] = {1, 7, 64, 65, 1000, 4097, 40000};
+
+/* Directions x layer mode x rows x batches, up to 64 MiB per device cache, 16 MiB over the host
+ * link, and the layer tables up to batch 4097; @return the number of cells, the i-th in @p out. */
+static size_t matrix_cell(size_t i, transfer_case *out) {
+  size_t n = 0;
+  for (int d = 0; d < 4; d++)
+    for (int layers = 0; layers <= 3; layers += 3)
+      for (size_t r = 0; r < COUNT(matrix_rows); r++)
+        for (size_t b = 0; b < COUNT(matrix_batches); b++) {
+          const int host = sides[d][0] == KVJIT_LOCATION_HOST || sides[d][1] == KVJIT_LOCATION_HOST;
+          if (matrix_batches[b] * matrix_rows[r][0] > ((int64_t)(host ? 16 : 64) << 20)) continue;
+          if (layers > 0 && matrix_batches[b] > 4097) continue;
+          if (n++ != i || out == NULL) continue;
+          *out = base("matrix", matrix_batches[b], matrix_rows[r][0], d);
+          out->v_row = matrix_rows[r][1];
+          out->layers = layers;
+          out->index_type = (r + b) % 2 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
+        }
+  return n;
+}
+static size_t matrix_count(void) { return matrix_cell(SIZE_MAX, NULL); }
+static void matrix_make(size_t i, transfer_case *c) { matrix_cell(i, c); }
+
+/* Per direction: strides, strided ids, tails with asymmetric rows, byte accesses, the round path,
+ * explicit splits (one through tables), PDL off and on, many items over few source slots. */
+enum { SHAPES_PER_DIR = 12 };
+static size_t shapes_count(void) { return 4 * SHAPES_PER_DIR; }
+static void shapes_make(size_t i, transfer_case *c) {
+  int d = (int)(i / SHAPES_PER_DIR), k = (int)(i % SHAPES_PER_DIR);
+  switch (k) {
+  case 0: *c = base("strides", 333, 1024, d); c->src_pad = 64; c->dst_pad = 16; return;
+  case 1:
+    *c = base("strided_ids", 333, 1024, d);
+    c->src_index_stride = 3;
+    c->dst_index_stride = 2;
+    c->index_type = KVJIT_INDEX_INT32;
+    return;
+  case 2: *c = base("tail", 257, 196, d); c->v_row = 392; c->src_pad = 4; return;
+  case 3: *c = base("bytes", 100, 99, d); c->dst_pad = 1; return;
+  case 4: *c = base("rounds", 50, 16384, d); c->split = 1; return;
+  case 5: case 6: case 7: case 8:
+    *c = base("split", 777, 2048, d);
+    c->split = 2 << (k - 5);
+    c->layers = c->split == 4 ? 2 : 0;
+    return;
+  case 9: case 10:
+    *c = base("pdl", 4097, 512, d);
+    c->common.pdl = k == 9 ? KVJIT_PDL_OFF : KVJIT_PDL_ON;
+    return;
+  default: *c = base("repeats", 3000, 256, d); c->src_slots = 17; return;
+  }
+}
+
+/* Padding and out-of-range ids on both sides, and a NULL table entry. */
+static size_t bad_count(void) { return 4 * 3; }
+static void bad_make(size_t i, transfer_case *c) {
+  int d = (int)(i / 3), k = (int)(i % 3);
+  *c = base("bad_slots", 2000, 512, d);
+  c->bad = 1;
+  c->layers = k == 0 ? 0 : 4;
+  if (k == 2) c->bad_layer = 2;
+}
+
+static size_t zero_count(void) { return 1; }
+static void zero_make(size_t i, transfer_case *c) {
+  (void)i;
+  *c = base("batch_zero", 0, 256, 0);
+  c->src_slots = c->dst_slots = 4;
+}
+
+/* Replayed in a graph after the sources and ids change in place: every direction, one layer and tables. */
+static size_t graph_count(void) { return 4 * 2; }
+static void graph_make(size_t i, transfer_case *c) {
+  *c = base("graph", 1500, 1024, (int)(i / 2));
+  c->layers = i % 2 ? 2 : 0;
+  c->src_slots = c->dst_slots = 2000;
+  c->common.graph = 3;
+}
+
+static const struct {
+  size_t (*count)(void);
+  void (*make)(size_t i, transfer_case *c);
+} groups[] = {{matrix_count, matrix_make}, {shapes_count, shapes_make}, {bad_count, bad_make},
+              {zero_count, zero_make},     {graph_count, graph_make}};
+
+static size_t case_count(void) {
+  static size_t n;
+  if (n == 0)
+    for (size_t g = 0; g < COUNT(groups); g++) n += groups[g].count();
+  return n;
+}
+
+static void case_get(size_t index, void *out) {
+  transfer_case *c = out;
+  memset(c, 0, sizeof *c);
+  for (size_t g = 0; g < COUNT(groups); g++) {
+    size_t n = groups[g].count();
+    if (index < n) {
+      groups[g].make(index, c);
+      break;
+    }
+    index -= n;
+  }
+  if (c->src_slots == 0) c->src_slots = c->batch + c->batch / 3 + 5;
+  if (c->dst_slots == 0) c->dst_slots = c->batch + c->batch / 3 + 5;
+}
+
+/* ---- the op's side ------------------------------------------------------------------------------------ */
+
+static const char *where(kvjit_location l) { return l == KVJIT_LOCATION_HOST ? "host" : "device"; }
+static int tensors(const transfer_case *c) { return c->v_row > 0 ? 2 : 1; }
+static int num_layers(const transfer_case *c) { return c->layers > 0 ? c->layers : 1; }
+static int64_t row_of(const transfer_case *c, int t) { return t ? c->v_row : c->k_row; }
+static size_t id_bytes(const transfer_case *c) { return c->index_type == KVJIT_INDEX_INT64 ? 8 : 4; }
+/* Buffer order: per layer and tensor the source then the destination cache, the 4 tables, the ids. */
+static int cache_id(const transfer_case *c, int layer, int t, int is_dst) {
+  return (layer * tensors(c) + t) * 2 + is_dst;
+}
+static int table_id(const transfer_case *c, int i) { return 2 * num_layers(c) * tensors(c) + i; }
+static int ids_id(const transfer_case *c, int is_dst) {
+  return 2 * num_layers(c) * tensors(c) + (c->layers > 0 ? 4 : 0) + is_dst;
+}
+
+static void describe(const void *cv, char *out, size_t cap) {
+  const transfer_case *c = cv;
+  snprintf(out, cap,
+           "%s %s->%s batch=%lld k_row=%lld v_row=%lld pads=%lld/%lld slots=%lld/%lld istride=%lld/%lld layers=%d "
+           "index=%s split=%d bad=%d bad_layer=%d",
+           c->group, where(c->src), where(c->dst), (long long)c->batch, (long long)c->k_row, (long long)c->v_row,
+           (long long)c->src_pad, (long long)c->dst_pad, (long long)c->src_slots, (long long)c->dst_slots,
+           (long long)c->src_index_stride, (long long)c->dst_index_stride, c->layers,
+           c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->split, c->bad, c->bad_layer);
+}
+
+static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, size_t capacity) {
+  const transfer_case *c = cv;
+  const int64_t parts[] = {c->k_row, c->v_row, c->k_row + c->src_pad, c->k_row + c->dst_pad, c->v_row + c->src_pad,
+                           c->v_row + c->dst_pad};
+  int vec = 16;
+  for (size_t i = 0; i < COUNT(parts); i++)
+    while (vec > 1 && parts[i] % vec != 0) vec /= 2;
+  int n = snprintf(out, capacity, "transfer_kv arch=%d k_row_bytes=%lld v_row_bytes=%lld index=%s src=%s dst=%s "
+                   "layers=%s pdl=%s split=%d vec=%d", sm, (long long)c->k_row, (long long)c->v_row,
+                   c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", where(c->src), where(c->dst),
+                   c->layers > 0 ? "table" : "one", pdl == KVJIT_PDL_ON ? "on" : pdl == KVJIT_PDL_OFF ? "off" : "auto",
+                   c->split, vec);
+  return c->batch > 0 && n > 0 && (size_t)n < capacity;
+}
+
+static void layout(const void *cv, check_world *w) {
+  const transfer_case *c = cv;
+  char name[24];
+  for (int l = 0; l < num_layers(c); l++)
+    for (int t = 0; t < tensors(c); t++) {
+      int64_t row = row_of(c, t), ss = row + c->src_pad, ds = row + c->dst_pad;
+      snprintf(name, sizeof name, "src_%s[%d]", t ? "v" : "k", l);
+      check_buf_add(w, name, c->src == KVJIT_LOCATION_HOST ? CHECK_HOST : CHECK_DEVICE,
+                    (size_t)((c->src_slots - 1) * ss + row), 0, ss, 0);
+      snprintf(name, sizeof name, "dst_%s[%d]", t ? "v" : "k", l);
+      check_buf_add(w, name, c->dst == KVJIT_LOCATION_HOST ? CHECK_HOST : CHECK_DEVICE,
+                    (size_t)((c->dst_slots - 1) * ds + row), 0, ds, 1);
+    }
+  static const char *const tables[] = {"src_k table", "src_v table", "dst_k table", "dst_v table"};
+  for (int i = 0; c->layers > 0 && i < 4; i++)
+    check_buf_add(w, tables[i], CHECK_DEVICE, (size_t)c->layers * 8, 0, 0, 0);
+  const int64_t strides[2] = {c->src_index_stride, c->dst_index_stride}, items = c->batch * w->sets;
+  for (int a = 0; a < 2; a++) {
+    size_t bytes = (size_t)(items > 0 ? (items - 1) * strides[a] + 1 : 1) * id_bytes(c);
+    check_buf_add(w, a ? "dst_indices" : "src_indices", CHECK_DEVICE, bytes, 0, 0, 0);
+  }
+}
+
+static void fill_tables(const transfer_case *c, check_world *w) {
+  for (int i = 0; c->layers > 0 && i < 4; i++) {
+    const int t = i % 2, is_dst = i >= 2;
+    uint64_t *ptrs = (uint64_t *)(void *)w->bufs[table_id(c, i)].init;
+    for (int l = 0; l < c->layers; l++) {
+      ptrs[l] = t < tensors(c) ? w->bufs[cache_id(c, l, t, is_dst)].ptr : 0;
+      if (i == 2 && l == c->bad_layer) ptrs[l] = 0; /* a NULL destination K entry */
+    }
+  }
+}
+
+/* The bench driver's world: distinct random slots on both sides over every set; no reference. */
+static void fill_timing(const transfer_case *c, check_world *w) {
+  int64_t items = c->batch * w->sets;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(items > 0 ? items : 1));
+  if (ids == NULL) abort();
+  for (int side = 0; side < 2; side++) {
+    check_distinct_slots(w, ids, items, side ? c->dst_slots : c->src_slots);
+    check_write_ids(w->bufs[ids_id(c, side)].init, ids, items, side ? c->dst_index_stride : c->src_index_stride,
+                    c->index_type);
+  }
+  free(ids);
+  fill_tables(c, w);
+}
+
+static void fill(const void *cv, check_world *w) {
+  const transfer_case *c = cv;
+  for (int i = 0; i < w->num_bufs; i++) check_buf_random(w, i); /* sources, poison, id gaps */
+  if (w->timing) {
+    fill_timing(c, w);
+    return;
+  }
+  size_t items = (size_t)(c->batch > 0 ? c->batch : 1);
+  int64_t *s_slots = malloc(items * sizeof *s_slots), *d_slots = malloc(items * sizeof *d_slots);
+  check_distinct_slots(w, d_slots, c->batch, c->dst_slots);
+  for (int64_t i = 0; i < c->batch; i++) {
+    s_slots[i] = (int64_t)(check_rand(w) % (uint64_t)c->src_slots);
+    if (c->bad && check_rand(w) % 5 == 0) {
+      switch (check_rand(w) % 4) {
+      case 0: s_slots[i] = -1 - (int64_t)(check_rand(w) % 3); break;
+      case 1: d_slots[i] = -1; break;
+      case 2: s_slots[i] = c->src_slots + (int64_t)(check_rand(w) % 7); break;
+      default: d_slots[i] = c->dst_slots + (int64_t)(check_rand(w) % 7); break;
+      }
+    }
+  }
+  check_write_ids(w->bufs[ids_id(c, 0)].init, s_slots, c->batch, c->src_index_stride, c->index_type);
+  check_write_ids(w->bufs[ids_id(c, 1)].init, d_slots, c->batch, c->dst_index_stride, c->index_type);
+  fill_tables(c, w);
+  w->expected_oob = 0;
+  w->rows = 0;
+  for (int64_t i = 0; i < c->batch; i++) {
+    const int64_t s = s_slots[i], d = d_slots[i];
+    if (s < 0 || d < 0) continue;
+    if (s >= c->src_slots || d >= c->dst_slots) {
+      w->expected_oob += (uint64_t)num_layers(c); /* once per item and layer */
+      continue;
+    }
+    for (int l = 0; l < num_layers(c); l++) {
+      if (l == c->bad_layer) {
+        w->expected_oob++;
+        continue;
+      }
+      for (int t = 0; t < tensors(c); t++) {
+        int64_t row = row_of(c, t);
+        memcpy(w->bufs[cache_id(c, l, t, 1)].want + d * (row + c->dst_pad),
+               w->bufs[cache_id(c, l, t, 0)].init + s * (row + c->src_pad), (size_t)row);
+      }
+      w->rows++;
+    }
+  }
+  free(s_slots);
+  free(d_slots);
+}
+
+void check_transfer_args(const void *cv, const check_world *w, const check_launch *l, kvjit_transfer_kv_args *out) {
+  const transfer_case *c = cv;
+  kvjit_transfer_kv_args a = KVJIT_TRANSFER_KV_ARGS_INIT;
+  const int64_t set = w->sets > 1 ? l->step % w->sets : 0; /* the set's ids */
+  int two = tensors(c) > 1;
+  if (c->layers > 0) {
+    a.src_k = check_ptr(w, table_id(c, 0));
+    a.src_v = two ? check_ptr(w, table_id(c, 1)) : NULL;
+    a.dst_k = check_ptr(w, table_id(c, 2));
+    a.dst_v = two ? check_ptr(w, table_id(c, 3)) : NULL;
+    a.num_layers = c->layers;
+  } else {
+    a.src_k = check_ptr(w, cache_id(c, 0, 0, 0));
+    a.src_v = two ? check_ptr(w, cache_id(c, 0, 1, 0)) : NULL;
+    a.dst_k = check_ptr(w, cache_id(c, 0, 0, 1));
+    a.dst_v = two ? check_ptr(w, cache_id(c, 0, 1, 1)) : NULL;
+  }
+  const size_t src_off = (size_t)(set * c->batch * c->src_index_stride) * id_bytes(c),
+               dst_off = (size_t)(set * c->batch * c->dst_index_stride) * id_bytes(c);
+  a.src_indices = (const char *)check_ptr(w, ids_id(c, 0)) + src_off;
+  a.dst_indices = (const char *)check_ptr(w, ids_id(c, 1)) + dst_off;
+  a.index_type = c->index_type;
+  a.src_index_stride = c->src_index_stride;
+  a.dst_index_stride = c->dst_index_stride;
+  a.batch = c->batch;
+  a.k_row_bytes = c->k_row;
+  a.v_row_bytes = c->v_row;
+  a.src_k_stride = c->k_row + c->src_pad;
+  a.dst_k_stride = c->k_row + c->dst_pad;
+  a.src_v_stride = c->v_row + c->src_pad;
+  a.dst_v_stride = c->v_row + c->dst_pad;
+  a.src_num_slots = c->src_slots;
+  a.dst_num_slots = c->dst_slots;
+  a.src = c->src;
+  a.dst = c->dst;
+  a.split = c->split;
+  a.pdl = l->pdl;
+  a.stream = l->stream;
+  *out = a;
+}
+
+static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world *w, const check_launch *l) {
+  kvjit_transfer_kv_args a;
+  check_transfer_args(cv, w, l, &a);
+  return l->prepare ? kvjit_transfer_kv_prepare(ctx, &a) : kvjit_transfer_kv(ctx, &a);
+}
+
+/* ---- the bench driver's cells: bench_transfer's grid ----------------------------------------------- */
+
+/* Rows 512..16384 B x batch 64..65536 x device->device, device->host, host->device; one layer,
+ * int64 ids, PDL automatic; 131072 slots on both sides (twice the largest batch). */
+static const int64_t bench_rows[] = {512, 2048, 4096, 16384};
+static const int64_t bench_batches[] = {64, 1024, 4096, 16384, 65536};
+enum { BENCH_DIRS = 3 };
+
+static size_t bench_count(void) { return COUNT(bench_rows) * COUNT(bench_batches) * BENCH_DIRS; }
+
+static void bench_get(size_t i, void *out, int timing) {
+  transfer_case *c = out;
+  size_t cells = COUNT(bench_rows) * COUNT(bench_batches);
+  int dir = (int)(i / cells);
+  *c = base("bench", bench_batches[i % COUNT(bench_batches)], bench_rows[(i % cells) / COUNT(bench_batches)], dir);
+  c->src_slots = c->dst_slots = timing ? 2 * 65536 : c->batch + c->batch / 3 + 5;
+}
+
+static void bench_cell(const void *cv, char *out, size_t capacity) {
+  const transfer_case *c = cv;
+  snprintf(out, capacity, "%s2%s,%lld,%lld", c->src == KVJIT_LOCATION_HOST ? "h" : "d",
+           c->dst == KVJIT_LOCATION_HOST ? "h" : "d", (long long)c->k_row, (long long)c->batch);
+}
+
+/* Each K and V row read once and written once. */
+static double bench_bytes(const void *cv) {
+  const transfer_case *c = cv;
+  return 2.0 * (double)c->batch * (double)(c->k_row + c->v_row);
+}
+
+/* Ids rotate through permutations of the slots (distinct within a set and across sets). */
+static int bench_sets(const void *cv, int launches) {
+  const transfer_case *c = cv;
+  int64_t sets = (c->src_slots < c->dst_slots ? c->src_slots : c->dst_slots) / (c->batch > 0 ? c->batch : 1);
+  return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
+}
+
+const check_op check_transfer_op = {
+    .name = "transfer_kv",
+    .case_size = sizeof(transfer_case),
+    .count = case_count,
+    .get = case_get,
+    .describe = describe,
+    .manifest_line = manifest_line,
+    .layout = layout,
+    .fill = fill,
+    .launch = launch,
+    .bench_count = bench_count,
+    .bench_get = bench_get,
+    .bench_columns = "direction,row_bytes,batch",
+    .bench_cell = bench_cell,
+    .bench_bytes = bench_bytes,
+    .bench_sets = bench_sets,
+    /* bench_transfer's rule: host-link cells run at ~55 GB/s, not at the device's bandwidth. */
+    .bench_max_launches = 64,
+    .bench_launches_measured = 1,
+};
