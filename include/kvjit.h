@@ -359,9 +359,11 @@ KVJIT_API kvjit_status kvjit_device_info(int ordinal, char *name, size_t capacit
 KVJIT_API kvjit_status kvjit_current_sm(int *sm);
 
 /**
- * Parse a plain compute capability, "sm_90", "90" or "9.0", into 90: what ops (store_kv_cache)
- * and their prewarm build for. A suffix or a PTX target ("sm_90a", "compute_90") is refused with
- * KVJIT_ERR_INVALID_ARGUMENT: those are targets of the generic loader (kvjit_parse_target()).
+ * Parse a plain compute capability, "sm_90", "90" or "9.0", or a GPU's name ("h100", "H200",
+ * "l40s", "b200"; any case, spaces and dashes ignored), into 90: what ops (store_kv_cache) and
+ * their prewarm build for. A suffix or a PTX target ("sm_90a", "compute_90") is refused with
+ * KVJIT_ERR_INVALID_ARGUMENT naming the plain arch to use: those are targets of the generic
+ * loader (kvjit_parse_target()).
  */
 KVJIT_API kvjit_status kvjit_parse_arch(const char *text, int *sm);
 

@@ -36,13 +36,15 @@ static void warn(int log, const char *what, const char *value, const char *fallb
   if (log != 0) kvjit_log_line("warning: %s=\"%s\" is not valid; using %s", what, value, fallback);
 }
 
-/* $KVJIT_COMPILE: always, warn or never. */
-static kvjit_compile_mode env_compile_mode(int log) {
+/* $KVJIT_COMPILE: always, warn or never. @p overridden: the context's option decides, the variable is only checked. */
+static kvjit_compile_mode env_compile_mode(int overridden, int log) {
   const char *v = kvjit_env_text("KVJIT_COMPILE");
   if (v == NULL || strcmp(v, "always") == 0) return KVJIT_COMPILE_ALWAYS;
   if (strcmp(v, "warn") == 0) return KVJIT_COMPILE_WARN;
   if (strcmp(v, "never") == 0) return KVJIT_COMPILE_NEVER;
-  warn(log, "KVJIT_COMPILE", v, "always (expected always, warn or never)");
+  warn(log, "KVJIT_COMPILE", v,
+       overridden ? "the program's own compile mode (expected always, warn or never)"
+                  : "always (expected always, warn or never)");
   return KVJIT_COMPILE_ALWAYS;
 }
 
@@ -134,7 +136,10 @@ kvjit_status kvjit_context_config_make(const kvjit_context_options *options, kvj
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
                       "options->compile_mode: %d, expected KVJIT_COMPILE_ALWAYS/_WARN/_NEVER or _FROM_ENV", (int)mode);
   }
-  out->compile_mode = mode != KVJIT_COMPILE_FROM_ENV ? mode : env_compile_mode(out->log);
+  /* Read (and a bad value warned about) even when the option decides: a typo in the environment
+   * is reported by every door alike, the CLI's included. */
+  kvjit_compile_mode env_mode = env_compile_mode(mode != KVJIT_COMPILE_FROM_ENV, out->log);
+  out->compile_mode = mode != KVJIT_COMPILE_FROM_ENV ? mode : env_mode;
   int rw = options->version >= 3 ? options->remote_read_write : KVJIT_FROM_ENV;
   if ((st = check_switch("remote_read_write", rw)) != KVJIT_OK) return st;
   const char *urls = options->version >= 3 && options->remote_cache && options->remote_cache[0]

@@ -61,23 +61,60 @@ kvjit_status kvjit_parse_target(const char *text, int *target) {
   return KVJIT_OK;
 }
 
+/* GPUs by the names people type, for an op's arch (the CLI's --arch h100, Python's arch="H100"). */
+static const struct gpu_name {
+  const char *name; /* lower case, no spaces or dashes */
+  int cc;
+} gpu_names[] = {
+    {"v100", 70},    {"t4", 75},      {"a100", 80},    {"a800", 80},    {"a30", 80},   {"a10g", 86},
+    {"a10", 86},     {"a40", 86},     {"a6000", 86},   {"rtx3090", 86}, {"l4", 89},    {"l40s", 89},
+    {"l40", 89},     {"rtx4090", 89}, {"h100", 90},    {"h200", 90},    {"h800", 90},  {"h20", 90},
+    {"gh200", 90},   {"b200", 100},   {"gb200", 100},  {"b100", 100},   {"b300", 103}, {"gb300", 103},
+    {"thor", 110},   {"rtx5090", 120}, {"rtxpro6000", 120}, {"gb10", 121},
+};
+
+/* The compute capability of a GPU name ("H100", "h100-sxm", "NVIDIA H200", "RTX 4090"), or -1. */
+static int gpu_name_cc(const char *text) {
+  char name[32];
+  size_t n = 0;
+  for (const char *p = text; *p != '\0'; p++) {
+    if (*p == ' ' || *p == '-' || *p == '_') continue;
+    if (n + 1 == sizeof name) return -1;
+    name[n++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+  }
+  name[n] = '\0';
+  const char *model = strncmp(name, "nvidia", 6) == 0 ? name + 6 : name;
+  for (size_t i = 0; i < sizeof gpu_names / sizeof gpu_names[0]; i++) {
+    size_t len = strlen(gpu_names[i].name);
+    /* "h100sxm5" is an H100; "h1000" is no GPU we know. */
+    if (strncmp(model, gpu_names[i].name, len) == 0 && !(model[len] >= '0' && model[len] <= '9'))
+      return gpu_names[i].cc;
+  }
+  return -1;
+}
+
 kvjit_status kvjit_parse_arch(const char *text, int *sm) {
   if (text == NULL || sm == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch text or sm is NULL");
-  const char *p = !strncmp(text, "sm_", 3) ? text + 3 : text;
+  const char *p = !strncmp(text, "sm_", 3) || !strncmp(text, "SM_", 3) ? text + 3 : text;
   int suffix;
   int cc = parse_number(p, p == text, 0, &suffix);
+  if (cc < 0) cc = gpu_name_cc(text);
   if (cc >= 0) {
     *sm = cc;
     return KVJIT_OK;
   }
   int target;
   if (kvjit_parse_target(text, &target) == KVJIT_OK) {
+    char plain[16];
+    snprintf(plain, sizeof plain, "sm_%d", kvjit_target_cc(target));
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
-                      "arch \"%s\": ops build plain sm_XY cubins; sm_XYa, sm_XYf and compute_XY are targets of the "
-                      "generic loader (kvjit_parse_target, kvjit_program_desc.arch)",
-                      text);
+                      "arch \"%s\": ops build plain sm_XY cubins (%s runs on the same GPUs; the ops use no "
+                      "arch-specific features); sm_XYa, sm_XYf and compute_XY are targets of the generic loader "
+                      "(kvjit_parse_target, kvjit_program_desc.arch)",
+                      text, plain);
   }
-  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "arch \"%s\": expected sm_XY (e.g. sm_90), XY or X.Y", text);
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                    "arch \"%s\": expected sm_XY (e.g. sm_90), XY, X.Y or a GPU name (e.g. h100, b200, l40s)", text);
 }
 
 kvjit_status kvjit_target_check(int code, int allow_current, const char *what) {

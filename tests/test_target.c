@@ -77,6 +77,31 @@ static void test_ops_refuse_loader_targets(void **state) {
   }
   assert_int_equal(kvjit_parse_arch("10.0", &sm), KVJIT_OK);
   assert_int_equal(sm, 100);
+  /* The refusal names the plain arch to use instead. */
+  assert_int_equal(kvjit_parse_arch("sm_90a", &sm), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "sm_90 runs on the same GPUs"));
+}
+
+/* Ops take a GPU's name as people type it (issue 25); an unknown one says what is expected. */
+static void test_ops_take_gpu_names(void **state) {
+  (void)state;
+  const struct {
+    const char *text;
+    int sm;
+  } names[] = {{"h100", 90},     {"H100", 90},      {"NVIDIA H200", 90}, {"h100-sxm5-80gb", 90}, {"GH200", 90},
+               {"a100", 80},     {"A10G", 86},      {"a10", 86},         {"L40S", 89},           {"RTX 4090", 89},
+               {"b200", 100},    {"GB300", 103},    {"h20", 90},         {"SM_90", 90}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int sm = 0;
+    assert_int_equal(kvjit_parse_arch(names[i].text, &sm), KVJIT_OK);
+    assert_int_equal(sm, names[i].sm);
+  }
+  const char *unknown[] = {"h1000", "h10", "x100", "nvidia", "a1000"};
+  for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+    int sm = 0;
+    assert_int_equal(kvjit_parse_arch(unknown[i], &sm), KVJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(kvjit_last_error(), "a GPU name (e.g. h100"));
+  }
 }
 
 static void test_which_gpu_may_load_what(void **state) {
@@ -123,6 +148,7 @@ int main(void) {
       cmocka_unit_test(test_spellings_round_trip),
       cmocka_unit_test(test_bad_spellings_and_codes),
       cmocka_unit_test(test_ops_refuse_loader_targets),
+      cmocka_unit_test(test_ops_take_gpu_names),
       cmocka_unit_test(test_which_gpu_may_load_what),
       cmocka_unit_test(test_key_targets_are_distinct),
   };

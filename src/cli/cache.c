@@ -130,10 +130,15 @@ static int cache_ls(const char *cmd, kvjit_context *ctx, const cache_cmd_opts *o
     /* An alias: its kernel lives in a bundle (named by the first digits of its key). */
     char bundle[32] = "";
     if (r->bundle) snprintf(bundle, sizeof bundle, " (in bundle %.*s)", KEY_DIGITS, r->bundle);
-    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s%s\n", arch_name(r->arch, arch, sizeof arch),
+    /* An entry that cannot be read says so, not a made-up target and blank fields. */
+    const bool bad = r->status != KVJIT_OK && r->arch == 0;
+    char what[320];
+    if (bad) snprintf(what, sizeof what, "unreadable: %s ('kvjit cache verify' quarantines it)",
+                      r->reason[0] ? r->reason : kvjit_status_string(r->status));
+    printf("%-11s %7s %5s %-3s %-*.*s %-*s %-*s %s%s\n", bad ? "?" : arch_name(r->arch, arch, sizeof arch),
            human_size(r->bytes, size, sizeof size), human_age(now - r->mtime, age, sizeof age),
            r->read_only ? "ro" : "rw", KEY_DIGITS, KEY_DIGITS, r->key, cwidth, r->compiler[0] ? r->compiler : "-",
-           pwidth, r->program, r->variant[0] ? r->variant : r->kernels, bundle);
+           pwidth, bad ? "-" : r->program, bad ? what : r->variant[0] ? r->variant : r->kernels, bundle);
     if (o->long_format) printf("%*s %s\n", INDENT + 2 + cwidth + pwidth, "", r->path);
     total += r->bytes;
   }
@@ -292,9 +297,9 @@ static const struct cache_command {
      "                          default: the budget, $KVJIT_CACHE_MAX_SIZE or 2G)\n"},
     {"clear", cache_clear, "remove every entry of the writable dir", ""},
     {"path", cache_path, "print the writable dir and the read-only dirs", ""},
-    {"export", cache_export, "write every good entry to one verified file: kvjit cache export FILE",
+    {"export", cache_export, "write every good entry to one verified file FILE (a pack)",
      "  -a, --all               also export the read-only dirs' entries\n"},
-    {"import", cache_import, "import such a file into the writable dir: kvjit cache import FILE", ""},
+    {"import", cache_import, "import a pack FILE (made by export) into the writable dir", ""},
 };
 
 static void print_cache_help(FILE *out) {
@@ -302,7 +307,8 @@ static void print_cache_help(FILE *out) {
   for (size_t i = 0; i < ARRAY_SIZE(cache_commands); i++)
     fprintf(out, "  %-8s %s\n", cache_commands[i].name, cache_commands[i].summary);
   fprintf(out, "  %-8s %s\n", "check", "would a server hit? prewarm's variant options, looked up in the local dirs and the remote");
-  fputs("\nEach takes --cache-dir DIR, --cache-path DIRS and --help.\n", out);
+  fputs("\nexport and import take the pack's path: 'kvjit cache export FILE', 'kvjit cache import FILE'.\n"
+        "Each takes --cache-dir DIR, --cache-path DIRS and --help.\n", out);
 }
 
 int cmd_cache(int argc, char **argv) {
@@ -318,7 +324,13 @@ int cmd_cache(int argc, char **argv) {
   const struct cache_command *command = NULL;
   for (size_t i = 0; i < ARRAY_SIZE(cache_commands) && command == NULL; i++)
     if (strcmp(argv[1], cache_commands[i].name) == 0) command = &cache_commands[i];
-  if (command == NULL) return usage_error("cache", "unknown command '%s'", argv[1]);
+  if (command == NULL) {
+    const char *words[ARRAY_SIZE(cache_commands) + 1] = {"check"};
+    for (size_t i = 0; i < ARRAY_SIZE(cache_commands); i++) words[i + 1] = cache_commands[i].name;
+    const char *near = nearest_word(argv[1], words, ARRAY_SIZE(words));
+    if (near != NULL) return usage_error("cache", "unknown command '%s'; did you mean '%s'?", argv[1], near);
+    return usage_error("cache", "unknown command '%s'", argv[1]);
+  }
 
   char cmd[32];
   snprintf(cmd, sizeof cmd, "cache %s", command->name);
@@ -341,9 +353,9 @@ int cmd_cache(int argc, char **argv) {
   int c, rc = 0;
   while (rc == 0 && (c = getopt_long(argc, argv, ":alh", long_options, NULL)) != -1) {
     if (c == 'h') {
-      printf("Usage: kvjit %s [options]\n%s.\n\nOptions:\n%s" CACHE_OPTIONS_HELP
+      printf("Usage: kvjit %s [options]%s\n%s.\n\nOptions:\n%s" CACHE_OPTIONS_HELP
              "  -h, --help              this help\n",
-             cmd, command->summary, command->help);
+             cmd, takes_file ? " FILE" : "", command->summary, command->help);
       return 0;
     }
     if (c == 'a' && (is_ls || is_verify || is_export)) o.all = true;
@@ -353,8 +365,11 @@ int cmd_cache(int argc, char **argv) {
       o.have_max_size = true;
       if (kvjit_parse_size(optarg, &o.max_size) != KVJIT_OK)
         rc = usage_error(cmd, "bad value '%s' for --max-size (%s)", optarg, kvjit_last_error());
+      else if (o.max_size == 0) /* as KVJIT_CACHE_MAX_SIZE: a budget is at least one byte */
+        rc = usage_error(cmd, "bad value '%s' for --max-size (at least 1 byte; 'kvjit cache clear' removes "
+                              "every entry)", optarg);
     } else if (c == '?' || c == ':') {
-      rc = getopt_error(cmd, c, argv);
+      rc = getopt_error(cmd, c, argv, long_options);
     } else if (!cache_option(c, &o.cache)) {
       /* An option another cache command takes. */
       const char *name = "?";

@@ -7,6 +7,7 @@
 #ifndef KVJIT_CLI_H
 #define KVJIT_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,11 +34,17 @@ const char *human_age(int64_t seconds, char *buf, size_t capacity);
 /* "sm_90", or "compute_90" for PTX entries (negative arch). */
 const char *arch_name(int arch, char *buf, size_t capacity);
 double now_seconds(void);
+/* "s" unless @p n is 1: "1 variant", "2 variants". */
+const char *plural(uint64_t n);
+/* The word of @p words (NULL items skipped) a typo of @p typed is likely meant for, any case; NULL
+ * when none is near enough. */
+const char *nearest_word(const char *typed, const char *const *words, size_t count);
 
 /* ---- option parsing (util.c) ---------------------------------------------------------------- */
 
-/* A getopt_long() '?' or ':' as one line naming the flag as typed; EXIT_USAGE. */
-int getopt_error(const char *cmd, int c, char *const argv[]);
+/* A getopt_long() '?' or ':' as one line naming the flag as typed (and the nearest of @p options,
+ * the command's long options, for an unknown one); EXIT_USAGE. */
+int getopt_error(const char *cmd, int c, char *const argv[], const struct option *options);
 /* No command takes positional arguments: anything left is an error. */
 int check_no_operands(const char *cmd, int argc, char *const argv[]);
 /* Whole-string decimal integer in [min, max], min >= 0 (kvjit_parse_uint(): no sign, no overflow). */
@@ -65,6 +72,8 @@ bool cache_option(int c, cache_opts *opts);
 int open_context(const char *cmd, const cache_opts *opts, kvjit_context **out);
 /* With @p read_only, a context that creates, writes and moves nothing (ls, info, path). */
 int open_context_mode(const char *cmd, const cache_opts *opts, bool read_only, kvjit_context **out);
+/* A writable context that prints no warning (its worker processes' contexts do). */
+int open_context_quiet(const char *cmd, const cache_opts *opts, kvjit_context **out);
 /* Exit status 1 with a message when the context has no writable dir to fill or maintain. */
 int need_write_dir(const char *cmd, kvjit_context *ctx, kvjit_cache_info *info);
 /* Calls @p fn once per dir of a colon-separated list (empty items skipped). */

@@ -46,7 +46,7 @@ int cmd_info(int argc, char **argv) {
             stdout);
       return 0;
     }
-    if (!cache_option(c, &cache)) rc = getopt_error(cmd, c, argv);
+    if (!cache_option(c, &cache)) rc = getopt_error(cmd, c, argv, long_options);
   }
   if (rc == 0) rc = check_no_operands(cmd, argc, argv);
   if (rc != 0) return rc;

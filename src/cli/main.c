@@ -24,9 +24,15 @@ static void print_usage(FILE *out) {
         "Compile kvjit's kernels ahead of time and maintain the cubin cache.\n"
         "\n"
         "Commands:\n"
-        "  prewarm     compile store_kv_cache variants into the cache for given archs (no GPU needed)\n"
-        "  cache       ls | verify | prune | clear | path | export | import | check\n"
-        "  info        versions, archs NVRTC builds, driver and GPUs, cache dirs\n"
+        "  prewarm        compile an op's variants (store_kv_cache, transfer_kv) into the cache for\n"
+        "                 given archs (no GPU needed)\n"
+        "  cache ls       list the entries: target, size, age, compiler, which op variant each is\n"
+        "  cache check    would a server hit? prewarm's options, looked up instead of compiled\n"
+        "  cache verify   check every entry; quarantine bad ones\n"
+        "  cache export FILE   write the cache as one verified file (a pack)\n"
+        "  cache import FILE   import a pack into the cache\n"
+        "  cache prune    evict least recently used entries down to a size; also: clear, path\n"
+        "  info           versions, archs NVRTC builds, driver and GPUs, cache dirs, remote\n"
         "\n"
         "  -h, --help      this help ('kvjit COMMAND --help' for a command's)\n"
         "  -V, --version   print the library version\n"
@@ -41,6 +47,18 @@ static void print_usage(FILE *out) {
         "  KVJIT_REMOTE_BACKOFF_MS          0 to 86400000, default 30000\n"
         "The README's Environment section lists every variable.\n",
         out);
+}
+
+/* An unknown command word, with the nearest command or option when it looks like a typo of one. */
+static int unknown_command(const char *command) {
+  static const char *const words[] = {"prewarm", "cache", "info", "help", "--help", "--version"};
+  const char *near = nearest_word(command, words, ARRAY_SIZE(words));
+  const char *kind = command[0] == '-' ? "option" : "command";
+  if (near != NULL)
+    fprintf(stderr, "kvjit: unknown %s '%s'; did you mean '%s'? (see 'kvjit --help')\n", kind, command, near);
+  else
+    fprintf(stderr, "kvjit: unknown %s '%s' (see 'kvjit --help')\n", kind, command);
+  return EXIT_USAGE;
 }
 
 /* A closed stdin, stdout or stderr is /dev/null from here on: else the first file opened (a cache
@@ -82,8 +100,7 @@ static int run(int argc, char **argv) {
   if (strcmp(command, "prewarm") == 0) return cmd_prewarm(argc - 1, argv + 1);
   if (strcmp(command, "cache") == 0) return cmd_cache(argc - 1, argv + 1);
   if (strcmp(command, "info") == 0) return cmd_info(argc - 1, argv + 1);
-  fprintf(stderr, "kvjit: unknown command '%s' (see 'kvjit --help')\n", command);
-  return EXIT_USAGE;
+  return unknown_command(command);
 }
 
 int main(int argc, char **argv) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "models.h"
 #include "prewarm.h"
 #include "variants.h"
 
@@ -17,8 +18,13 @@
  * queue, so the progress moves and a slow share does not hold the others back. */
 #define VARIANTS_PER_SHARE 16
 
-static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_t cached) {
+static void draw_progress_bar(prewarm_run *run) {
   enum { WIDTH = 30 };
+  uint64_t compiled = 0, cached = 0;
+  for (size_t i = 0; i < run->variants->count; i++) {
+    compiled += run->totals[i].compiled;
+    cached += run->totals[i].cached;
+  }
   size_t filled = run->shares ? run->done * WIDTH / run->shares : WIDTH;
   char bar[WIDTH + 1];
   for (size_t i = 0; i < WIDTH; i++) bar[i] = i < filled ? '#' : '.';
@@ -26,6 +32,17 @@ static void draw_progress_bar(const prewarm_run *run, uint64_t compiled, uint64_
   fprintf(stderr, "\r\033[K[%s] %u/%u shares  kernels: compiled %" PRIu64 "  cached %" PRIu64 "  %.1fs", bar,
           run->done, run->shares, compiled, cached, now_seconds() - run->start);
   fflush(stderr);
+  run->last_draw = now_seconds();
+}
+
+void prewarm_progress(prewarm_run *run, bool now) {
+  if (run->progress_bar && (now || now_seconds() - run->last_draw >= 1.0)) draw_progress_bar(run);
+}
+
+void prewarm_print_line(prewarm_run *run, const char *line) {
+  if (run->progress_bar) fputs("\r\033[K", stderr);
+  fprintf(stderr, "%s\n", line);
+  prewarm_progress(run, true);
 }
 
 void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, const char *detail,
@@ -53,12 +70,7 @@ void prewarm_share_done(prewarm_run *run, unsigned share, kvjit_status status, c
   }
   run->done++;
   if (run->progress_bar) {
-    uint64_t all_compiled = 0, all_cached = 0;
-    for (size_t i = 0; i < count; i++) {
-      all_compiled += run->totals[i].compiled;
-      all_cached += run->totals[i].cached;
-    }
-    draw_progress_bar(run, all_compiled, all_cached);
+    draw_progress_bar(run);
   } else {
     fprintf(stderr, "[share %u/%u] kernels: %u compiled, %u cached, %.2f s\n", share + 1, run->shares, compiled,
             cached, seconds);
@@ -112,7 +124,7 @@ static void locate_note(kvjit_context *ctx, const kvjit_variant *v, char *note, 
 static int print_dry_run(const char *cmd, const prewarm_opts *o, const variant_list *variants) {
   kvjit_context *ctx = NULL;
   if (open_context_mode(cmd, &o->cache, true, &ctx) != 0) ctx = NULL; /* lines without marks, then */
-  printf("# kvjit prewarm --dry-run: %zu variants (one manifest line each)\n", variants->count);
+  printf("# kvjit prewarm --dry-run: %zu variant%s (one manifest line each)\n", variants->count, plural(variants->count));
   for (size_t i = 0; i < variants->count; i++) {
     char line[LINE_CAPACITY], note[64];
     unsigned missing;
@@ -138,7 +150,15 @@ int cmd_check(int argc, char **argv) {
          "and fetching nothing. Lists each variant with kernels that would miss, and why: the entry of\n"
          "the same kernel nearest to it and the key input that differs (NVRTC, target, toolkit,\n"
          "options, source).\n"
-         "      --nvrtc PATH        check with the keys of this libnvrtc.so (as $KVJIT_NVRTC)\n"
+         "\n"
+         "Options: those of 'kvjit prewarm' (see 'kvjit prewarm --help'), the same variants:\n"
+         "      --arch LIST, --op NAME, --model LIST, --kv-heads N, --head-dim N, --v-head-dim N,\n"
+         "      --dtype LIST, --quantize-from LIST, --scale LIST, --tp LIST, --k-row-bytes LIST,\n"
+         "      --v-row-bytes LIST, each op's kernel choices (--index, --pdl, --split, ...),\n"
+         "      --manifest FILE\n"
+         "      --nvrtc PATH        check with the keys of this libnvrtc.so (as $KVJIT_NVRTC)\n" CACHE_OPTIONS_HELP
+         "  -h, --help              this help\n"
+         "\n"
          "Exit status: 0 every kernel cached, 1 some would miss (or a lookup failed), 2 bad command line.");
     return 0;
   }
@@ -173,9 +193,10 @@ int cmd_check(int argc, char **argv) {
     }
   }
   if (rc == 0) {
-    printf("check: %zu variants, %u kernels: %u cached locally, %u on the remote, %u would miss (%zu variants)%s\n",
-           variants.count, total_local + total_remote + total_missing, total_local, total_remote, total_missing,
-           variants_missing, failed ? "; some lookups failed" : "");
+    unsigned kernels = total_local + total_remote + total_missing;
+    printf("check: %zu variant%s, %u kernel%s: %u cached locally, %u on the remote, %u would miss (%zu variant%s)%s\n",
+           variants.count, plural(variants.count), kernels, plural(kernels), total_local, total_remote, total_missing,
+           variants_missing, plural(variants_missing), failed ? "; some lookups failed" : "");
     if (total_missing != 0 || failed != 0) rc = EXIT_FAILURE;
   }
   kvjit_context_destroy(ctx);
@@ -183,17 +204,39 @@ int cmd_check(int argc, char **argv) {
   return rc;
 }
 
+/* The remote tier's line of the summary; true when pushes to a read-write remote may be missing. */
+static bool report_remote(kvjit_context *ctx, const prewarm_run *run) {
+  const char *urls = "";
+  int read_write = 0;
+  if (kvjit_context_remote(ctx, &urls, &read_write, 0, NULL) != KVJIT_OK || urls[0] == '\0') return false;
+  if (!read_write) {
+    if (run->remote_failures != 0)
+      printf("prewarm: remote %s (read-only): %" PRIu64 " request%s failed or skipped\n", urls, run->remote_failures,
+             plural(run->remote_failures));
+    return false;
+  }
+  printf("prewarm: remote %s (read-write): %" PRIu64 " entr%s pushed, %" PRIu64 " request%s failed or skipped\n",
+         urls, run->remote_writes, run->remote_writes == 1 ? "y" : "ies", run->remote_failures,
+         plural(run->remote_failures));
+  if (run->remote_failures == 0) return false;
+  fprintf(stderr, "kvjit prewarm: pushing to %s failed: the remote may lack entries this run has (its warning "
+                  "says why unless KVJIT_LOG=0; run again once it answers)\n", urls);
+  return true;
+}
+
 static const char prewarm_help[] =
     "Usage: kvjit prewarm [--op NAME] [options]\n"
-    "Compile an op's variants into the cache, for archs that need not be present (no GPU or driver\n"
-    "needed). Without any variant option: store_kv_cache for llama-3.1-8b, bf16 and fp8, tp 1,2,4,8,\n"
-    "int32 and int64 indices, pdl auto.\n"
+    "Compile an op's variants (store_kv_cache, transfer_kv: --op) into the cache, for archs that\n"
+    "need not be present (no GPU or driver needed). Without any variant option: store_kv_cache for\n"
+    "llama-3.1-8b, bf16 and fp8, tp 1,2,4,8, int32 and int64 indices, pdl auto.\n"
     "\n"
     "Targets:\n"
-    "      --arch LIST         archs to build for, e.g. sm_90,sm_100 (default: the local GPU's)\n"
+    "      --arch LIST         archs to build for: sm_90,sm_100, 90, 9.0 or GPU names (h100, b200)\n"
+    "                          (default: the local GPU's; ops build plain sm_XY cubins, so no\n"
+    "                          sm_90a / sm_100f / compute_90: those are the generic loader's)\n"
     "      --op NAME           the op (default store_kv_cache); its kernel choices are below\n"
     "Variants from a model (lists are comma-separated; every combination is built, duplicates once):\n"
-    "      --model LIST        presets (below)\n"
+    "      --model LIST        presets (below), or their Hugging Face ids\n"
     "      --kv-heads N        KV heads of a model not in the presets (with --head-dim)\n"
     "      --head-dim N        elements of one K head\n"
     "      --v-head-dim N      elements of one V head (default: --head-dim; 0: K only)\n"
@@ -219,7 +262,10 @@ static const char prewarm_help[] =
     "\n"
     "      --nvrtc PATH        key and compile for this libnvrtc.so (as $KVJIT_NVRTC): a build machine\n"
     "                          prewarms for the NVRTC its servers use (`kvjit info` names theirs)\n"
-    "  -j, --jobs N            worker processes compiling at once (default: the number of cores)\n"
+    "  -j, --jobs N            worker processes compiling at once (default: the number of cores).\n"
+    "                          The kernels are cut into shares of about equal compile time; a\n"
+    "                          worker takes one share at a time and compiles it as one NVRTC\n"
+    "                          program per op and arch (a bundle): progress counts the shares\n"
     "  -n, --dry-run           print the variants as manifest lines, each marked cached or\n"
     "                          missing (local dirs and the remote); compile nothing\n" CACHE_OPTIONS_HELP
     "  -h, --help              this help\n"
@@ -232,7 +278,10 @@ static void print_prewarm_help(void) {
   print_ops(stdout);
   fputs(split + 2, stdout);
   print_model_presets(stdout);
-  puts("\nExit status: 0 all variants cached, 1 some failed, 2 bad command line.");
+  puts("\nWith a read-write remote ($KVJIT_REMOTE_CACHE, $KVJIT_REMOTE_CACHE_MODE=rw) every entry is also\n"
+       "pushed; the summary says how many.\n"
+       "Exit status: 0 all variants cached (and pushed), 1 some failed (or a push to a read-write\n"
+       "remote failed), 2 bad command line.");
 }
 
 int cmd_prewarm(int argc, char **argv) {
@@ -254,8 +303,16 @@ int cmd_prewarm(int argc, char **argv) {
     return rc;
   }
 
+  size_t per_job = (variants.count + (size_t)o.jobs - 1) / (size_t)o.jobs;
+  size_t shares = per_job <= VARIANTS_PER_SHARE ? (size_t)o.jobs
+                                                : (variants.count + VARIANTS_PER_SHARE - 1) / VARIANTS_PER_SHARE;
+  if (shares > variants.count) shares = variants.count ? variants.count : 1;
+  const bool progress_bar = isatty(STDERR_FILENO) != 0;
+  /* Worker processes (each with its own context) print what the library warns about; this one
+   * then stays quiet, or every warning would show twice. */
+  const bool workers = progress_bar || (o.jobs > 1 && shares > 1);
   kvjit_context *ctx = NULL;
-  rc = open_context(cmd, &o.cache, &ctx);
+  rc = workers ? open_context_quiet(cmd, &o.cache, &ctx) : open_context(cmd, &o.cache, &ctx);
   if (rc != 0) {
     free(variants.items);
     return rc;
@@ -269,15 +326,11 @@ int cmd_prewarm(int argc, char **argv) {
     return rc;
   }
 
-  size_t per_job = (variants.count + (size_t)o.jobs - 1) / (size_t)o.jobs;
-  size_t shares = per_job <= VARIANTS_PER_SHARE ? (size_t)o.jobs
-                                                : (variants.count + VARIANTS_PER_SHARE - 1) / VARIANTS_PER_SHARE;
-  if (shares > variants.count) shares = variants.count ? variants.count : 1;
   prewarm_run run = {
       .cmd = cmd,
       .cache = &o.cache,
       .variants = &variants,
-      .progress_bar = isatty(STDERR_FILENO) != 0,
+      .progress_bar = progress_bar,
       .start = now_seconds(),
       .shares = (unsigned)shares,
       .totals = calloc(variants.count ? variants.count : 1, sizeof *run.totals),
@@ -287,18 +340,21 @@ int cmd_prewarm(int argc, char **argv) {
     free(variants.items);
     return out_of_memory(cmd);
   }
+  prewarm_progress(&run, true); /* at once, not when the first share is done */
   prewarm_run_shares(&run, ctx, o.jobs);
-  if (run.progress_bar && run.done != 0) fputc('\n', stderr);
+  if (run.progress_bar) fputc('\n', stderr);
 
   size_t compiled, cached;
   uint64_t kernels_compiled, kernels_cached;
   size_t failed = report_variants(&run, !run.progress_bar, &compiled, &cached, &kernels_compiled, &kernels_cached);
-  printf("prewarm: %zu variants: %zu compiled, %zu already cached, %zu failed; kernels: %" PRIu64
+  printf("prewarm: %zu variant%s: %zu compiled, %zu already cached, %zu failed; kernels: %" PRIu64
          " compiled, %" PRIu64 " already cached; %.2f s with -j %ld\n",
-         variants.count, compiled, cached, failed, kernels_compiled, kernels_cached, now_seconds() - run.start,
-         o.jobs);
+         variants.count, plural(variants.count), compiled, cached, failed, kernels_compiled, kernels_cached,
+         now_seconds() - run.start, o.jobs);
+  printf("prewarm: cache dir %s\n", info.write_dir);
+  bool push_failed = report_remote(ctx, &run);
   free(run.totals);
   kvjit_context_destroy(ctx);
   free(variants.items);
-  return failed != 0 ? EXIT_FAILURE : 0;
+  return failed != 0 || push_failed ? EXIT_FAILURE : 0;
 }

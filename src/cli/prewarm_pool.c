@@ -8,6 +8,10 @@
  * that safe, as for any processes). A worker that dies leaves its started share unreported: at
  * the end the parent looks up each variant it had not seen fail, and fails those with a kernel
  * missing. A failure is never reported as success.
+ *
+ * The workers' stderr is one pipe the parent reads: a line several workers print alike (a bad
+ * environment variable, a remote that does not answer) is shown once. Each share's "done" also
+ * carries the remote tier's counters, so that the summary can say what was pushed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +34,7 @@ typedef struct msg {
   uint32_t share;
   int32_t status;
   double seconds;
+  uint64_t remote_writes, remote_failures; /* during the share */
   char detail[256];
 } msg;
 
@@ -64,12 +69,27 @@ static int read_all(int fd, void *data, size_t n) {
   return 1;
 }
 
+/* The remote tier's PUTs so far, and its requests that failed, timed out or were skipped while it
+ * backed off (any of which may have cost a push). */
+static void remote_counts(kvjit_context *ctx, uint64_t *writes, uint64_t *failures) {
+  kvjit_stats stats = KVJIT_STATS_INIT;
+  *writes = *failures = 0;
+  if (ctx == NULL || kvjit_context_stats(ctx, &stats) != KVJIT_OK) return;
+  *writes = stats.remote_writes;
+  *failures = stats.remote_errors + stats.remote_timeouts + stats.remote_skipped;
+}
+
 /* ---- in this process ------------------------------------------------------------------------ */
 
 static void run_here(prewarm_run *run, kvjit_context *ctx, unsigned share, kvjit_prewarm_result *results) {
   double t0 = now_seconds();
+  uint64_t writes0, failures0, writes, failures;
+  remote_counts(ctx, &writes0, &failures0);
   kvjit_status status =
       kvjit_variants_prewarm(ctx, run->variants->items, run->variants->count, share, run->shares, results);
+  remote_counts(ctx, &writes, &failures);
+  run->remote_writes += writes - writes0;
+  run->remote_failures += failures - failures0;
   prewarm_share_done(run, share, status, status != KVJIT_OK ? kvjit_last_error() : "", results, now_seconds() - t0);
 }
 
@@ -92,10 +112,15 @@ static void worker_main(const prewarm_run *run, int queue, int out) {
     memset(results, 0, count * sizeof *results);
     kvjit_status status = KVJIT_ERR_IO;
     snprintf(m.detail, sizeof m.detail, "a prewarm worker could not open the cache");
+    uint64_t writes0, failures0;
+    remote_counts(ctx, &writes0, &failures0);
     if (opened) {
       status = kvjit_variants_prewarm(ctx, run->variants->items, count, share, run->shares, results);
       snprintf(m.detail, sizeof m.detail, "%s", status != KVJIT_OK ? kvjit_last_error() : "");
     }
+    remote_counts(ctx, &m.remote_writes, &m.remote_failures);
+    m.remote_writes -= writes0;
+    m.remote_failures -= failures0;
     m.kind = MSG_DONE;
     m.status = status;
     m.seconds = now_seconds() - t0;
@@ -126,6 +151,8 @@ static int take_message(prewarm_run *run, worker *w, kvjit_prewarm_result *resul
     }
     if (m.kind == MSG_DONE && read_all(w->fd, results, run->variants->count * sizeof *results)) {
       m.detail[sizeof m.detail - 1] = '\0';
+      run->remote_writes += m.remote_writes;
+      run->remote_failures += m.remote_failures;
       prewarm_share_done(run, m.share, (kvjit_status)m.status, m.detail, results, m.seconds);
       w->running = -1;
       return 0;
@@ -145,8 +172,56 @@ static int take_message(prewarm_run *run, worker *w, kvjit_prewarm_result *resul
   return 1;
 }
 
-/* Forks up to @p wanted workers reading @p queue; returns how many started. */
-static size_t start_workers(const prewarm_run *run, worker *workers, size_t wanted, const int queue[2]) {
+/* The workers' stderr: each distinct line printed once (the first MAX_SEEN kept to compare). */
+enum { MAX_SEEN = 64 };
+typedef struct err_lines {
+  int fd; /* -1 once every worker closed it */
+  char buf[4096];
+  size_t len;
+  char *seen[MAX_SEEN];
+  size_t num_seen;
+} err_lines;
+
+static void err_line(prewarm_run *run, err_lines *e, const char *line) {
+  for (size_t i = 0; i < e->num_seen; i++)
+    if (strcmp(e->seen[i], line) == 0) return;
+  if (e->num_seen < MAX_SEEN && (e->seen[e->num_seen] = strdup(line)) != NULL) e->num_seen++;
+  prewarm_print_line(run, line);
+}
+
+/* Prints the whole lines read so far; at end of file (or a line longer than the buffer) the rest. */
+static void err_read(prewarm_run *run, err_lines *e) {
+  ssize_t got = read(e->fd, e->buf + e->len, sizeof e->buf - 1 - e->len);
+  if (got < 0 && errno == EINTR) return;
+  if (got > 0) e->len += (size_t)got;
+  char *start = e->buf, *newline;
+  e->buf[e->len] = '\0';
+  while ((newline = memchr(start, '\n', e->len - (size_t)(start - e->buf))) != NULL) {
+    *newline = '\0';
+    err_line(run, e, start);
+    start = newline + 1;
+  }
+  e->len -= (size_t)(start - e->buf);
+  memmove(e->buf, start, e->len);
+  if (got <= 0 || e->len == sizeof e->buf - 1) {
+    e->buf[e->len] = '\0';
+    if (e->len != 0) err_line(run, e, e->buf);
+    e->len = 0;
+  }
+  if (got <= 0) {
+    close(e->fd);
+    e->fd = -1;
+  }
+}
+
+static void err_lines_free(err_lines *e) {
+  if (e->fd >= 0) close(e->fd);
+  for (size_t i = 0; i < e->num_seen; i++) free(e->seen[i]);
+}
+
+/* Forks up to @p wanted workers reading @p queue, their stderr into @p err; returns how many started. */
+static size_t start_workers(const prewarm_run *run, worker *workers, size_t wanted, const int queue[2],
+                            const int err[2]) {
   size_t started = 0;
   fflush(NULL);
   for (; started < wanted; started++) {
@@ -161,6 +236,9 @@ static size_t start_workers(const prewarm_run *run, worker *workers, size_t want
     if (pid == 0) {
       close(queue[1]);
       close(out[0]);
+      close(err[0]);
+      dup2(err[1], STDERR_FILENO);
+      close(err[1]);
       for (size_t i = 0; i < started; i++) close(workers[i].fd);
       worker_main(run, queue[0], out[1]);
     }
@@ -193,7 +271,8 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
     }
     return;
   }
-  int queue[2] = {-1, -1};
+  int queue[2] = {-1, -1}, err[2] = {-1, -1};
+  err_lines errs = {.fd = -1};
   worker workers[MAX_WORKERS];
   size_t started = 0;
   struct sigaction ignore, saved;
@@ -201,7 +280,12 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
   ignore.sa_handler = SIG_IGN;
   /* A worker that dies must not take the parent with it on a write. */
   sigaction(SIGPIPE, &ignore, &saved);
-  if (wanted > 1 && pipe(queue) == 0) started = start_workers(run, workers, wanted, queue);
+  /* One worker too when the bar is drawn: the parent ticks it while the worker compiles. */
+  if ((wanted > 1 || run->progress_bar) && pipe(queue) == 0 && pipe(err) == 0) {
+    started = start_workers(run, workers, wanted, queue, err);
+    close(err[1]);
+    errs.fd = err[0];
+  }
   uint32_t next = 0;
   if (started > 0) {
     /* The write end is the parent's alone; the read end stays blocking while workers share it. */
@@ -217,12 +301,17 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
         fds[n++] = (struct pollfd){workers[i].fd, POLLIN, 0};
       }
       const nfds_t readers = n;
+      const nfds_t err_at = n;
+      if (errs.fd >= 0) fds[n++] = (struct pollfd){errs.fd, POLLIN, 0};
       const int feeding = queue[1] >= 0;
       if (feeding) fds[n++] = (struct pollfd){queue[1], POLLOUT, 0};
-      if (poll(fds, n, -1) < 0) {
+      int ready = poll(fds, n, run->progress_bar ? 250 : -1);
+      prewarm_progress(run, false);
+      if (ready < 0) {
         if (errno == EINTR) continue;
         break;
       }
+      if (errs.fd >= 0 && fds[err_at].revents != 0) err_read(run, &errs);
       if (feeding && fds[n - 1].revents != 0) {
         while (next < run->shares && write(queue[1], &next, sizeof next) == (ssize_t)sizeof next) next++;
         if (next == run->shares) {
@@ -235,6 +324,7 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
         if ((fds[f].revents & (POLLIN | POLLERR | POLLHUP)) && take_message(run, who[f], results)) alive--;
       }
     }
+    while (errs.fd >= 0) err_read(run, &errs); /* what the workers printed last */
     /* Queued, never taken (every worker gone): here, as are the ones never queued. The parent
      * kept the queue's read end for this; no worker reads it any more. */
     fcntl(queue[0], F_SETFL, fcntl(queue[0], F_GETFL) | O_NONBLOCK);
@@ -243,6 +333,7 @@ void prewarm_run_shares(prewarm_run *run, kvjit_context *ctx, long jobs) {
       if (share < run->shares) run_here(run, ctx, share, results);
     }
   }
+  err_lines_free(&errs);
   if (queue[0] >= 0) close(queue[0]);
   if (queue[1] >= 0) close(queue[1]);
   sigaction(SIGPIPE, &saved, NULL);

@@ -78,6 +78,8 @@ const char *arch_name(int arch, char *buf, size_t capacity) {
   return buf;
 }
 
+const char *plural(uint64_t n) { return n == 1 ? "" : "s"; }
+
 double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -92,7 +94,7 @@ double now_seconds(void) {
  * getopt_long() reports problems as '?' (unknown option) or ':' (missing value, optstring starts
  * with ':'); turn them into one line naming the flag as the user typed it.
  */
-int getopt_error(const char *cmd, int c, char *const argv[]) {
+int getopt_error(const char *cmd, int c, char *const argv[], const struct option *options) {
   const char *element = argv[optind - 1];
   char flag[64];
   if (strncmp(element, "--", 2) == 0 || optopt <= 0 || optopt >= 256) {
@@ -104,6 +106,17 @@ int getopt_error(const char *cmd, int c, char *const argv[]) {
   if (c == ':') return usage_error(cmd, "%s needs a value", flag);
   if (c == '?' && optopt != 0 && strchr(element, '=') != NULL && strncmp(element, "--", 2) == 0)
     return usage_error(cmd, "%s takes no value", flag);
+  /* A long option one typo away from one of the command's: name it. */
+  enum { MAX_NAMES = 64 };
+  const char *names[MAX_NAMES];
+  char spelled[MAX_NAMES][48];
+  size_t count = 0;
+  for (const struct option *o = options; o != NULL && o->name != NULL && count < MAX_NAMES; o++, count++) {
+    snprintf(spelled[count], sizeof spelled[count], "--%s", o->name);
+    names[count] = spelled[count];
+  }
+  const char *near = strncmp(flag, "--", 2) == 0 ? nearest_word(flag, names, count) : NULL;
+  if (near != NULL) return usage_error(cmd, "unknown option '%s'; did you mean '%s'?", flag, near);
   return usage_error(cmd, "unknown option '%s'", flag);
 }
 
@@ -135,16 +148,26 @@ int open_context(const char *cmd, const cache_opts *opts, kvjit_context **out) {
   return open_context_mode(cmd, opts, false, out);
 }
 
-int open_context_mode(const char *cmd, const cache_opts *opts, bool read_only, kvjit_context **out) {
+static int open_context_with(const char *cmd, const cache_opts *opts, bool read_only, bool quiet,
+                             kvjit_context **out) {
   kvjit_context_options options = KVJIT_CONTEXT_OPTIONS_INIT;
   options.cache_dir = opts->cache_dir;
   options.cache_path = opts->cache_path;
   options.read_only = read_only;
+  if (quiet) options.log = 0;
   /* The CLI compiles only when told to (prewarm): KVJIT_COMPILE=never is for servers. */
   options.compile_mode = KVJIT_COMPILE_ALWAYS;
   kvjit_status status = kvjit_context_create(out, &options);
   if (status != KVJIT_OK) return library_error(cmd, "cannot create the context", status);
   return 0;
+}
+
+int open_context_mode(const char *cmd, const cache_opts *opts, bool read_only, kvjit_context **out) {
+  return open_context_with(cmd, opts, read_only, false, out);
+}
+
+int open_context_quiet(const char *cmd, const cache_opts *opts, kvjit_context **out) {
+  return open_context_with(cmd, opts, false, true, out);
 }
 
 /* Exit status 1 with a message when the context has no writable dir to fill or maintain. */
@@ -173,6 +196,52 @@ void for_each_dir(const char *dirs, void (*fn)(const char *dir, void *user), voi
     p += len;
     if (*p == ':') p++;
   }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Suggestions                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static char lower(char c) { return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c; }
+
+/* Edit distance (insert, delete, replace, swap two neighbours), any case; long words cost too much. */
+static size_t edit_distance(const char *a, const char *b) {
+  enum { MAX_LEN = 64 };
+  size_t la = strlen(a), lb = strlen(b);
+  if (la >= MAX_LEN || lb >= MAX_LEN) return SIZE_MAX;
+  size_t d[MAX_LEN + 1][MAX_LEN + 1];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      size_t cost = lower(a[i - 1]) != lower(b[j - 1]);
+      size_t best = d[i - 1][j - 1] + cost;
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) && lower(a[i - 2]) == lower(b[j - 1]) &&
+          d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[la][lb];
+}
+
+const char *nearest_word(const char *typed, const char *const *words, size_t count) {
+  const char *best = NULL;
+  size_t best_distance = SIZE_MAX;
+  /* A typo is a few edits, fewer than a third of the word: "--versoin", "prewram", "llama-3.1-9b". */
+  size_t limit = strlen(typed) / 3;
+  if (limit < 1) limit = 1;
+  if (limit > 3) limit = 3;
+  for (size_t i = 0; i < count; i++) {
+    if (words[i] == NULL) continue;
+    size_t distance = edit_distance(typed, words[i]);
+    if (distance <= limit && distance < best_distance) {
+      best = words[i];
+      best_distance = distance;
+    }
+  }
+  return best;
 }
 
 int use_nvrtc(const char *cmd, const char *path) {

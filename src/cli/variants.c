@@ -9,10 +9,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "models.h"
 #include "variants.h"
 
 /* Upper bound of a row in bytes: far past any real head layout, small enough for int arithmetic. */
@@ -20,39 +22,43 @@
 
 
 /*
- * Parser of one list item: NULL on success, else what was expected ("bf16, fp16, fp32 or fp8"),
- * for the error line.
+ * Parser of one list item: NULL on success, else why not ("expected bf16, fp16, fp32 or fp8"), for
+ * the error line: a static string, or one written into @p why (@p capacity bytes).
  */
-typedef const char *(*item_parser)(const char *item, int *value);
+typedef const char *(*item_parser)(const char *item, int *value, char *why, size_t capacity);
 
-static const char *item_arch(const char *item, int *value) {
-  return kvjit_parse_arch(item, value) == KVJIT_OK ? NULL : "an arch such as sm_90, sm_90a, 90 or 9.0";
+/* The library's parser: sm_90, 90, 9.0 or a GPU's name (h100); its detail says why not, e.g. for
+ * sm_90a, a target ops do not build. */
+static const char *item_arch(const char *item, int *value, char *why, size_t capacity) {
+  if (kvjit_parse_arch(item, value) == KVJIT_OK) return NULL;
+  const char *detail = kvjit_last_error(), *reason = strstr(detail, "\": "); /* after 'arch "ITEM": ' */
+  return reason != NULL ? reason + 3 : detail;
 }
 
-static const char *item_positive(const char *item, int *value) {
+static const char *item_positive(const char *item, int *value, char *why, size_t capacity) {
   long v;
-  if (!parse_int(item, 1, 1 << 20, &v)) return "a positive integer";
+  if (!parse_int(item, 1, 1 << 20, &v)) return "expected a positive integer";
   *value = (int)v;
   return NULL;
 }
 
-static const char *item_k_row_bytes(const char *item, int *value) {
+static const char *item_k_row_bytes(const char *item, int *value, char *why, size_t capacity) {
   long v;
-  if (!parse_int(item, 1, MAX_ROW_BYTES, &v)) return "a row size in bytes, 1 to 16777216";
+  if (!parse_int(item, 1, MAX_ROW_BYTES, &v)) return "expected a row size in bytes, 1 to 16777216";
   *value = (int)v;
   return NULL;
 }
 
-static const char *item_head_dim(const char *item, int *value) {
+static const char *item_head_dim(const char *item, int *value, char *why, size_t capacity) {
   long v;
-  if (!parse_int(item, 0, 1 << 16, &v)) return "elements of one head, 0 (K only) to 65536";
+  if (!parse_int(item, 0, 1 << 16, &v)) return "expected elements of one head, 0 (K only) to 65536";
   *value = (int)v;
   return NULL;
 }
 
-static const char *item_v_row_bytes(const char *item, int *value) {
+static const char *item_v_row_bytes(const char *item, int *value, char *why, size_t capacity) {
   long v;
-  if (!parse_int(item, 0, MAX_ROW_BYTES, &v)) return "a row size in bytes, 0 (K only) to 16777216";
+  if (!parse_int(item, 0, MAX_ROW_BYTES, &v)) return "expected a row size in bytes, 0 (K only) to 16777216";
   *value = (int)v;
   return NULL;
 }
@@ -62,7 +68,7 @@ static const char *item_v_row_bytes(const char *item, int *value) {
  * deduplication merges them. */
 #define DTYPE_BYTES(value) ((value) & 0xff)
 #define DTYPE_FP8_KIND(value) ((kvjit_dtype)((value) >> 8))
-static const char *item_dtype(const char *item, int *value) {
+static const char *item_dtype(const char *item, int *value, char *why, size_t capacity) {
   static const struct {
     const char *name;
     int value;
@@ -78,23 +84,31 @@ static const char *item_dtype(const char *item, int *value) {
       {"fp8", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
       {"fp8_e4m3", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
       {"fp8_e5m2", 1 | KVJIT_DTYPE_FP8_E5M2 << 8},
+      {"float8_e4m3fn", 1 | KVJIT_DTYPE_FP8_E4M3 << 8}, /* torch's names */
+      {"float8_e5m2", 1 | KVJIT_DTYPE_FP8_E5M2 << 8},
   };
+  if (strncmp(item, "torch.", 6) == 0) item += 6;
   for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) {
-    if (strcmp(item, dtypes[i].name) == 0) {
+    if (strcasecmp(item, dtypes[i].name) == 0) {
       *value = dtypes[i].value;
       return NULL;
     }
   }
-  return "bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2";
+  const char *names[ARRAY_SIZE(dtypes)];
+  for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) names[i] = dtypes[i].name;
+  const char *near = nearest_word(item, names, ARRAY_SIZE(names));
+  snprintf(why, capacity, "%s%s%sexpected bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2", near ? "did you mean " : "",
+           near ? near : "", near ? "? " : "");
+  return why;
 }
 
 /* A --quantize-from item: the source dtype of quantizing variants, or 0 (none: plain fp8 only). */
-static const char *item_quant_src(const char *item, int *value) {
-  if (strcmp(item, "none") == 0) *value = KVJIT_DTYPE_BYTES;
-  else if (strcmp(item, "bf16") == 0 || strcmp(item, "bfloat16") == 0) *value = KVJIT_DTYPE_BF16;
-  else if (strcmp(item, "fp16") == 0 || strcmp(item, "float16") == 0 || strcmp(item, "half") == 0) *value = KVJIT_DTYPE_F16;
-  else if (strcmp(item, "fp32") == 0 || strcmp(item, "float32") == 0 || strcmp(item, "float") == 0) *value = KVJIT_DTYPE_F32;
-  else return "bf16, fp16, fp32 or none";
+static const char *item_quant_src(const char *item, int *value, char *why, size_t capacity) {
+  if (strcasecmp(item, "none") == 0) *value = KVJIT_DTYPE_BYTES;
+  else if (strcasecmp(item, "bf16") == 0 || strcasecmp(item, "bfloat16") == 0) *value = KVJIT_DTYPE_BF16;
+  else if (strcasecmp(item, "fp16") == 0 || strcasecmp(item, "float16") == 0 || strcasecmp(item, "half") == 0) *value = KVJIT_DTYPE_F16;
+  else if (strcasecmp(item, "fp32") == 0 || strcasecmp(item, "float32") == 0 || strcasecmp(item, "float") == 0) *value = KVJIT_DTYPE_F32;
+  else return "expected bf16, fp16, fp32 or none";
   return NULL;
 }
 
@@ -113,8 +127,8 @@ static const char *item_word(const char *item, int *value, const char *const *wo
   return expected;
 }
 
-static const char *item_scale(const char *item, int *value) {
-  return item_word(item, value, scale_words, ARRAY_SIZE(scale_words), "tensor, head or none");
+static const char *item_scale(const char *item, int *value, char *why, size_t capacity) {
+  return item_word(item, value, scale_words, ARRAY_SIZE(scale_words), "expected tensor, head or none");
 }
 
 /* Parse "a,b,c" with @p parse into @p out (replacing what a repeated flag gave before). */
@@ -129,8 +143,9 @@ static int parse_list(const char *cmd, const char *flag, const char *text, item_
     memcpy(item, p, len);
     item[len] = '\0';
     if (out->count == MAX_LIST) return usage_error(cmd, "%s '%s': more than %d items", flag, text, MAX_LIST);
-    const char *expected = parse(item, &out->value[out->count]);
-    if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s (expected %s)", item, flag, expected);
+    char why[256];
+    const char *expected = parse(item, &out->value[out->count], why, sizeof why);
+    if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s: %s", item, flag, expected);
     out->count++;
     if (p[len] == '\0') return 0;
     p += len + 1;
@@ -138,58 +153,26 @@ static int parse_list(const char *cmd, const char *flag, const char *text, item_
 }
 
 static int parse_one(const char *cmd, const char *flag, const char *text, item_parser parse, int *out) {
-  const char *expected = parse(text, out);
-  if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s (expected %s)", text, flag, expected);
+  char why[256];
+  const char *expected = parse(text, out, why, sizeof why);
+  if (expected != NULL) return usage_error(cmd, "bad value '%s' for %s: %s", text, flag, expected);
   return 0;
 }
 /* ------------------------------------------------------------------------------------------ */
 /* prewarm: variants                                                                           */
 /* ------------------------------------------------------------------------------------------ */
 
-/*
- * A model's KV cache layout. A store_kv_cache row is one token's K (or V) of every KV head of one
- * tensor-parallel rank: (kv_heads / tp) * head_dim * dtype bytes. MLA caches one latent "head",
- * which every rank replicates.
- */
-typedef struct model_shape {
-  const char *name;
-  int kv_heads;
-  int head_dim;   /* elements of one K head */
-  int v_head_dim; /* elements of one V head; 0: K only (MLA latent cache) */
-} model_shape;
-
-static const model_shape model_presets[] = {
-    {"llama-3.1-8b", 8, 128, 128},   {"llama-3.1-70b", 8, 128, 128}, {"llama-3.1-405b", 8, 128, 128},
-    {"qwen2.5-7b", 4, 128, 128},     {"qwen2.5-72b", 8, 128, 128},   {"qwen3-32b", 8, 128, 128},
-    {"mistral-7b", 8, 128, 128},     {"mixtral-8x7b", 8, 128, 128},  {"gemma-2-9b", 8, 256, 256},
-    {"gemma-2-27b", 16, 128, 128},   {"gpt-oss-120b", 8, 64, 64},
-    /* MLA: kv_lora_rank 512 + rope 64 = 576 elements, K only, not split across ranks. */
-    {"deepseek-v3", 1, 576, 0},      {"deepseek-r1", 1, 576, 0},
-};
-
-static const model_shape *find_model(const char *name) {
-  for (size_t i = 0; i < ARRAY_SIZE(model_presets); i++)
-    if (strcmp(model_presets[i].name, name) == 0) return &model_presets[i];
-  return NULL;
-}
-
-/* The presets, as `kvjit prewarm --help` lists them. */
-void print_model_presets(FILE *out) {
-  for (size_t i = 0; i < ARRAY_SIZE(model_presets); i++) {
-    const model_shape *m = &model_presets[i];
-    if (m->v_head_dim == 0)
-      fprintf(out, "  %-16s MLA latent, %d elements, K only, same on every rank\n", m->name, m->head_dim);
-    else
-      fprintf(out, "  %-16s %d x %d\n", m->name, m->kv_heads, m->head_dim);
+/* Index of a preset, as an item of --model. */
+static const char *item_model(const char *item, int *value, char *why, size_t capacity) {
+  const model_shape *model = model_find(item);
+  if (model != NULL) {
+    *value = (int)model_index(model);
+    return NULL;
   }
-}
-
-/* Index into model_presets, as an item of --model. */
-static const char *item_model(const char *item, int *value) {
-  const model_shape *model = find_model(item);
-  if (model == NULL) return "a model listed by 'kvjit prewarm --help'";
-  *value = (int)(model - model_presets);
-  return NULL;
+  const char *near = model_nearest(item);
+  if (near != NULL) snprintf(why, capacity, "did you mean %s?", near);
+  else snprintf(why, capacity, "expected one of the presets, or --kv-heads and --head-dim for another model");
+  return why;
 }
 
 /*
@@ -574,9 +557,9 @@ static int option_rows(const char *cmd, prewarm_opts *o, bool shape_flags, row_l
   }
   model_shape models[MAX_LIST];
   size_t num_models = o->models.count;
-  for (size_t m = 0; m < num_models; m++) models[m] = model_presets[o->models.value[m]];
+  for (size_t m = 0; m < num_models; m++) models[m] = *model_at((size_t)o->models.value[m]);
   if (num_models == 0) {
-    models[0] = *find_model("llama-3.1-8b");
+    models[0] = *model_find("llama-3.1-8b");
     num_models = 1;
   }
   return model_rows(cmd, o, models, num_models, rows);
@@ -809,7 +792,11 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
         size_t used = 0;
         for (size_t i = 0; i < kvjit_op_count() && used < sizeof names; i++)
           used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", kvjit_op_get(i)->name);
-        rc = usage_error(cmd, "bad value '%s' for --op (expected %s)", optarg, names);
+        const char *ops[16] = {NULL};
+        for (size_t i = 0; i < kvjit_op_count() && i < ARRAY_SIZE(ops); i++) ops[i] = kvjit_op_get(i)->name;
+        const char *near = nearest_word(optarg, ops, ARRAY_SIZE(ops));
+        if (near != NULL) rc = usage_error(cmd, "bad value '%s' for --op: did you mean %s?", optarg, near);
+        else rc = usage_error(cmd, "bad value '%s' for --op: expected %s", optarg, names);
       }
       break;
     case OPT_MODEL: rc = parse_list(cmd, "--model", optarg, item_model, &o->models); break;
@@ -834,7 +821,7 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
     case 'n': o->dry_run = true; break;
     case 'h': *help = true; return 0;
     default:
-      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv);
+      if (!cache_option(c, &o->cache)) rc = getopt_error(cmd, c, argv, long_options);
       break;
     }
   }

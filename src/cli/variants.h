@@ -51,8 +51,6 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
 int build_variants(const char *cmd, prewarm_opts *o, variant_list *out);
 /* Its manifest line, for progress lines. */
 const char *describe_variant(const kvjit_variant *v, char *buf, size_t capacity);
-/* The model presets, one line each, for --help. */
-void print_model_presets(FILE *out);
 /* The ops and their choice flags, for --help. */
 void print_ops(FILE *out);
 /* The field named @p name of @p op, or -1. */
