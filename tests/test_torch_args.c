@@ -1,5 +1,5 @@
 /*
- * The torch op's tensor-shape rules (src/torch/store_args.c) without torch or a GPU: the layouts
+ * The torch op's tensor-shape rules (python/csrc/store_args.c) without torch or a GPU: the layouts
  * kvjit.store_kv_cache() accepts become the right kvjit_store_kv_args, and every bad shape,
  * stride, dtype, device or scalar is refused with the right error class and a message naming
  * the argument.
@@ -13,8 +13,9 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
-#include "torch/store_args.h"
-#include "torch/transfer_args.h"
+#include "dlpack_view.h"
+#include "store_args.h"
+#include "transfer_args.h"
 
 enum { DEV_CUDA = 1 };
 
@@ -460,8 +461,50 @@ static void test_tensor_extent(void **state) {
   assert_int_equal(kvjit_tensor_view_extent(&t.view), 0);
 }
 
+/* A producer's DLTensor is memory anyone can write (issue 24): every lie is refused, naming the
+ * argument, before a size is read past the shape array or used in arithmetic. */
+static void test_lying_dlpack_tensors(void **state) {
+  (void)state;
+  int64_t shape[3] = {4, 8, 128}, strides[3] = {1024, 128, 1};
+  kvjit_dl_tensor t = {(void *)0x10000, {KVJIT_DL_CUDA, 0}, 3, {4, 16, 1}, shape, strides, 0};
+  kvjit_dl_view_buf out;
+  char msg[256];
+  assert_int_equal(kvjit_dl_view(&t, "k", 0, &out, msg, sizeof msg), 0);
+  assert_int_equal(out.view.kind, KVJIT_TENSOR_BF16);
+  assert_true(out.view.sizes == out.sizes && out.sizes[2] == 128); /* copied: the capsule may go */
+  kvjit_dl_tensor bad = t;
+  bad.ndim = INT32_MAX; /* with a shape array of 3 */
+  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "k: DLPack ndim"));
+  bad = t;
+  bad.shape = NULL;
+  assert_int_equal(kvjit_dl_view(&bad, "v", 0, &out, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "v: DLPack shape is NULL"));
+  int64_t huge_strides[3] = {INT64_C(1) << 62, 128, 1};
+  bad = t;
+  bad.strides = huge_strides;
+  assert_int_equal(kvjit_dl_view(&bad, "k_cache", 0, &out, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "k_cache: stride"));
+  bad = t;
+  bad.byte_offset = UINT64_MAX;
+  assert_int_equal(kvjit_dl_view(&bad, "indices", 0, &out, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "indices: DLPack byte_offset"));
+  int64_t big_shape[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 128};
+  bad = t;
+  bad.shape = big_shape;
+  bad.strides = NULL;
+  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "larger than 2^62"));
+  int64_t negative[3] = {4, -8, 128};
+  bad = t;
+  bad.shape = negative;
+  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, msg, sizeof msg), -1);
+  assert_non_null(strstr(msg, "negative"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lying_dlpack_tensors),
       cmocka_unit_test(test_contiguous_store),  cmocka_unit_test(test_paged_cache_and_strides),
       cmocka_unit_test(test_k_only_and_raw_bytes), cmocka_unit_test(test_quantize_scales),
       cmocka_unit_test(test_bad_shapes),        cmocka_unit_test(test_bad_dtypes),

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "torch/dlpack_view.h"
+#include "dlpack_view.h"
 #include "kvjit.h"
-#include "torch/store_args.h"
+#include "store_args.h"
 
 #define BENCH_API __attribute__((visibility("default")))
 
@@ -21,6 +21,8 @@ static double now_ns(void) {
 }
 
 BENCH_API double kvjit_bench_store_loop(kvjit_context *ctx, const kvjit_store_kv_args *args, long n, int *status);
+BENCH_API double kvjit_bench_transfer_loop(kvjit_context *ctx, const kvjit_transfer_kv_args *args, long n,
+                                           int *status);
 BENCH_API int kvjit_bench_tvm_init(const char *libtvm_ffi, kvjit_context *ctx);
 
 /** @p n calls of kvjit_store_kv_cache with the same prepared @p args: ns per call; *status: the first failure. */
@@ -29,6 +31,18 @@ BENCH_API double kvjit_bench_store_loop(kvjit_context *ctx, const kvjit_store_kv
   double start = now_ns();
   for (long i = 0; i < n; i++) {
     kvjit_status s = kvjit_store_kv_cache(ctx, args);
+    if (s != KVJIT_OK && *status == KVJIT_OK) *status = s;
+  }
+  return (now_ns() - start) / (double)n;
+}
+
+/** The same for kvjit_transfer_kv. */
+BENCH_API double kvjit_bench_transfer_loop(kvjit_context *ctx, const kvjit_transfer_kv_args *args, long n,
+                                           int *status) {
+  *status = KVJIT_OK;
+  double start = now_ns();
+  for (long i = 0; i < n; i++) {
+    kvjit_status s = kvjit_transfer_kv(ctx, args);
     if (s != KVJIT_OK && *status == KVJIT_OK) *status = s;
   }
   return (now_ns() - start) / (double)n;
@@ -69,9 +83,9 @@ BENCH_API int kvjit_bench_tvm_init(const char *libtvm_ffi, kvjit_context *ctx) {
   return tvm_get_stream && tvm_set_error ? 0 : -1;
 }
 
-static const bench_dl_tensor *tvm_tensor(const tvm_ffi_any *a) {
-  if (a->type_index == TVM_FFI_TENSOR) return (const bench_dl_tensor *)(void *)(a->v_obj + 1);
-  if (a->type_index == TVM_FFI_DLTENSOR_PTR) return (const bench_dl_tensor *)a->v_ptr;
+static const kvjit_dl_tensor *tvm_tensor(const tvm_ffi_any *a) {
+  if (a->type_index == TVM_FFI_TENSOR) return (const kvjit_dl_tensor *)(void *)(a->v_obj + 1);
+  if (a->type_index == TVM_FFI_DLTENSOR_PTR) return (const kvjit_dl_tensor *)a->v_ptr;
   return NULL;
 }
 
@@ -85,25 +99,30 @@ BENCH_API int __tvm_ffi_store_kv_cache(void *self, const tvm_ffi_any *args, int3
     tvm_set_error("TypeError", "store_kv_cache takes k, v, k_cache, v_cache, indices");
     return -1;
   }
-  bench_view views[5];
+  kvjit_dl_view_buf views[5];
+  static const char *const names[5] = {"k", "v", "k_cache", "v_cache", "indices"};
+  char msg[512];
   for (int i = 0; i < 5; i++) {
-    const bench_dl_tensor *t = tvm_tensor(&args[i]);
-    if (t == NULL || bench_dl_view(t, &views[i]) != 0) {
-      tvm_set_error("TypeError", "store_kv_cache: every argument must be a tensor of at most 8 dims");
+    const kvjit_dl_tensor *t = tvm_tensor(&args[i]);
+    if (t == NULL) {
+      tvm_set_error("TypeError", "store_kv_cache: every argument must be a tensor");
+      return -1;
+    }
+    if (kvjit_dl_view(t, names[i], 1, &views[i], msg, sizeof msg) != 0) { /* tvm-ffi's tensors: real ones */
+      tvm_set_error("ValueError", msg);
       return -1;
     }
   }
   kvjit_store_request req = {views[0].view, views[1].view, views[2].view, views[3].view, views[4].view,
                              {0},           {0},           -1,            -1,            0, KVJIT_PDL_AUTO, 0};
   kvjit_store_kv_args a;
-  char msg[512];
   kvjit_request_error refused = kvjit_store_request_args(&req, &a, msg, sizeof msg);
   if (refused) {
     tvm_set_error(refused == KVJIT_REQUEST_TYPE_ERROR ? "TypeError" : "ValueError", msg);
     return -1;
   }
-  if (req.k.device_type == BENCH_DL_CUDA)
-    a.stream = (struct CUstream_st *)tvm_get_stream(BENCH_DL_CUDA, req.k.device_index);
+  if (req.k.device_type == KVJIT_DL_CUDA)
+    a.stream = (struct CUstream_st *)tvm_get_stream(KVJIT_DL_CUDA, req.k.device_index);
   else if (a.batch != 0) {
     tvm_set_error("ValueError", "k: not a CUDA tensor");
     return -1;

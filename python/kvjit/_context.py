@@ -56,7 +56,7 @@ def _text_bytes(value, name):
 
 
 def _unsigned(value, name, bits, what):
-    """A C unsigned of @p bits bits: TypeError for a non-int, ValueError out of range (never a
+    """A C unsigned of ``bits`` bits: TypeError for a non-int, ValueError out of range (never a
     silent wrap: 2**64 + 5 is not 5)."""
     if type(value) is not int:
         raise TypeError(f"{name}: expected an int ({what}), got {type(value).__name__}")
@@ -66,7 +66,7 @@ def _unsigned(value, name, bits, what):
 
 
 def context_arg(context):
-    """@p context, or the default context for None; TypeError naming the argument otherwise."""
+    """``context``, or the default context for None; TypeError naming the argument otherwise."""
     if context is None:
         return default_context()
     if not isinstance(context, Context):
@@ -204,12 +204,12 @@ def _create_default():
 
 
 def stats(context=None):
-    """kvjit_context_stats of @p context (default: the default context) as a dict."""
+    """kvjit_context_stats of ``context`` (default: the default context) as a dict."""
     return context_arg(context).stats()
 
 
 def explain_misses(context=None):
-    """The misses of @p context (default: the default context) explained, each key once, as dicts
+    """The misses of ``context`` (default: the default context) explained, each key once, as dicts
     {"cause": "nvrtc" | "target" | "toolkit" | "options" | "source" | "cold" | "other", "key": hex,
     "message": one line naming what differs and what to do}. stats()' misses_* count them by cause."""
     ctx = context_arg(context)
@@ -223,10 +223,21 @@ def explain_misses(context=None):
 
 
 def cache_info(context=None):
-    """kvjit_context_cache_info of @p context (default: the default context) as a dict."""
+    """kvjit_context_cache_info of ``context`` (default: the default context) as a dict."""
     return context_arg(context).cache_info()
 
 
 def oob_count(reset=False, context=None):
     """Out-of-range slot ids counted by store kernels (kvjit_store_kv_cache_oob_count)."""
     return context_arg(context).oob_count(reset)
+
+
+def transfer_kv_oob_count(reset=False, context=None):
+    """Slot ids past either cache (and unusable layer pointers) seen by ``context``'s transfer_kv
+    kernels in the current CUDA context since the last reset. Synchronises."""
+    if type(reset) is not bool and reset not in (0, 1):
+        raise TypeError(f"reset: expected a bool, got {type(reset).__name__}")
+    ctx = context_arg(context)
+    count = ctypes.c_uint64()
+    ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_oob_count"](ctx.handle, ctypes.byref(count), 1 if reset else 0))
+    return count.value

@@ -152,6 +152,11 @@ def _error_class(status):
     return Error
 
 
+def error_for(status, message, name=None):
+    """The kvjit.Error (subclass) for ``status`` with the library's one-line ``message``."""
+    return _error_class(status)(status, message, name)
+
+
 # ---- structs -----------------------------------------------------------------------------------
 
 
@@ -278,7 +283,7 @@ class LaunchConfig(ctypes.Structure):
 
 
 class StoreKvArgs(ctypes.Structure):
-    """kvjit_store_kv_args (version 2). The hot path packs the same bytes with STORE_KV_PACKER."""
+    """kvjit_store_kv_args (version 2), as the native module fills it (kvjit._ops.store_kv_args)."""
 
     _fields_ = [
         ("version", ctypes.c_uint),
@@ -311,13 +316,6 @@ class StoreKvArgs(ctypes.Structure):
     ]
 
 
-# The same layout for struct.pack: '@' gives each field its native alignment, as the C compiler
-# does. Packing one bytes object per call is faster than setting 26 ctypes fields, and an
-# immutable per-call buffer needs no per-thread struct (ctypes drops the GIL during the call).
-STORE_KV_PACKER = struct.Struct("@I5Pi10qiiPiiiPPq")
-assert STORE_KV_PACKER.size == ctypes.sizeof(StoreKvArgs), "kvjit_store_kv_args layout"
-
-
 # ---- transfer_kv (helper C's block) ---------------------------------------------------------
 
 TRANSFER_KV_ARGS_VERSION = 1
@@ -325,7 +323,8 @@ LOCATION_DEVICE = 0
 LOCATION_HOST = 1
 TRANSFER_KV_MAX_LAYERS = 65535
 
-# kvjit_transfer_kv_args, packed like STORE_KV_PACKER: version, src_k, src_v, dst_k, dst_v,
+# kvjit_transfer_kv_args for struct.pack ('@': each field's native alignment, as the C compiler
+# gives it), for transfer_kv_all_layers: version, src_k, src_v, dst_k, dst_v,
 # src_indices, dst_indices, index_type, src_index_stride, dst_index_stride, batch, k_row_bytes,
 # v_row_bytes, src_k_stride, src_v_stride, dst_k_stride, dst_v_stride, src_num_slots,
 # dst_num_slots, num_layers, src, dst, split, pdl, stream.
@@ -400,15 +399,12 @@ _PROTOTYPES = {
     "kvjit_kernel_num_params": (_I, [_P, ctypes.POINTER(ctypes.c_size_t)]),
     "kvjit_kernel_param_info": (_I, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                      ctypes.POINTER(ctypes.c_size_t)]),
-    # args is passed as a packed bytes object (STORE_KV_PACKER), hence c_char_p.
-    "kvjit_store_kv_cache": (_I, [_P, _S]),
-    "kvjit_store_kv_cache_prepare": (_I, [_P, _S]),
     "kvjit_store_kv_cache_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
     "kvjit_store_kv_cache_prewarm": (_I, [_P, ctypes.POINTER(StoreKvVariant), ctypes.POINTER(ctypes.c_uint),
                                           ctypes.POINTER(ctypes.c_uint)]),
     "kvjit_store_kv_variant_format": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_char_p, ctypes.c_size_t]),
     "kvjit_store_kv_variant_parse": (_I, [ctypes.POINTER(StoreKvVariant), _S]),
-    # transfer_kv and the generic prewarm (helper C); args packed with TRANSFER_KV_PACKER.
+    # transfer_kv_all_layers and the generic prewarm; args packed with TRANSFER_KV_PACKER.
     "kvjit_transfer_kv": (_I, [_P, _S]),
     "kvjit_transfer_kv_prepare": (_I, [_P, _S]),
     "kvjit_transfer_kv_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
@@ -440,51 +436,23 @@ class Library:
             f.restype = restype
             f.argtypes = argtypes
             self.fn[name] = f
-        # Bound once: the hot path reads these attributes directly.
-        self.store = self.fn["kvjit_store_kv_cache"]
-        self.prepare = self.fn["kvjit_store_kv_cache_prepare"]
         self.last_error_fn = self.fn["kvjit_last_error"]
         self.version_string = self.fn["kvjit_version_string"]().decode()
         self.version_number = self.fn["kvjit_version_number"]()
-        self.store_args_version = self._probe_store_args_version()
 
     def last_error(self):
         return self.last_error_fn().decode(errors="replace")
 
     def error(self, status, log=None):
         """The exception for a failed call, with this thread's last-error detail."""
-        cls = _error_class(status)
-        message = self.last_error()
         name = self.fn["kvjit_status_name"](status).decode()
-        if cls is CompileError:
-            return CompileError(status, message, name, log or "")
-        return cls(status, message, name)
+        if _error_class(status) is CompileError:
+            return CompileError(status, self.last_error(), name, log or "")
+        return error_for(status, self.last_error(), name)
 
     def check(self, status):
         if status != OK:
             raise self.error(status)
-
-    def _probe_store_args_version(self):
-        """2 when the library takes version-2 store args (quantize on store), else 1.
-
-        A batch-0 store is validated and returns before any driver call, so this works anywhere.
-        A library built before version 2 still serves plain copies with version-1 args (the
-        version-2 fields sit after the version-1 ones and are then simply not read).
-        """
-        handle = ctypes.c_void_p()
-        opts = ContextOptions(CONTEXT_OPTIONS_VERSION, None, None, 1, 0, 0, 0, None, FROM_ENV, 0, COMPILE_FROM_ENV,
-                              None, FROM_ENV)
-        if self.fn["kvjit_context_create"](ctypes.byref(handle), ctypes.byref(opts)) != OK:
-            return STORE_KV_ARGS_VERSION
-        try:
-            for version in (STORE_KV_ARGS_VERSION, 1):
-                args = STORE_KV_PACKER.pack(version, 0, 0, 0, 0, 0, INDEX_INT64, 1, 0, 16, 0, 0, 0, 0, 0, 1,
-                                            NO_SKIP_SLOT, 0, PDL_AUTO, 0, 0, 0, 0, 0, 0, 0)
-                if self.store(handle, args) == OK:
-                    return version
-            return STORE_KV_ARGS_VERSION
-        finally:
-            self.fn["kvjit_context_destroy"](handle)
 
 
 def _candidates():

@@ -2,7 +2,7 @@
 
 import ctypes
 
-from . import _context, _lib, _store, _tensor
+from . import _context, _lib, _ops
 
 
 def _text(value, name):
@@ -98,7 +98,7 @@ class Program:
         raise lib.error(status, log=log)
 
     def build(self, arch=None):
-        """Compile or fetch the program for @p arch (default: the Program's; it must name a compute
+        """Compile or fetch the program for ``arch`` (default: the Program's; it must name a compute
         capability where there is no GPU) without loading it; needs no driver. Returns a Binary.
         Raises CompileError, with the full NVRTC log in .log, when NVRTC rejects the source."""
         arch = self._arch if arch is None else self._parse_arch(arch)
@@ -108,7 +108,7 @@ class Program:
         return Binary(self._context, handle, origin)
 
     def compile(self, arch=None):
-        """Make sure the program is in the disk cache for @p arch (default: the Program's; it must
+        """Make sure the program is in the disk cache for ``arch`` (default: the Program's; it must
         be set where there is no GPU). Needs no driver. Returns "disk", "compile" or "memory".
         Raises CompileError (its .log: NVRTC's full log) when NVRTC rejects the source."""
         arch = self._arch if arch is None else self._parse_arch(arch)
@@ -162,7 +162,7 @@ class Program:
 
     def global_address(self, name):
         """(device address, size in bytes) of the loaded program's extern "C" __device__ variable
-        @p name, in the current CUDA context."""
+        ``name``, in the current CUDA context."""
         handle = self._require_loaded()
         lib = self._context._lib
         address, size = ctypes.c_uint64(), ctypes.c_size_t()
@@ -261,7 +261,7 @@ class Kernel:
         self._lib = program._context._lib
 
     def get_attribute(self, attribute, device=None):
-        """An attribute ("num_regs", "max_dynamic_shared_size_bytes", ...) on @p device (default
+        """An attribute ("num_regs", "max_dynamic_shared_size_bytes", ...) on ``device`` (default
         the current one)."""
         value = ctypes.c_int()
         self._lib.check(self._lib.fn["kvjit_kernel_get_attribute"](self._handle, _attribute(attribute),
@@ -269,7 +269,7 @@ class Kernel:
         return value.value
 
     def set_attribute(self, attribute, value, device=None):
-        """Set an attribute for launches on @p device, e.g. set_attribute(
+        """Set an attribute for launches on ``device``, e.g. set_attribute(
         "max_dynamic_shared_size_bytes", 200 * 1024) before a launch with that much shared memory."""
         if not isinstance(value, int) or isinstance(value, bool) or not -2**31 <= value < 2**31:
             raise ValueError(f"value: expected a 32-bit int, got {value!r}")
@@ -284,7 +284,7 @@ class Kernel:
         return count.value
 
     def param_info(self, index):
-        """(offset, size) in bytes of parameter @p index."""
+        """(offset, size) in bytes of parameter ``index``."""
         offset, size = ctypes.c_size_t(), ctypes.c_size_t()
         self._lib.check(self._lib.fn["kvjit_kernel_param_info"](self._handle, index, ctypes.byref(offset),
                                                                 ctypes.byref(size)))
@@ -318,34 +318,25 @@ class Kernel:
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args: expected a list of kernel arguments, got {type(args).__name__}")
         values = []
-        torch_dev = None
+        tensor_stream = None  # the first tensor's framework's stream (torch's current one)
         for i, arg in enumerate(args):
             if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Union, ctypes.Array)):
                 values.append(arg)
             elif isinstance(arg, (bool, int, float)):
                 raise TypeError(f"args[{i}]: wrap Python numbers in a ctypes type (ctypes.c_int, c_int64, c_float, "
                                 f"c_void_p, ...) so the kernel gets the right width, got {arg!r}")
-            elif _tensor.is_tensor(arg):
-                d = _tensor.describe(arg, f"args[{i}]")
-                if d[7] and torch_dev is None:
-                    torch_dev = d[5]
-                values.append(ctypes.c_void_p(d[0]))
             else:
-                raise TypeError(f"args[{i}]: expected a ctypes value or a CUDA tensor, got {type(arg).__name__}")
+                d = _ops.native().describe(arg, f"args[{i}]")
+                if tensor_stream is None:
+                    tensor_stream = d[7]
+                values.append(ctypes.c_void_p(d[0]))
         cfg.num_args = len(values)
         pointers = (ctypes.c_void_p * max(len(values), 1))()
         for i, value in enumerate(values):
             pointers[i] = ctypes.addressof(value)
-        if stream is not None:
-            cfg.stream = _tensor.stream_handle(stream)
-        elif torch_dev is not None:
-            cfg.stream = _tensor.torch_raw_stream(torch_dev)
-        launch = (self._launch, torch_dev, self._handle, ctypes.byref(cfg), pointers)
-        if torch_dev is not None and _tensor.torch_get_device() != torch_dev:
-            with _tensor.torch_device_guard(torch_dev):
-                status = _store.call_in_context(*launch)
-        else:
-            status = _store.call_in_context(*launch)
+        handle = _ops.stream_handle(stream)
+        cfg.stream = tensor_stream if handle is None else handle
+        status = self._launch(self._handle, ctypes.byref(cfg), pointers)
         if status:
             raise self._lib.error(status)
 

@@ -5,6 +5,7 @@ pytest is importable; raises() is our own so both runners behave alike.
 """
 
 import contextlib
+import ctypes
 import os
 import re
 import sys
@@ -135,3 +136,40 @@ class FakeCAI:
             "shape": tuple(shape), "typestr": typestr, "data": (ptr, False), "strides": strides,
             "version": 3, "stream": stream,
         }
+
+
+# ---- DLPack without a framework -----------------------------------------------------------------
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+class FakeDLPack:
+    """A CUDA tensor exported only through __dlpack__ (a hand-built DLManagedTensor capsule). Its
+    fields may lie: ndim need not match the shape array (the hostile-producer tests)."""
+
+    def __init__(self, shape, code, bits, ptr, strides=None, device_type=2, device_id=0, byte_offset=0,
+                 ndim=None):
+        n = len(shape)
+        self._shape = (ctypes.c_int64 * max(n, 1))(*shape)
+        self._strides = (ctypes.c_int64 * n)(*strides) if strides else None
+        self._managed = _DLManagedTensor(_DLTensor(
+            ptr, device_type, device_id, n if ndim is None else ndim, code, bits, 1, ctypes.addressof(self._shape),
+            ctypes.addressof(self._strides) if self._strides else None, byte_offset), None, None)
+
+    def __dlpack__(self, stream=None):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype = ctypes.py_object
+        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self._managed), b"dltensor", None)
+
+    def __dlpack_device__(self):
+        return (2, 0)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Host-side cost of one kvjit.store_kv_cache call from Python (not a test).
 
-Without a GPU: fake __cuda_array_interface__ tensors with batch 0, so the call goes through every
-Python check, the packing and the library's validation, and returns before any driver call; plus
-the parts alone. With torch and a GPU: real decode-sized stores (batch 16, 8 x 128 bf16) against
+Without a GPU: fake __cuda_array_interface__ tensors with batch 0, so the call goes through the
+keywords, the native module's reading and rules and the library's validation, and returns before
+any driver call; plus the parts alone. With torch and a GPU: real decode-sized stores (batch 16, 8 x 128 bf16) against
 `k_cache[loc] = k; v_cache[loc] = v`, host time per call (launches queue; one sync at the end).
 
 usage: KVJIT_LIB=build/src/libkvjit.so python3 python/tests/bench_overhead.py
@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import kvjit  # noqa: E402
-from kvjit import _lib, _store  # noqa: E402
+from kvjit import _ops  # noqa: E402
 
 
 class CAI:
@@ -46,23 +46,16 @@ def cpu_part():
     k, v = CAI((0, h, d), "<f2", 0x10000000), CAI((0, h, d), "<f2", 0x20000000)
     kc, vc = CAI((4096, h, d), "<f2", 0x30000000), CAI((4096, h, d), "<f2", 0x40000000)
     loc = CAI((0,), "<i8", 0x50000000)
-    ctx = kvjit.default_context()
-    lib = ctx._lib
-    version = lib.store_args_version
-    args, _, _ = _store.build_args(k, v, kc, vc, loc, None, None, None, 0, "auto", None, None, None, None, version)
+    native = _ops.native()
     n = 20000
     loop = per_call_ns(lambda: None, n)
     full = per_call_ns(lambda: kvjit.store_kv_cache(k, v, kc, vc, loc), n)
-    build = per_call_ns(lambda: _store.build_args(k, v, kc, vc, loc, None, None, None, 0, "auto", None, None, None,
-                                                   None, version), n)
-    call = per_call_ns(lambda: lib.store(ctx._handle, args), n)
-    values = _lib.STORE_KV_PACKER.unpack(args)
-    pack = per_call_ns(lambda: _lib.STORE_KV_PACKER.pack(*values), n)
+    raw = per_call_ns(lambda: native.store_kv_cache(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0), n)
+    args = per_call_ns(lambda: native.store_kv_args(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0), n)
     print(f"CAI fakes, batch 0 (no launch), best of 5 x {n}:")
     print(f"  kvjit.store_kv_cache, whole call   {full:8.0f} ns")
-    print(f"    build_args (5 tensors, checks)  {build:8.0f} ns")
-    print(f"    ctypes call + C validation      {call:8.0f} ns")
-    print(f"    struct pack alone               {pack:8.0f} ns")
+    print(f"    kvjit._C.store_kv_cache (op args) {raw:8.0f} ns")
+    print(f"    reading + rules alone            {args:8.0f} ns")
     print(f"  an empty Python call, for scale   {loop:8.0f} ns")
 
 

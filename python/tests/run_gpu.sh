@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python binding's whole suite on a GPU machine (CPU tests, GPU tests against PyTorch, fp8,
-# the torch op eagerly / under torch.compile / in CUDA graphs), then the per-call overhead, the
+# the torch op eagerly / under torch.compile / in CUDA graphs, CuPy and JAX arrays), then the per-call overhead, the
 # binding benchmark (bench/bench_binding.py) and the wheel (pip install .) tested as installed. Run from the repo root with
 # the library already built in BUILD_DIR (default build-gpu) and a python3 that has torch;
 # pytest is used when installed, else python/tests/run.py's built-in runner.
@@ -60,9 +60,9 @@ if [ -n "${KVJIT_WHEEL:-}" ] || python3 -c "import mesonpy" 2>/dev/null; then
   echo "installing $wheel_source"
   if python3 -m pip install -q --no-deps --no-build-isolation --no-index --target "$tmp/site" "$wheel_source"; then
     (cd "$tmp" && env -u KVJIT_LIB PYTHONPATH="$tmp/site" python3 -c \
-      "import kvjit, kvjit._torch_op as t; kvjit.register_torch_ops(); print('installed:', kvjit.__version__, kvjit.library_path(), 'fast path:', t.fast_store is not None)")
+      "import kvjit, torch; from kvjit import _ops; print('installed:', kvjit.__version__, kvjit.library_path(), 'native:', _ops.native().__file__, 'op after kvjit then torch:', torch.ops.kvjit.store_kv_cache.default)")
     env -u KVJIT_LIB KVJIT_TEST_INSTALLED=1 PYTHONPATH="$tmp/site" python3 python/tests/run.py \
-      python/tests/test_api.py python/tests/test_gpu_torch_op.py | tail -1
+      python/tests/test_api.py python/tests/test_gpu_torch_op.py python/tests/test_torch_op.py | tail -1
   else
     echo "pip install $wheel_source: failed"
   fi

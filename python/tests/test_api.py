@@ -15,7 +15,7 @@ import sys
 from _support import LOADER_SRC, FakeCAI, has_driver, parametrize, raises, skip, tempdir
 
 import kvjit
-from kvjit import _lib, _store, _tensor
+from kvjit import _lib, _ops
 
 B, H, D = 16, 8, 128
 K, V, KC, VC, LOC = 0x10000000, 0x20000000, 0x30000000, 0x40000000, 0x50000000
@@ -36,14 +36,7 @@ def tensors(batch=B, heads=H, dim=D, typestr="<f2", slots=1000, index="<i8", **o
 
 def packed(t, **kw):
     """The kvjit_store_kv_args the binding would pass, as a ctypes struct."""
-    opts = dict(batch=None, num_slots=None, skip_slot=None, split=0, pdl="auto", k_scale=None, v_scale=None,
-                cache_dtype=None, stream=None)
-    opts.update(kw)
-    args, _, _ = _store.build_args(t["k"], t["v"], t["k_cache"], t["v_cache"], t["indices"], opts["batch"],
-                                   opts["num_slots"], opts["skip_slot"], opts["split"], opts["pdl"],
-                                   opts["k_scale"], opts["v_scale"], opts["cache_dtype"], opts["stream"],
-                                   _lib.load().store_args_version)
-    return _lib.StoreKvArgs.from_buffer_copy(args)
+    return _ops.store_kv_args(t["k"], t["v"], t["k_cache"], t["v_cache"], t["indices"], **kw)
 
 
 def store(t, **kw):
@@ -117,14 +110,6 @@ def test_struct_layouts():
     assert ctypes.sizeof(_lib.LaunchConfig) == 72 and _lib.LaunchConfig.stream.offset == 32
     assert _lib.LaunchConfig.num_args.offset == 64
     assert ctypes.sizeof(_lib.Stats) == 240 and ctypes.sizeof(_lib.MissInfo) == 808 and ctypes.sizeof(_lib.CacheInfo) == 32
-    # The packer writes the same bytes as the ctypes struct.
-    values = list(range(1, 27))
-    s = _lib.StoreKvArgs.from_buffer_copy(_lib.STORE_KV_PACKER.pack(*values))
-    assert [getattr(s, name) for name, _ in _lib.StoreKvArgs._fields_] == values
-
-
-def test_library_takes_version_2_store_args():
-    assert _lib.load().store_args_version == _lib.STORE_KV_ARGS_VERSION == 2
 
 
 def test_errors_carry_status_name_and_message():
@@ -184,8 +169,17 @@ def test_prewarm_into_a_temp_cache_without_a_gpu():
         # K only, one split: decode batches 8 B accesses and plain stores, batches 17..512 8 B and
         # evict-first, 513..32768 16 B and evict-first, batches > 32768 two items per lane group
         # (128 B slices): four kernels.
-        one = kvjit.prewarm(256, 0, arch="sm_80", split=2, context=ctx)
+        one = kvjit.prewarm(256, 0, arch="sm_80", split=2, index="int64", context=ctx)
         assert one["compiled"] == 4, one
+
+
+def test_prewarm_defaults_are_the_clis():
+    """Issue 25: kvjit.prewarm(N) builds what `kvjit prewarm --k-row-bytes N` does: V rows as wide
+    as K rows, int32 and int64 indices."""
+    with tempdir() as d1, tempdir() as d2, kvjit.Context(d1, log=False) as a, kvjit.Context(d2, log=False) as b:
+        explicit = [kvjit.prewarm(256, 256, arch="sm_80", split=2, index=i, context=a)["compiled"]
+                    for i in ("int32", "int64")]
+        assert kvjit.prewarm(256, arch="sm_80", split=2, context=b)["compiled"] == sum(explicit) > 0
 
 
 def test_prewarm_quantizing_variant():
@@ -381,7 +375,7 @@ BAD_KEYWORDS = [
     ("skip_slot", ValueError, {"skip_slot": 1000}),
     ("skip_slot", ValueError, {"skip_slot": 5, "num_slots": 5}),
     ("split", ValueError, {"split": -1}),
-    ("split", ValueError, {"split": 1.5}),
+    ("split", TypeError, {"split": 1.5}),
     ("split", kvjit.InvalidArgumentError, {"split": 3}),  # the library's check, before any launch
     ("pdl", ValueError, {"pdl": "maybe"}),
     ("pdl", ValueError, {"pdl": 1}),
@@ -486,31 +480,7 @@ def test_stream_from_keyword_and_cai():
 # ---- DLPack ------------------------------------------------------------------------------------
 
 
-class FakeDLPack:
-    """A CUDA tensor exported only through __dlpack__ (a hand-built DLManagedTensor capsule)."""
-
-    def __init__(self, shape, code, bits, ptr, strides=None, device_type=2, device_id=0, byte_offset=0):
-        n = len(shape)
-        self._shape = (ctypes.c_int64 * n)(*shape)
-        self._strides = (ctypes.c_int64 * n)(*strides) if strides else None
-        t = _tensor._DLTensor()
-        t.data = ptr
-        t.device = _tensor._DLDevice(device_type, device_id)
-        t.ndim = n
-        t.dtype = _tensor._DLDataType(code, bits, 1)
-        t.shape = self._shape
-        t.strides = self._strides
-        t.byte_offset = byte_offset
-        self._managed = _tensor._DLManagedTensor(t, None, None)
-
-    def __dlpack__(self, stream=None):
-        new = ctypes.pythonapi.PyCapsule_New
-        new.restype = ctypes.py_object
-        new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-        return new(ctypes.addressof(self._managed), b"dltensor", None)
-
-    def __dlpack_device__(self):
-        return (2, 0)
+from _support import FakeDLPack  # noqa: E402
 
 
 def test_dlpack_tensors():
@@ -522,7 +492,7 @@ def test_dlpack_tensors():
     s = packed(t)
     assert (s.k, s.k_cache, s.indices, s.index_type) == (K, KC, LOC, _lib.INDEX_INT32)
     assert s.k_cache_stride == 2 * H * D * 2 and s.k_row_bytes == H * D * 2
-    with raises(ValueError, match="^k: must be CUDA memory"):
+    with raises(ValueError, match="^k: must be a CUDA tensor"):
         store(dict(t, k=FakeDLPack((B, H, D), 4, 16, K, device_type=1)))
     with raises(ValueError, match="^v_cache: on cuda:1"):
         store(dict(t, v_cache=FakeDLPack((1000, H, D), 4, 16, VC, device_id=1)))

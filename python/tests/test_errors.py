@@ -152,11 +152,11 @@ CASES = [
     ("launch-stream-str", "stream", TypeError, lambda: launch(stream="s"), None),
     # store_kv_cache: keywords
     ("store-num_slots-64bit", "num_slots", ValueError, lambda: store(num_slots=BIG), None),
-    ("store-num_slots-bool", "num_slots", ValueError, lambda: store(num_slots=True), None),
+    ("store-num_slots-bool", "num_slots", TypeError, lambda: store(num_slots=True), None),
     ("store-skip_slot-64bit", "skip_slot", ValueError, lambda: store(skip_slot=BIG), None),
-    ("store-skip_slot-str", "skip_slot", ValueError, lambda: store(skip_slot="0"), None),
+    ("store-skip_slot-str", "skip_slot", TypeError, lambda: store(skip_slot="0"), None),
     ("store-split-64bit", "split", ValueError, lambda: store(split=BIG), None),
-    ("store-split-none", "split", ValueError, lambda: store(split=None), None),
+    ("store-split-none", "split", TypeError, lambda: store(split=None), None),
     ("store-pdl-int", "pdl", ValueError, lambda: store(pdl=1), None),
     ("store-cache_dtype-nul", "cache_dtype", ValueError, lambda: store(cache_dtype="fp8_e4m3\0"), None),
     ("store-cache_dtype-int", "cache_dtype", ValueError, lambda: store(cache_dtype=4), None),
@@ -177,7 +177,7 @@ CASES = [
     ("store-k_scale-wrong-type", "k_scale", TypeError, lambda: store(k_scale="1.0"), None),
     # prepare: its own keyword, then the same checks
     ("prepare-batch-64bit", "batch", ValueError, lambda: prepare(batch=BIG), None),
-    ("prepare-batch-str", "batch", ValueError, lambda: prepare(batch="0"), None),
+    ("prepare-batch-str", "batch", TypeError, lambda: prepare(batch="0"), None),
     # prewarm
     ("prewarm-row-64bit", "k_row_bytes", ValueError, lambda: kvjit.prewarm(BIG, arch=90), None),
     ("prewarm-row-none", "k_row_bytes", ValueError, lambda: kvjit.prewarm(None, arch=90), None),
@@ -186,7 +186,7 @@ CASES = [
     ("prewarm-split-64bit", "split", ValueError, lambda: kvjit.prewarm(256, arch=90, split=BIG), None),
     ("prewarm-heads-64bit", "num_heads", ValueError,
      lambda: kvjit.prewarm(256, arch=90, dtype="bf16", cache_dtype="fp8_e4m3", num_heads=BIG), None),
-    ("prewarm-index-none", "index", ValueError, lambda: kvjit.prewarm(256, arch=90, index=None), None),
+    ("prewarm-index-int", "index", ValueError, lambda: kvjit.prewarm(256, arch=90, index=16), None),
     ("prewarm-context-type", "context", TypeError, lambda: kvjit.prewarm(256, arch=90, context=1), None),
     # transfer_kv (helper C): keywords, tensors, tables, counters, manifest lines
     ("transfer-split-64bit", "split", ValueError, lambda: transfer(split=BIG), None),

@@ -276,15 +276,15 @@ def test_op_errors_before_launching():
     same_bytes(torch, cache, before, "cache after refused calls")
 
 
-def test_the_extension_path_is_used():
+def test_the_native_module_reads_torch_tensors_itself():
+    """Eager stores go through kvjit._C (the DLPack exchange API), not the dispatcher."""
     torch = setup()
-    from kvjit import _torch_op
+    from kvjit import _ops
 
     if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
-        skip("this torch has no DLPack exchange API (torch < 2.10): kvjit.store_kv_cache takes the op's path")
-    assert _torch_op.fast_store is not None, "_kvjit_ext was not loaded beside " + kvjit.library_path()
+        skip("this torch has no DLPack exchange API (torch < 2.10)")
     k = random_rows(torch, (4, 256), torch.bfloat16)
     kc = poisoned(torch, (8, 256), torch.bfloat16)
     loc = torch.arange(4, device="cuda")
-    assert _torch_op.fast_store(k, None, kc, None, loc, -1, -1, 0, 0, None, None, 0) is None  # handled, not deferred
-    same_bytes(torch, kc, expect(torch, poisoned(torch, (8, 256), torch.bfloat16), loc, k), "extension store")
+    assert _ops.native().store_kv_cache(k, None, kc, None, loc, -1, -1, 0, 0, None, None, 0) is None
+    same_bytes(torch, kc, expect(torch, poisoned(torch, (8, 256), torch.bfloat16), loc, k), "native store")

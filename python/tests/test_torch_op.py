@@ -1,8 +1,8 @@
 """torch.ops.kvjit.store_kv_cache without a GPU (skipped without torch): the registration and
-schema, the CPU implementation against PyTorch indexing (poisoned caches, every byte compared,
-rows outside the target untouched), the C kernel itself registered for CPU under a test
-namespace (arguments, error classes and messages, batch 0 validated by the library),
-torch.library.opcheck, and torch.compile(fullgraph=True) with no graph break.
+schema, the CPU path (the native module's host loop) against PyTorch indexing (poisoned caches,
+every byte compared, rows outside the target untouched), the C kernel itself registered for CPU
+under a test namespace (arguments, error classes and messages, batch 0 validated by the
+library), torch.library.opcheck, and torch.compile(fullgraph=True) with no graph break.
 """
 
 import sys
@@ -29,11 +29,11 @@ _test_ns = []
 
 def c_kernel_op():
     """The C kernel, registered for CPU under kvjit_test (CPU tensors reach it; batch 0 only)."""
-    from kvjit import _torch_op
+    from kvjit import _torch
 
     if not _test_ns:
-        _test_ns.append(_torch_op.define(torch, "kvjit_test"))
-        _torch_op.register_kernel(torch, "kvjit_test", "CPU")
+        _test_ns.append(_torch.define(torch, "kvjit_test", cpu_path=False))
+        _torch.register_kernels(torch, "kvjit_test", "CPU")
     return torch.ops.kvjit_test.store_kv_cache.default
 
 
@@ -124,8 +124,17 @@ def test_cpu_quantizes_like_the_gpu_reference(fp8, scale):
 
     want_k, want_v = expect_store(kc, loc, quantized(k, ks)), expect_store(vc, loc, quantized(v, vs))
     kvjit.store_kv_cache(k, v, kc, vc, loc, k_scale=ks, v_scale=vs)
-    same_bytes(kc, want_k, "k_cache")
-    same_bytes(vc, want_v, "v_cache")
+    same_fp8(kc, want_k, "k_cache")
+    same_fp8(vc, want_v, "v_cache")
+
+
+def same_fp8(got, want, what):
+    """Bytes equal, except that any NaN matches any NaN (the GPU kernel writes 0x7f; PyTorch's
+    CPU cast may set the sign bit): as test_gpu_fp8.py compares."""
+    got_nan, want_nan = got.float().isnan(), want.float().isnan()
+    assert torch.equal(got_nan, want_nan), f"{what}: NaN at different places"
+    bad = ((got.view(torch.uint8) != want.view(torch.uint8)) & ~want_nan).nonzero()
+    assert bad.numel() == 0, f"{what}: {bad.shape[0]} bytes differ, first at {bad[0].tolist()}"
 
 
 def test_cpu_implementation_refuses_what_the_kernel_refuses():
@@ -139,7 +148,7 @@ def test_cpu_implementation_refuses_what_the_kernel_refuses():
         kvjit.store_kv_cache(k, k, kc, None, loc)
     with raises(ValueError, match="^num_slots"):
         kvjit.store_kv_cache(k, k, kc, kc.clone(), loc, num_slots=2**64)
-    with raises(TypeError, match="^indices: expected Tensor, got str"):
+    with raises(TypeError, match="^indices: expected .*, got str"):
         kvjit.store_kv_cache(k, k, kc, kc.clone(), "0")
     with raises(ValueError, match="^k_cache: "):
         torch.ops.kvjit.store_kv_cache(k, None, kc[:, :, :4], None, loc)
@@ -184,13 +193,9 @@ def kernel_args(**over):
 @parametrize("arg, cls, over", KERNEL_BAD)
 def test_c_kernel_names_the_bad_argument(arg, cls, over):
     need_torch()
-    from kvjit import _torch_op
-
     op = c_kernel_op()
-    with raises(RuntimeError, match=rf"kvjit {cls}: {arg}: ") as e:
+    with raises(RuntimeError, match=rf"kvjit {cls}: {arg}: "):
         op(**kernel_args(**over))
-    mapped = _torch_op.translate(e.value)
-    assert type(mapped).__name__ == cls and str(mapped).startswith(f"{arg}: "), repr(mapped)
 
 
 def test_c_kernel_validates_batch_0_in_the_library():
@@ -224,132 +229,76 @@ DTYPE_NAMES = [
 ]
 
 
-def every_store_path():
-    """(name, store(k, k_cache, indices)) for each way a torch tensor reaches kvjit's rules."""
-    from kvjit import _store, _tensor, _torch_op
-
-    def ctypes_path(k, kc, loc):
-        # The ctypes binding reads CUDA tensors only: describe these CPU ones as if they were.
-        def anywhere(t, name):
-            dtype, size = _tensor.torch_dtype(t)
-            return (t.data_ptr(), t.shape, t.stride(), size, dtype, 0, None, True)
-
-        if _tensor.torch is None:
-            _tensor._init_torch(torch)
-        saved = _tensor._describers.get(torch.Tensor)
-        _tensor._describers[torch.Tensor] = anywhere
-        try:
-            _store.build_args(k, None, kc, None, loc, None, None, None, 0, "auto", None, None, None, 0, 2)
-        finally:
-            _tensor._describers[torch.Tensor] = saved
-
-    def c_kernel(k, kc, loc):
-        try:
-            c_kernel_op()(k, None, kc, None, loc)
-        except RuntimeError as e:
-            raise _torch_op.translate(e) from None
-
-    paths = [("kvjit.store_kv_cache", lambda k, kc, loc: kvjit.store_kv_cache(k, None, kc, None, loc)),
-             ("the C kernel", c_kernel),
-             ("the CPU implementation", lambda k, kc, loc: torch.ops.kvjit.store_kv_cache(k, None, kc, None, loc)),
-             ("ctypes", ctypes_path)]
-    if _torch_op.fast_store is not None:
-        paths.append(("the extension", lambda k, kc, loc: _torch_op.fast_store(k, None, kc, None, loc, -1, -1, 0, 0,
-                                                                               None, None, 0)))
-    return paths
-
-
 @parametrize("k_dtype, cache_dtype, message", DTYPE_NAMES)
 def test_a_bad_dtype_is_named_alike_on_every_path(k_dtype, cache_dtype, message):
+    """One rule in C, one message: kvjit.store_kv_cache and the op on CPU tensors (the native
+    module) raise it; the C kernel reports it through the dispatcher as a RuntimeError."""
     need_torch()
     if getattr(torch, cache_dtype, None) is None:
         skip(f"torch.{cache_dtype} is missing")
     k = torch.zeros(0, 2, 8, dtype=getattr(torch, k_dtype))
     kc = torch.zeros(16, 2, 8, dtype=getattr(torch, cache_dtype))
     loc = torch.zeros(0, dtype=torch.int64)
-    for name, store in every_store_path():
+    for name, store in [("kvjit.store_kv_cache", lambda: kvjit.store_kv_cache(k, None, kc, None, loc)),
+                        ("the CPU path", lambda: torch.ops.kvjit.store_kv_cache(k, None, kc, None, loc))]:
         with raises(TypeError) as e:
-            store(k, kc, loc)
+            store()
         assert str(e.value).startswith(message), f"{name}: {e.value}"
+    with raises(RuntimeError, match=f"kvjit TypeError: {message}"):
+        c_kernel_op()(k, None, kc, None, loc)
 
 
 def test_an_empty_store_is_validated_alike():
-    """Batch 0 reads and writes nothing wherever the tensors are: the extension (CPU tensors), the
-    CPU implementation and the C kernel all run the library's own checks on it."""
+    """Batch 0 reads and writes nothing wherever the tensors are: kvjit.store_kv_cache and the op
+    on CPU tensors run the library's own checks on it."""
     need_torch()
-    from kvjit import _torch_op
-
     args = kernel_args(split=3)  # 3 does not divide a 16-element row: the library refuses
     for name, call in [("kvjit.store_kv_cache", lambda: kvjit.store_kv_cache(
                             args["k"], args["v"], args["k_cache"], args["v_cache"], args["indices"], split=3)),
                        ("the CPU implementation", lambda: torch.ops.kvjit.store_kv_cache.default(**args))]:
         with raises(kvjit.InvalidArgumentError, match="split"):
             call()
-    if _torch_op.fast_store is not None:
-        with raises(kvjit.InvalidArgumentError, match="split"):
-            _torch_op.fast_store(*[args[n] for n in ("k", "v", "k_cache", "v_cache", "indices", "num_slots",
-                                                     "skip_slot", "split", "pdl", "k_scale", "v_scale",
-                                                     "cache_dtype")])
     kvjit.store_kv_cache(args["k"], args["v"], args["k_cache"], args["v_cache"], args["indices"])
 
 
-def test_the_extension_reads_the_friendly_keywords_itself():
-    """kvjit.store_kv_cache is the extension's function once torch is there; it reads the usual
-    keywords without Python and hands anything else to the Python implementation, unchanged."""
+def test_the_keywords_are_normalised_once():
+    """Every spelling of the keywords reaches the same request; what is wrong names itself."""
     need_torch()
-    from kvjit import _torch_op
-
-    if _torch_op.ext is None:
-        skip("no _kvjit_ext beside libkvjit (or a torch without the DLPack exchange API)")
     a = kernel_args()
     k, v, kc, vc, loc = a["k"], a["v"], a["k_cache"], a["v_cache"], a["indices"]
-    fast = _torch_op.fast_store_kv
-    handled = [dict(), dict(num_slots=16, skip_slot=3), dict(split=0, pdl="on"), dict(pdl=False), dict(pdl=None),
-               dict(num_slots=None, skip_slot=None, k_scale=None, v_scale=None, cache_dtype=None)]
-    for kw in handled:
-        before = _torch_op.ext.fallbacks()
-        fast(k, v, kc, vc, loc, **kw)
-        assert _torch_op.ext.fallbacks() == before, f"{kw} went to Python"
-    before = _torch_op.ext.fallbacks()
-    fast(k, v, kc, vc, loc, 16, None, 0, "off", None, None, None, None, None)  # as the Python wrapper passes them
-    _torch_op.store_kv_cache(k, v, kc, vc, loc, pdl="auto")
-    assert _torch_op.ext.fallbacks() == before
-    # What it leaves to Python, which says what is wrong (or does it: the dtype object)
-    for kw, exc, arg in [(dict(pdl=1), ValueError, "pdl"), (dict(num_slots=True), ValueError, "num_slots"),
-                         (dict(split=None), ValueError, "split"), (dict(skip_slot=2**64), ValueError, "skip_slot"),
+    for kw in [dict(), dict(num_slots=16, skip_slot=3), dict(split=0, pdl="on"), dict(pdl=False), dict(pdl=None),
+               dict(num_slots=None, skip_slot=None, k_scale=None, v_scale=None, cache_dtype=None),
+               dict(stream=0), dict(context=kvjit.default_context())]:
+        kvjit.store_kv_cache(k, v, kc, vc, loc, **kw)
+    for kw, exc, arg in [(dict(pdl=1), ValueError, "pdl"), (dict(num_slots=True), TypeError, "num_slots"),
+                         (dict(split=None), TypeError, "split"), (dict(skip_slot=2**64), ValueError, "skip_slot"),
                          (dict(cache_dtype="fp8"), ValueError, "cache_dtype"),
                          (dict(context="ctx"), TypeError, "context")]:
-        before = _torch_op.ext.fallbacks()
         with raises(exc, match=f"^{arg}: "):
-            fast(k, v, kc, vc, loc, **kw)
-        assert _torch_op.ext.fallbacks() == before + 1
+            kvjit.store_kv_cache(k, v, kc, vc, loc, **kw)
     with raises(TypeError, match="unexpected keyword argument 'slots'"):
-        fast(k, v, kc, vc, loc, slots=3)
-    with raises(TypeError, match="multiple values for argument 'num_slots'"):
-        fast(k, v, kc, vc, loc, 16, num_slots=16)
-    # Rows on CPU: the Python path (the op's CPU implementation) stores them
+        kvjit.store_kv_cache(k, v, kc, vc, loc, slots=3)
+    # Rows on CPU: the native module's host loop stores them
     rows_k, cache = rows((3, 2, 8), torch.float32, 11), poisoned((16, 2, 8), torch.float32)
     want = expect_store(cache, torch.tensor([4, 9, 1]), rows_k)
-    before = _torch_op.ext.fallbacks()
-    fast(rows_k, None, cache, None, torch.tensor([4, 9, 1]))
-    assert _torch_op.ext.fallbacks() == before + 1
-    same_bytes(cache, want, "k_cache through the fallback")
+    kvjit.store_kv_cache(rows_k, None, cache, None, torch.tensor([4, 9, 1]))
+    same_bytes(cache, want, "k_cache through the CPU path")
 
 
-def test_kvjit_store_kv_cache_is_the_extension_once_torch_is_there():
+def test_the_op_is_there_whatever_the_import_order():
+    """Issue 25: `import kvjit, torch` then torch.ops.kvjit.store_kv_cache works when kvjit is
+    installed (torch runs its "torch.backends" entry points at import); a source tree has none,
+    so there `import torch` first or kvjit.register_torch_ops()."""
+    import os
     import subprocess
 
-    code = ("import torch, kvjit, sys\n"
-            "from kvjit import _torch_op\n"
-            "print(kvjit.store_kv_cache is _torch_op.fast_store_kv or _torch_op.ext is None)\n"
-            "import torch._dynamo\n"
-            "print(_torch_op._polyfill_registered or _torch_op.ext is None)\n")
-    env = dict(__import__("os").environ)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=__import__("os").path.dirname(__import__("os").path.dirname(kvjit.__file__)))
+    if not os.environ.get("KVJIT_TEST_INSTALLED"):
+        skip("the entry point exists in an installed package only (KVJIT_TEST_INSTALLED=1)")
+    code = "import kvjit, torch\nprint(torch.ops.kvjit.store_kv_cache.default is not None)\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if r.returncode != 0 and "No module named 'torch'" in r.stderr:
         skip("no torch")
-    assert r.returncode == 0 and r.stdout.split() == ["True", "True"], (r.stdout, r.stderr)
+    assert r.returncode == 0 and r.stdout.split() == ["True"], (r.stdout, r.stderr)
 
 
 def test_opcheck():

@@ -9,7 +9,7 @@ import os
 from _support import FakeCAI, has_driver, raises, skip, tempdir
 
 import kvjit
-from kvjit import _lib, _transfer
+from kvjit import _lib, _ops
 
 B, SLOTS, H, D = 16, 1000, 8, 128
 SK, SV, DK, DV, SI, DI = 0x10000000, 0x20000000, 0x30000000, 0x40000000, 0x50000000, 0x60000000
@@ -39,8 +39,7 @@ def packed(t, **kw):
     opts = dict(batch=None, src_num_slots=None, dst_num_slots=None, split=0, pdl="auto", row_elements=None,
                 stream=None)
     opts.update(kw)
-    args, _, _ = _transfer.build_args(*order(t), opts["batch"], opts["src_num_slots"], opts["dst_num_slots"],
-                                      opts["split"], opts["pdl"], opts["row_elements"], opts["stream"])
+    args = _ops.transfer_kv_args(*order(t), **opts)
     return dict(zip(FIELDS, _lib.TRANSFER_KV_PACKER.unpack(args)))
 
 

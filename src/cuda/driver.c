@@ -19,6 +19,9 @@
   X(cuDeviceGetAttribute, 2000)                                                                  \
   X(cuCtxGetCurrent, 4000)                                                                       \
   X(cuCtxGetDevice, 2000)                                                                        \
+  X(cuCtxSetCurrent, 4000)                                                                       \
+  X(cuDevicePrimaryCtxRetain, 7000)                                                              \
+  X(cuStreamGetCtx, 9020)                                                                        \
   X(cuCtxSynchronize, 2000)                                                                      \
   X(cuLibraryLoadData, 12000)                                                                    \
   X(cuLibraryUnload, 12000)                                                                      \
@@ -186,4 +189,21 @@ kvjit_status kvjit_current_sm(int *sm) {
   kvjit_status st = kvjit_driver_get(&drv);
   if (st != KVJIT_OK) return st;
   return kvjit_driver_current_sm(drv, sm, NULL);
+}
+
+/* A thread that has made no CUDA call has no current context (a Python thread, a worker pool):
+ * make the stream's context current, else device 0's primary one (the CUDA runtime's default, so
+ * torch's and every framework's). Only when there is none: a caller's own context is never
+ * replaced. KVJIT_OK when one was made current. */
+kvjit_status kvjit_driver_adopt_context(const kvjit_driver *drv, struct CUstream_st *stream) {
+  CUcontext cur = NULL, ctx = NULL;
+  if (drv->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != NULL) return KVJIT_ERR_NO_DEVICE;
+  /* The legacy and per-thread default streams name no context of their own. */
+  int named = stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
+  if (!named || drv->cuStreamGetCtx((CUstream)stream, &ctx) != CUDA_SUCCESS || ctx == NULL) {
+    CUdevice dev = 0;
+    if (drv->cuDeviceGet(&dev, 0) != CUDA_SUCCESS || drv->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+      return KVJIT_ERR_NO_DEVICE;
+  }
+  return drv->cuCtxSetCurrent(ctx) == CUDA_SUCCESS ? KVJIT_OK : KVJIT_ERR_NO_DEVICE;
 }

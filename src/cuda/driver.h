@@ -20,6 +20,9 @@ typedef struct kvjit_driver {
   PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
   PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
   PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
+  PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
+  PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
+  PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
   PFN_cuCtxSynchronize_v2000 cuCtxSynchronize;
   PFN_cuLibraryLoadData_v12000 cuLibraryLoadData;
   PFN_cuLibraryUnload_v12000 cuLibraryUnload;
@@ -46,5 +49,12 @@ kvjit_status kvjit_cuda_fail(const kvjit_driver *drv, CUresult res, const char *
 
 /** Compute capability (e.g. 90) of the current context's device, or device 0 without one. */
 kvjit_status kvjit_driver_current_sm(const kvjit_driver *drv, int *sm, CUdevice *device);
+
+/**
+ * For a call that found no current context: make @p stream's context current, else device 0's
+ * primary one, once for this thread. KVJIT_OK when one was made current; KVJIT_ERR_NO_DEVICE when
+ * the thread already has a context (never replaced) or none can be made current.
+ */
+kvjit_status kvjit_driver_adopt_context(const kvjit_driver *drv, struct CUstream_st *stream);
 
 #endif

@@ -270,6 +270,9 @@ kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config 
   lc.attrs = n ? attrs : NULL;
   lc.numAttrs = n;
   CUresult res = drv->cuLaunchKernelEx(&lc, (CUfunction)kernel->handle, args, NULL);
+  /* A thread with no context (kvjit_driver_adopt_context): once, off the hot path. */
+  if (res == CUDA_ERROR_INVALID_CONTEXT && kvjit_driver_adopt_context(drv, config->stream) == KVJIT_OK)
+    res = drv->cuLaunchKernelEx(&lc, (CUfunction)kernel->handle, args, NULL);
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLaunchKernelEx");
   return KVJIT_OK;
 }

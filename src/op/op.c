@@ -235,12 +235,27 @@ static kvjit_status too_many_blocks(int64_t batch, const kvjit_op_entry *e) {
                     (long long)batch, e->geo.split);
 }
 
+static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const kvjit_op *op, int64_t *values,
+                            int batch_class, int64_t batch, unsigned grid_y, struct CUstream_st *stream,
+                            void *params);
+
 kvjit_status kvjit_op_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class, int64_t batch,
                            unsigned grid_y, struct CUstream_st *stream, void *params) {
   if (batch == 0) return kvjit_op_variant_error_or(op, values, KVJIT_OK);
   const kvjit_driver *drv;
   kvjit_status st;
   if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  st = op_call(drv, ctx, op, values, batch_class, batch, grid_y, stream, params);
+  /* Off the hot path: only a call that found no context pays for the retry. */
+  if (st == KVJIT_ERR_NO_DEVICE && kvjit_driver_adopt_context(drv, stream) == KVJIT_OK)
+    st = op_call(drv, ctx, op, values, batch_class, batch, grid_y, stream, params);
+  return st;
+}
+
+static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const kvjit_op *op, int64_t *values,
+                            int batch_class, int64_t batch, unsigned grid_y, struct CUstream_st *stream,
+                            void *params) {
+  kvjit_status st;
   int sm = 0;
   if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
   if (sm > op->max_arch) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_%d", sm, op->max_arch);

@@ -45,26 +45,17 @@ struct Torch {
   AOTITorchError (*current_device_index)(int32_t *);
   AOTITorchError (*create_cuda_guard)(int32_t, CUDAGuardHandle *);
   AOTITorchError (*delete_cuda_guard)(CUDAGuardHandle);
-  /* cuPointerGetAttribute (libcuda; NULL without a driver): is host memory pinned? */
-  int (*pointer_attribute)(void *data, int attribute, uintptr_t ptr);
   int32_t device_cuda;
   int32_t dtype_codes[KVJIT_TENSOR_KIND_COUNT]; /* by kvjit_tensor_kind; INT32_MIN: none */
   int64_t itemsizes[KVJIT_TENSOR_KIND_COUNT];   /* by kind; 0 for OTHER (asked per call) */
   uint8_t kind_by_code[64];                     /* torch's small ScalarType codes -> kind */
 };
 
-struct Kvjit {
-  kvjit_status (*store)(kvjit_context *, const kvjit_store_kv_args *);
-  kvjit_status (*transfer)(kvjit_context *, const kvjit_transfer_kv_args *);
-  const char *(*last_error)(void);
-  const char *(*status_name)(kvjit_status);
-  kvjit_context *ctx;
-};
 
 /* Set once under a lock by the first registration (op.cpp), read-only afterwards (kernels run
- * only once a registration has succeeded, which happens-after the writes). */
+ * only once a registration has succeeded, which happens-after the writes). libkvjit's entry
+ * points are the module's (door.h). */
 extern Torch g_torch;
-extern Kvjit g_kvjit;
 
 /** Throw when a shim call failed (the dispatcher turns it into a RuntimeError). */
 void check(AOTITorchError err, const char *what);
@@ -77,9 +68,6 @@ void view_of(AtenTensorHandle t, kvjit_tensor_view *out);
 
 /** Throw a library failure ("kvjit ERR_...: detail"), mapped to kvjit.Error. */
 [[noreturn]] void fail_status(kvjit_status status);
-
-/** Make @p ordinal's primary context current in this thread (a thread without one); false if not. */
-bool make_primary_context_current(int ordinal);
 
 /* Owns what one call received: tensor handles and Optional boxes, released on every exit. */
 class CallArgs {

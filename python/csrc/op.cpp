@@ -4,7 +4,7 @@
  * No torch header or library is needed to build this: the few shim functions used (tensor
  * accessors, the current CUDA stream, a CUDA device guard, torch::Library registration) are C
  * functions exported by libtorch_cpu / libtorch_cuda, resolved with dlsym from the copies
- * `import torch` already loaded (RTLD_NOLOAD). libkvjit is resolved the same way from the copy
+ * `import torch` already loaded (RTLD_NOLOAD). libkvjit is the module's (door.c): the copy
  * the Python package loaded, so the op and kvjit.store_kv_cache() share one library and one
  * context. The kernel is boxed: PyTorch hands it the schema's arguments as StableIValues.
  *
@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "door.h"
 #include "kvjit.h"
 #include "op_glue.h"
 #include "store_args.h"
@@ -38,7 +39,6 @@ namespace kvjit_torch {
 /* Set once under g_lock by the first registration, read-only afterwards (kernels run only once a
  * registration has succeeded, which happens-after the writes). */
 Torch g_torch;
-Kvjit g_kvjit;
 bool g_ready = false;
 std::mutex g_lock;
 
@@ -86,28 +86,7 @@ void view_of(AtenTensorHandle t, kvjit_tensor_view *out) {
 }
 
 [[noreturn]] void fail_status(kvjit_status status) {
-  throw std::runtime_error(std::string("kvjit ") + g_kvjit.status_name(status) + ": " + g_kvjit.last_error());
-}
-
-/* kvjit launches in the thread's current CUDA context; a thread that has made no CUDA runtime
- * call has none. Make @p ordinal's primary context (the runtime's, so torch's) current. */
-bool make_primary_context_current(int ordinal) {
-  typedef int (*cu_init_fn)(unsigned);
-  typedef int (*cu_device_get_fn)(int *, int);
-  typedef int (*cu_retain_fn)(void **, int);
-  typedef int (*cu_set_current_fn)(void *);
-  const char *name = getenv("KVJIT_LIBCUDA");
-  void *cuda = dlopen(name && *name ? name : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda == nullptr) return false;
-  cu_init_fn init = reinterpret_cast<cu_init_fn>(dlsym(cuda, "cuInit"));
-  cu_device_get_fn device_get = reinterpret_cast<cu_device_get_fn>(dlsym(cuda, "cuDeviceGet"));
-  cu_retain_fn retain = reinterpret_cast<cu_retain_fn>(dlsym(cuda, "cuDevicePrimaryCtxRetain"));
-  cu_set_current_fn set_current = reinterpret_cast<cu_set_current_fn>(dlsym(cuda, "cuCtxSetCurrent"));
-  int device = 0;
-  void *ctx = nullptr;
-  /* The handle stays open: the context lives on in the process. */
-  return init && device_get && retain && set_current && init(0) == 0 && device_get(&device, ordinal) == 0 &&
-         retain(&ctx, device) == 0 && set_current(ctx) == 0;
+  throw std::runtime_error(std::string("kvjit ") + kvjit_door.status_name(status) + ": " + kvjit_door.last_error());
 }
 
 bool any_on(const kvjit_store_request &req, int32_t device_type) {
@@ -162,7 +141,7 @@ void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_
      * store is validated by the library, anything else would hand it host pointers. */
     if (args.batch != 0)
       fail_request(KVJIT_REQUEST_VALUE_ERROR, "k: not a CUDA tensor (kvjit stores run on CUDA tensors)");
-    kvjit_status status = g_kvjit.store(g_kvjit.ctx, &args);
+    kvjit_status status = kvjit_door.store(kvjit_door.ctx, &args);
     if (status != KVJIT_OK) fail_status(status);
     return;
   }
@@ -172,9 +151,7 @@ void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_
   void *stream = nullptr;
   check(g_torch.current_cuda_stream(req.k.device_index, &stream), "aoti_torch_get_current_cuda_stream");
   args.stream = static_cast<struct CUstream_st *>(stream);
-  kvjit_status status = g_kvjit.store(g_kvjit.ctx, &args);
-  if (status == KVJIT_ERR_NO_DEVICE && make_primary_context_current(req.k.device_index))
-    status = g_kvjit.store(g_kvjit.ctx, &args);
+  kvjit_status status = kvjit_door.store(kvjit_door.ctx, &args);
   if (status != KVJIT_OK) fail_status(status);
 }
 
@@ -214,13 +191,11 @@ class Setup {
 };
 
 bool resolve(const kvjit_torch_setup *s, Setup &setup) {
-  void *kv = setup.open(s->libkvjit);
-  void *cpu = kv ? setup.open(s->libtorch_cpu) : nullptr;
+  void *cpu = setup.open(s->libtorch_cpu);
   if (cpu == nullptr) return false;
   void *cuda = s->libtorch_cuda && *s->libtorch_cuda ? setup.open(s->libtorch_cuda) : nullptr;
   if (s->libtorch_cuda && *s->libtorch_cuda && cuda == nullptr) return false;
   Torch t = {};
-  Kvjit k = {};
   int32_t (*device_cuda)(void) = nullptr;
   typedef int32_t (*dtype_fn)(void);
   /* The shim's dtype constructors, by kind: those kvjit has rules for are required, the named-only
@@ -233,10 +208,7 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
       "aoti_torch_dtype_bool", "aoti_torch_dtype_complex32", "aoti_torch_dtype_complex64",
       "aoti_torch_dtype_complex128", "aoti_torch_dtype_float8_e4m3fnuz", "aoti_torch_dtype_float8_e5m2fnuz",
       "torch_dtype_float8_e8m0fnu", "torch_dtype_float4_e2m1fn_x2"};
-  bool ok = setup.sym(kv, "kvjit_store_kv_cache", &k.store) && setup.sym(kv, "kvjit_transfer_kv", &k.transfer) &&
-            setup.sym(kv, "kvjit_last_error", &k.last_error) &&
-            setup.sym(kv, "kvjit_status_name", &k.status_name) &&
-            setup.sym(cpu, "aoti_torch_get_data_ptr", &t.get_data_ptr) &&
+  bool ok = setup.sym(cpu, "aoti_torch_get_data_ptr", &t.get_data_ptr) &&
             setup.sym(cpu, "aoti_torch_get_dim", &t.get_dim) && setup.sym(cpu, "aoti_torch_get_sizes", &t.get_sizes) &&
             setup.sym(cpu, "aoti_torch_get_strides", &t.get_strides) &&
             setup.sym(cpu, "aoti_torch_get_dtype", &t.get_dtype) &&
@@ -264,15 +236,7 @@ bool resolve(const kvjit_torch_setup *s, Setup &setup) {
          setup.sym(cuda, "aoti_torch_delete_cuda_guard", &t.delete_cuda_guard);
   if (!ok) return false;
   t.device_cuda = device_cuda();
-  /* transfer_kv checks that the host memory it is given is pinned; without a driver there is
-   * nothing to launch on, and the check says so. */
-  const char *libcuda = getenv("KVJIT_LIBCUDA");
-  void *cuda_driver = dlopen(libcuda && *libcuda ? libcuda : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda_driver) t.pointer_attribute = reinterpret_cast<decltype(t.pointer_attribute)>(
-                       dlsym(cuda_driver, "cuPointerGetAttribute"));
-  k.ctx = static_cast<kvjit_context *>(s->context);
   g_torch = t;
-  g_kvjit = k;
   g_ready = true;
   return true;
 }
@@ -295,17 +259,13 @@ using namespace kvjit_torch;
 extern "C" KVJIT_TORCH_API int kvjit_torch_register(const kvjit_torch_setup *s, char *err, size_t err_size) {
   Setup setup(err, err_size);
   if (err_size) err[0] = '\0';
-  if (s == nullptr || s->version != KVJIT_TORCH_SETUP_VERSION || !s->libkvjit || !s->libtorch_cpu || !s->ns ||
-      !s->dispatch_key || !s->context) {
+  if (s == nullptr || s->version != KVJIT_TORCH_SETUP_VERSION || !s->libtorch_cpu || !s->ns || !s->dispatch_key ||
+      kvjit_door.ctx == nullptr) {
     setup.fail("kvjit: kvjit_torch_register: bad setup (%s)", s ? "version mismatch or a NULL field" : "NULL");
     return -1;
   }
   try {
     std::lock_guard<std::mutex> hold(g_lock);
-    if (g_ready && g_kvjit.ctx != s->context) {
-      setup.fail("kvjit: kvjit_torch_register: already registered with another context");
-      return -1;
-    }
     if (!g_ready && !resolve(s, setup)) return -1;
     TorchLibraryHandle lib = nullptr;
     if (g_torch.library_init_impl(s->ns, s->dispatch_key, __FILE__, __LINE__, &lib) != 0 || lib == nullptr) {
@@ -322,15 +282,4 @@ extern "C" KVJIT_TORCH_API int kvjit_torch_register(const kvjit_torch_setup *s, 
     return -1;
   }
   return 0;
-}
-
-extern "C" KVJIT_TORCH_API int kvjit_torch_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args,
-                                                              char *msg, size_t msg_size) {
-  return static_cast<int>(kvjit_store_request_args(req, args, msg, msg_size));
-}
-
-extern "C" KVJIT_TORCH_API int kvjit_torch_transfer_request_args(const kvjit_transfer_request *req,
-                                                                 int32_t device_type, kvjit_transfer_kv_args *args,
-                                                                 int32_t *device, char *msg, size_t msg_size) {
-  return static_cast<int>(kvjit_transfer_request_args(req, device_type, args, device, msg, msg_size));
 }

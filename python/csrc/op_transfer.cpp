@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "door.h"
 #include "op_glue.h"
 #include "transfer_args.h"
 
@@ -27,34 +28,20 @@ enum {
 const bool kIsTensor[NUM_TRANSFER_ARGS] = {true, true, true, true, true, true, false, false, false, false, false};
 const bool kIsOptional[NUM_TRANSFER_ARGS] = {false, true, false, true, false, false, false, false, false, false, false};
 
-/* cuPointerGetAttribute's attributes and memory types (cuda.h). */
-enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_HOST = 1, CUDA_ERROR_INVALID_CONTEXT = 201 };
+/* kvjit_door_enter() / kvjit_door_leave() on every exit. */
+class ContextGuard {
+ public:
+  ContextGuard(int32_t device, bool without_context) {
+    char msg[256];
+    if (kvjit_door_enter(device, without_context, &guard_, msg, sizeof msg)) throw std::runtime_error(msg);
+  }
+  ~ContextGuard() { kvjit_door_leave(&guard_); }
+  ContextGuard(const ContextGuard &) = delete;
+  ContextGuard &operator=(const ContextGuard &) = delete;
 
-/* Is @p ptr in pinned host memory? */
-bool pinned(uintptr_t ptr, int32_t device) {
-  unsigned int type = 0;
-  int err = g_torch.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
-  /* A thread that has made no CUDA runtime call has no context to ask in: the launch needs
-   * @p device's primary context anyway. */
-  if (err == CUDA_ERROR_INVALID_CONTEXT && make_primary_context_current(device))
-    err = g_torch.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
-  return err == 0 && type == CU_MEMORYTYPE_HOST;
-}
-
-/* A host tensor's first and last bytes are pinned (one storage is one allocation, so all its
- * bytes are then). */
-void check_pinned(const char *name, const kvjit_tensor_view &t, int32_t device) {
-  int64_t extent = kvjit_tensor_view_extent(&t);
-  if (extent == 0) return;
-  if (g_torch.pointer_attribute == nullptr)
-    fail_request(KVJIT_REQUEST_VALUE_ERROR,
-                 (std::string(name) + ": host memory needs a CUDA driver to be reached (libcuda.so.1 not found)")
-                     .c_str());
-  if (!pinned(t.data, device) || !pinned(t.data + static_cast<uintptr_t>(extent) - 1, device))
-    fail_request(KVJIT_REQUEST_VALUE_ERROR,
-                 (std::string(name) + ": a CPU tensor must be pinned (tensor.pin_memory()) for the GPU to reach it")
-                     .c_str());
-}
+ private:
+  kvjit_door_guard guard_;
+};
 
 }  // namespace
 
@@ -88,7 +75,7 @@ void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_out
      * reach. */
     if (args.batch != 0)
       fail_request(KVJIT_REQUEST_VALUE_ERROR, "src_k: no CUDA tensor among the arguments (the kernel runs on one)");
-    kvjit_status status = g_kvjit.transfer(g_kvjit.ctx, &args);
+    kvjit_status status = kvjit_door.transfer(kvjit_door.ctx, &args);
     if (status != KVJIT_OK) fail_status(status);
     return;
   }
@@ -100,14 +87,17 @@ void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_out
   if (g_torch.current_cuda_stream == nullptr)
     throw std::runtime_error("kvjit: this torch has no CUDA (aoti_torch_get_current_cuda_stream not found)");
   DeviceGuard guard(device);
+  bool has_host = false;
+  for (const auto &h : host) has_host |= h.t->present && h.t->device_type != g_torch.device_cuda;
+  ContextGuard context(device, has_host); /* the pinned check asks the driver in @p device's context */
   for (const auto &h : host)
-    if (h.t->present && h.t->device_type != g_torch.device_cuda) check_pinned(h.name, *h.t, device);
+    if (h.t->present && h.t->device_type != g_torch.device_cuda &&
+        kvjit_door_check_pinned(h.name, h.t, msg, sizeof msg))
+      fail_request(KVJIT_REQUEST_VALUE_ERROR, msg);
   void *stream = nullptr;
   check(g_torch.current_cuda_stream(device, &stream), "aoti_torch_get_current_cuda_stream");
   args.stream = static_cast<struct CUstream_st *>(stream);
-  kvjit_status status = g_kvjit.transfer(g_kvjit.ctx, &args);
-  if (status == KVJIT_ERR_NO_DEVICE && make_primary_context_current(device))
-    status = g_kvjit.transfer(g_kvjit.ctx, &args);
+  kvjit_status status = kvjit_door.transfer(kvjit_door.ctx, &args);
   if (status != KVJIT_OK) fail_status(status);
 }
 

@@ -1,0 +1,139 @@
+/* DLPack tensors -> kvjit_tensor_view, every size checked before it is used. */
+#include "dlpack_view.h"
+
+#include <stdio.h>
+#include <string.h>
+
+kvjit_tensor_kind kvjit_dl_kind(kvjit_dl_dtype t) {
+  /* torch's float4_e2m1fn_x2 goes out as two 4-bit lanes (kDLFloat4_e2m1fn 17). */
+  if (t.code == 17 && t.bits == 4 && t.lanes == 2) return KVJIT_TENSOR_FP4_E2M1FN_X2;
+  if (t.lanes != 1) return KVJIT_TENSOR_OTHER;
+  switch (t.code * 256 + t.bits) {
+  case 2 * 256 + 16: return KVJIT_TENSOR_F16;
+  case 4 * 256 + 16: return KVJIT_TENSOR_BF16;
+  case 2 * 256 + 32: return KVJIT_TENSOR_F32;
+  case 10 * 256 + 8: return KVJIT_TENSOR_FP8_E4M3;
+  case 12 * 256 + 8: return KVJIT_TENSOR_FP8_E5M2;
+  case 1 * 256 + 8: return KVJIT_TENSOR_U8;
+  case 0 * 256 + 8: return KVJIT_TENSOR_I8;
+  case 0 * 256 + 32: return KVJIT_TENSOR_I32;
+  case 0 * 256 + 64: return KVJIT_TENSOR_I64;
+  /* No rule, but a name (kDLComplex 5, kDLBool 6, the fnuz / e8m0 float8s 11, 13, 14). */
+  case 2 * 256 + 64: return KVJIT_TENSOR_F64;
+  case 0 * 256 + 16: return KVJIT_TENSOR_I16;
+  case 1 * 256 + 16: return KVJIT_TENSOR_U16;
+  case 1 * 256 + 32: return KVJIT_TENSOR_U32;
+  case 1 * 256 + 64: return KVJIT_TENSOR_U64;
+  case 6 * 256 + 8: return KVJIT_TENSOR_BOOL;
+  case 5 * 256 + 32: return KVJIT_TENSOR_C32;
+  case 5 * 256 + 64: return KVJIT_TENSOR_C64;
+  case 5 * 256 + 128: return KVJIT_TENSOR_C128;
+  case 11 * 256 + 8: return KVJIT_TENSOR_FP8_E4M3FNUZ;
+  case 13 * 256 + 8: return KVJIT_TENSOR_FP8_E5M2FNUZ;
+  case 14 * 256 + 8: return KVJIT_TENSOR_FP8_E8M0FNU;
+  default: return KVJIT_TENSOR_OTHER;
+  }
+}
+
+/* Any byte extent the layout rules compute stays below 2^62: they multiply sizes, strides and
+ * the element size freely after this check. */
+static const int64_t kMaxBytes = INT64_C(1) << 62;
+
+int kvjit_view_check_extent(kvjit_tensor_view *v, const char *name, char *msg, size_t msg_size) {
+  int64_t numel = 1, span = 0;
+  if (v->itemsize <= 0 || v->itemsize > 64) {
+    snprintf(msg, msg_size, "%s: element size %lld bytes is not supported", name, (long long)v->itemsize);
+    return -1;
+  }
+  for (int64_t i = 0; i < v->ndim; i++) {
+    int64_t size = v->sizes[i], stride = v->strides[i], step;
+    if (size < 0) {
+      snprintf(msg, msg_size, "%s: dim %lld has a negative size (%lld)", name, (long long)i, (long long)size);
+      return -1;
+    }
+    if (stride < -kMaxBytes || stride > kMaxBytes || __builtin_mul_overflow(stride < 0 ? -stride : stride,
+                                                                             v->itemsize, &step) ||
+        step > kMaxBytes) {
+      snprintf(msg, msg_size, "%s: stride %lld of dim %lld is too large (a byte step must stay below 2^62)", name,
+               (long long)stride, (long long)i);
+      return -1;
+    }
+    if (size == 0) {
+      numel = 0;
+      continue;
+    }
+    if (__builtin_mul_overflow(numel, size, &numel) || numel > kMaxBytes ||
+        __builtin_mul_overflow(step, size - 1, &step) || __builtin_add_overflow(span, step, &span) ||
+        span > kMaxBytes) {
+      snprintf(msg, msg_size, "%s: shape of dim %lld (%lld) makes the tensor larger than 2^62 bytes", name,
+               (long long)i, (long long)size);
+      return -1;
+    }
+  }
+  int64_t bytes;
+  if (__builtin_mul_overflow(numel, v->itemsize, &bytes) || bytes > kMaxBytes) {
+    snprintf(msg, msg_size, "%s: %lld elements make the tensor larger than 2^62 bytes", name, (long long)numel);
+    return -1;
+  }
+  return 0;
+}
+
+int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
+                  size_t msg_size) {
+  memset(&out->view, 0, sizeof out->view);
+  if (t == NULL) return 0;
+  if (t->ndim < 0 || t->ndim > KVJIT_DL_MAX_DIMS) {
+    snprintf(msg, msg_size, "%s: DLPack ndim %d is outside 0..%d", name, (int)t->ndim, KVJIT_DL_MAX_DIMS);
+    return -1;
+  }
+  if (t->ndim > 0 && t->shape == NULL) {
+    snprintf(msg, msg_size, "%s: DLPack shape is NULL for %d dims", name, (int)t->ndim);
+    return -1;
+  }
+  kvjit_tensor_view *v = &out->view;
+  v->present = 1;
+  v->ndim = t->ndim;
+  v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;
+  v->kind = kvjit_dl_kind(t->dtype);
+  v->code = (int32_t)(t->dtype.code * 65536 + t->dtype.bits * 256 + t->dtype.lanes);
+  v->device_type = t->device.device_type == KVJIT_DL_CUDA_MANAGED ? KVJIT_DL_CUDA
+                   : t->device.device_type == KVJIT_DL_CUDA_HOST  ? KVJIT_DL_CPU
+                                                                  : t->device.device_type;
+  v->device_index = t->device.device_id;
+  if (v->itemsize == 0) v->itemsize = 1; /* a sub-byte type: refused by the rules, by name */
+  if (trusted && t->strides != NULL) {
+    /* A producer whose arrays outlive the call and whose sizes describe a real allocation (torch
+     * through its exchange API: as_strided checks the storage's bounds). */
+    v->sizes = t->shape;
+    v->strides = t->strides;
+    v->data = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
+    return 0;
+  }
+  memcpy(out->sizes, t->shape, (size_t)t->ndim * sizeof out->sizes[0]);
+  for (int i = 0; i < t->ndim; i++) {
+    if (out->sizes[i] < 0) {
+      snprintf(msg, msg_size, "%s: DLPack shape has a negative size (%lld)", name, (long long)out->sizes[i]);
+      return -1;
+    }
+  }
+  if (t->strides) {
+    memcpy(out->strides, t->strides, (size_t)t->ndim * sizeof out->strides[0]);
+  } else {
+    int64_t step = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+      out->strides[i] = step;
+      if (out->sizes[i] > 1 && __builtin_mul_overflow(step, out->sizes[i], &step)) step = INT64_MAX;
+    }
+  }
+  v->sizes = out->sizes;
+  v->strides = out->strides;
+  if (kvjit_view_check_extent(v, name, msg, msg_size)) return -1;
+  uintptr_t data = (uintptr_t)t->data;
+  if (t->byte_offset > (uint64_t)kMaxBytes || data + (uintptr_t)t->byte_offset < data) {
+    snprintf(msg, msg_size, "%s: DLPack byte_offset %llu overflows the data pointer", name,
+             (unsigned long long)t->byte_offset);
+    return -1;
+  }
+  v->data = data + (uintptr_t)t->byte_offset;
+  return 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * Python objects -> kvjit_tensor_view, for the native module (module.c): a torch.Tensor through
+ * its type's DLPack exchange API, else __cuda_array_interface__, else __dlpack__. Every size a
+ * producer gives is checked before it is used (dlpack_view.h).
+ */
+#ifndef KVJIT_TENSORS_H
+#define KVJIT_TENSORS_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "dlpack_view.h"
+
+/** One tensor argument as read, with what must outlive the call. */
+typedef struct kvjit_door_tensor {
+  kvjit_dl_view_buf buf;
+  PyObject *keep;             /**< a __dlpack__ capsule (its deleter runs at release), or NULL */
+  const void *exchange_api;   /**< the producer's DLPack exchange API (torch), or NULL */
+  void *stream_hint;          /**< __cuda_array_interface__'s stream */
+} kvjit_door_tensor;
+
+/**
+ * Read @p obj (None allowed when @p optional: view.present 0). 0, or -1 with TypeError /
+ * ValueError naming @p name set.
+ */
+int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_door_tensor *out);
+
+/** Release what kvjit_door_read() kept. */
+void kvjit_door_release(kvjit_door_tensor *t);
+
+/** A CUDA tensor whose protocol names no device (__cuda_array_interface__) is on the others' one. */
+void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n);
+
+/**
+ * The stream a call on @p t's framework goes to: torch's current stream of its device (the
+ * capturing one inside torch.cuda.graph), the __cuda_array_interface__ stream, else the legacy
+ * default stream (NULL). 0, or -1 with an exception set.
+ */
+int kvjit_door_default_stream(const kvjit_door_tensor *t, void **stream);
+
+#endif
