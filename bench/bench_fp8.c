@@ -19,7 +19,7 @@
 #include "bench_util.h"
 #include "driver.h"
 #include "gpu_driver.h"
-#include "jit.h"
+#include "program.h"
 #include "kvjit.h"
 
 #define REPS 7

@@ -14,6 +14,7 @@
 
 #include "cache.h"
 #include "cache_internal.h"
+#include "cache_store.h"
 #include "entry.h"
 #include "miss.h"
 #include "request.h"

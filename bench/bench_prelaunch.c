@@ -14,9 +14,10 @@
 
 #include "kvjit.h"
 #include "op.h"
-#include "ops/ops.h"
-#include "ops/store_kv_op.h"
-#include "ops/transfer_kv_op.h"
+#include "registry.h"
+#include "variant.h"
+#include "store_kv_op.h"
+#include "transfer_kv_op.h"
 
 static uint64_t now_ns(void) {
   struct timespec t;
@@ -46,7 +47,7 @@ static void plant(kvjit_context *ctx, const kvjit_op *op, const int64_t *request
   if (e == NULL) exit(2);
   e->kernel = &fake_kernel;
   op->geometry(plan.bytes, &e->geo);
-  if (kvjit_fast_map_insert(kvjit_context_fast_table(ctx)->variants, op->key(request, batch_class), e, NULL, NULL) !=
+  if (kvjit_fast_map_insert(kvjit_op_tables_of(ctx)->variants, op->key(request, batch_class), e, NULL, NULL) !=
       KVJIT_OK)
     exit(2);
 }

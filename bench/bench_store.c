@@ -15,7 +15,7 @@
 #include "bench_util.h"
 #include "driver.h"
 #include "gpu_driver.h"
-#include "jit.h"
+#include "program.h"
 #include "kvjit.h"
 #include "op.h"
 
@@ -971,7 +971,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   }
   kernel_match m = {found.kern, found.func,
                     (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000), NULL};
-  kvjit_fast_map_foreach(kvjit_context_fast_table(b->ctx)->variants, match_kernel, &m);
+  kvjit_fast_map_foreach(kvjit_op_tables_of(b->ctx)->variants, match_kernel, &m);
   b->host_same_kernel[pdl] = m.found != NULL;
 
   CUlaunchAttribute attr;
@@ -990,7 +990,7 @@ static void bench_host_cost(bench *b, row_data *rd, int pdl) {
   cfg.hStream = b->stream;
   cfg.attrs = pdl ? &attr : NULL;
   cfg.numAttrs = pdl ? 1 : 0;
-  /* Launch it as kvjit does: its CUkernel handle passed as a CUfunction (jit.c's kvjit_launch). */
+  /* Launch it as kvjit does: its CUkernel handle passed as a CUfunction (launch.c's kvjit_launch). */
   const CUfunction fn = m.found ? (CUfunction)m.found->handle : found.func ? found.func : (CUfunction)found.kern;
 
   double samples[2][HOST_GROUPS];

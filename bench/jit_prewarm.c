@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "compile.h"
+#include "internal_util.h"
 #include "store_kv_plan.h"
 
 static double ms_since(uint64_t t0) { return (double)(bench_now_ns() - t0) * 1e-6; }

@@ -9,6 +9,7 @@
 
 #include "bench_util.h"
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** The README's main prewarm set for @p arch (scripts/main.sh's default: Llama-3.1-8B ...). */
 size_t jit_main_set(kvjit_variant *out, size_t capacity, int arch);

@@ -33,10 +33,13 @@
 #include "bench_util.h"
 #include "store_kv_plan.h"
 #include "driver.h"
-#include "embedded.h"
 #include "gpu_driver.h"
-#include "jit.h"
+#include "program.h"
+#include "internal_util.h"
 #include "kvjit.h"
+
+/* store_kv_cache's template as the library embeds it (src/ops/store_kv/meson.build). */
+extern const char kvjit_src_store_kv_cache[];
 
 #define POOL_BYTES ((size_t)512 << 20)
 #define CACHE_BYTES ((size_t)2 << 30)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include <kvjit.h>
+#include <kvjit_tools.h> /* kvjit_parse_target(), kvjit_target_name() */
 
 static const char *wgmma_source =
     "#include \"tile_config.h\"\n" /* found in include_dir, keyed by its content */

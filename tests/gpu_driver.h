@@ -10,6 +10,7 @@
 #include <cudaTypedefs.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /* X(symbol, ABI version of its PFN typedef) */
 #define GPU_DRIVER_ENTRIES(X)                                                                    \

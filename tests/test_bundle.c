@@ -20,9 +20,12 @@
 
 #include <cmocka.h>
 
+#include "alias.h"
 #include "bundle.h"
+#include "context.h"
 #include "cubin_util.h"
 #include "program.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "test_util.h"
 
@@ -72,7 +75,7 @@ static kvjit_program_desc desc_of(size_t first, size_t count, int arch) {
 
 static void group(kvjit_context *ctx, size_t first, size_t count, int arch, kvjit_origin *origins) {
   kvjit_program_desc d = desc_of(first, count, arch);
-  kvjit_program_label labels[8];
+  kvjit_entry_label labels[8];
   kvjit_group_member members[8];
   char lines[8][64];
   for (size_t i = 0; i < count; i++) {
@@ -361,8 +364,8 @@ static void test_alias_of_another_kernel(void **state) {
     kvjit_entry_alias a = forged[f];
     a.bundle = bundle_key;
     static const kvjit_entry_digests unknown;
-    kvjit_bundle_write_alias(kvjit_context_cache(ctx), NULL, &target, &key, &content, &unknown, "bundle_test.cu", "k<1>",
-                             "_Z1kILi1EEvPi", &a);
+    kvjit_alias_write(kvjit_context_cache(ctx), NULL, &target, &key, &content, &unknown, "bundle_test.cu", "k<1>",
+                      "_Z1kILi1EEvPi", &a);
     kvjit_context *fresh = ctx_at(dir, NULL);
     p = build_one(fresh, 0, 90, &origin);
     assert_int_equal(origin, KVJIT_FROM_COMPILE);
@@ -423,7 +426,7 @@ static void test_failing_group_writes_nothing(void **state) {
   static const char *const bad[] = {"k<1>", "k<nope>"};
   kvjit_program_desc d = desc_of(0, 2, 90);
   d.kernels = bad;
-  kvjit_program_label label = {"test", "x"};
+  kvjit_entry_label label = {"test", "x"};
   kvjit_group_member members[2] = {{&label, KVJIT_FROM_DISK}, {&label, KVJIT_FROM_DISK}};
   assert_int_equal(kvjit_program_compile_group(ctx, &d, members), KVJIT_ERR_COMPILE);
   listing l = list(ctx, 0, NULL);
@@ -518,7 +521,7 @@ static int race_child(const char *dir, int which) {
   pthread_t threads[2];
   for (int t = 0; t < 2; t++) pthread_create(&threads[t], NULL, race_one, &racers[t]);
   kvjit_program_desc d = desc_of((size_t)which, 7 - (size_t)which, 90);
-  kvjit_program_label label = {"test", "race"};
+  kvjit_entry_label label = {"test", "race"};
   kvjit_group_member members[8];
   for (int i = 0; i < 8; i++) members[i].label = &label;
   kvjit_status st = kvjit_program_compile_group(ctx, &d, members);

@@ -16,6 +16,7 @@
 #include "store_kv_plan.h"
 #include "fp8_ref.h"
 #include "key.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "test_util.h"
 
@@ -40,59 +41,59 @@ static kvjit_store_kv_plan make(int arch, int64_t k, int64_t v, int vec, kvjit_i
 
 static void test_vec_of(void **state) {
   (void)state;
-  assert_int_equal(kvjit_store_kv_vec_of(0), 16);
-  assert_int_equal(kvjit_store_kv_vec_of(256), 16);
-  assert_int_equal(kvjit_store_kv_vec_of(0x1000 | 8), 8);
-  assert_int_equal(kvjit_store_kv_vec_of(196), 4);
-  assert_int_equal(kvjit_store_kv_vec_of(0x7f0000000002ull), 2);
-  assert_int_equal(kvjit_store_kv_vec_of(3), 1);
+  assert_int_equal(kvjit_rows_vec_of(0), 16);
+  assert_int_equal(kvjit_rows_vec_of(256), 16);
+  assert_int_equal(kvjit_rows_vec_of(0x1000 | 8), 8);
+  assert_int_equal(kvjit_rows_vec_of(196), 4);
+  assert_int_equal(kvjit_rows_vec_of(0x7f0000000002ull), 2);
+  assert_int_equal(kvjit_rows_vec_of(3), 1);
 }
 
 static void test_auto_split(void **state) {
   (void)state;
   /* Decode class (1 access per lane per row): slices of at most 32 x 16 B. */
-  assert_int_equal(kvjit_store_kv_auto_split(128, 128, 16, 1), 1);
-  assert_int_equal(kvjit_store_kv_auto_split(512, 512, 16, 1), 1);
-  assert_int_equal(kvjit_store_kv_auto_split(1024, 1024, 16, 1), 2);
-  assert_int_equal(kvjit_store_kv_auto_split(2048, 2048, 16, 1), 4);
-  assert_int_equal(kvjit_store_kv_auto_split(8192, 8192, 16, 1), 16);
+  assert_int_equal(kvjit_rows_auto_split(128, 128, 16, 1), 1);
+  assert_int_equal(kvjit_rows_auto_split(512, 512, 16, 1), 1);
+  assert_int_equal(kvjit_rows_auto_split(1024, 1024, 16, 1), 2);
+  assert_int_equal(kvjit_rows_auto_split(2048, 2048, 16, 1), 4);
+  assert_int_equal(kvjit_rows_auto_split(8192, 8192, 16, 1), 16);
   /* Large class (2 per lane): half the split. */
-  assert_int_equal(kvjit_store_kv_auto_split(8192, 8192, 16, 2), 8);
-  assert_int_equal(kvjit_store_kv_auto_split(1024, 1024, 16, 2), 1);
+  assert_int_equal(kvjit_rows_auto_split(8192, 8192, 16, 2), 8);
+  assert_int_equal(kvjit_rows_auto_split(1024, 1024, 16, 2), 1);
   /* Odd rows: 196 B at 4 B is 49 vectors, split 7 gives slices of 7. */
-  assert_int_equal(kvjit_store_kv_auto_split(196, 196, 4, 1), 7);
+  assert_int_equal(kvjit_rows_auto_split(196, 196, 4, 1), 7);
   /* Asymmetric rows: the split divides both (72 and 64 vectors); the wider row sets the size. */
-  assert_int_equal(kvjit_store_kv_auto_split(1152, 1024, 16, 1), 4);
+  assert_int_equal(kvjit_rows_auto_split(1152, 1024, 16, 1), 4);
   /* K only. */
-  assert_int_equal(kvjit_store_kv_auto_split(4096, 0, 16, 1), 8);
+  assert_int_equal(kvjit_rows_auto_split(4096, 0, 16, 1), 8);
   /* A prime number of vectors: the next divisor up (one vector per slice); none at all: 1. */
-  assert_int_equal(kvjit_store_kv_auto_split(16 * 1031, 16 * 1031, 16, 1), 1031);
-  assert_int_equal(kvjit_store_kv_auto_split(16 * 1031, 16, 16, 1), 1);
+  assert_int_equal(kvjit_rows_auto_split(16 * 1031, 16 * 1031, 16, 1), 1031);
+  assert_int_equal(kvjit_rows_auto_split(16 * 1031, 16, 16, 1), 1);
 }
 
 static void test_whole_split(void **state) {
   (void)state;
-  assert_int_equal(kvjit_store_kv_whole_split(128, 128, 8, 1), 1);   /* 16 vectors: one slice */
-  assert_int_equal(kvjit_store_kv_whole_split(96, 96, 8, 1), 3);     /* 12: 3 x 4 */
-  assert_int_equal(kvjit_store_kv_whole_split(192, 192, 8, 1), 3);   /* 24: 3 x 8 */
-  assert_int_equal(kvjit_store_kv_whole_split(1152, 1152, 16, 1), 9); /* 72: 9 x 8 */
-  assert_int_equal(kvjit_store_kv_whole_split(8192, 8192, 16, 1), 16); /* 512: 16 x 32 */
-  assert_int_equal(kvjit_store_kv_whole_split(8192, 8192, 16, 2), 8);
-  assert_int_equal(kvjit_store_kv_whole_split(1152, 0, 16, 1), 9);    /* K only */
-  assert_int_equal(kvjit_store_kv_whole_split(1152, 1024, 16, 1), 0); /* 72 and 64: none */
-  assert_int_equal(kvjit_store_kv_whole_split(196, 196, 4, 1), 49);   /* 49: 49 x 1 */
-  assert_int_equal(kvjit_store_kv_whole_split(100, 100, 16, 1), 0);   /* not whole vectors */
-  assert_int_equal(kvjit_store_kv_whole_split(64, 128, 16, 1), 1);    /* 4 and 8: both powers of two */
+  assert_int_equal(kvjit_rows_whole_split(128, 128, 8, 1), 1);   /* 16 vectors: one slice */
+  assert_int_equal(kvjit_rows_whole_split(96, 96, 8, 1), 3);     /* 12: 3 x 4 */
+  assert_int_equal(kvjit_rows_whole_split(192, 192, 8, 1), 3);   /* 24: 3 x 8 */
+  assert_int_equal(kvjit_rows_whole_split(1152, 1152, 16, 1), 9); /* 72: 9 x 8 */
+  assert_int_equal(kvjit_rows_whole_split(8192, 8192, 16, 1), 16); /* 512: 16 x 32 */
+  assert_int_equal(kvjit_rows_whole_split(8192, 8192, 16, 2), 8);
+  assert_int_equal(kvjit_rows_whole_split(1152, 0, 16, 1), 9);    /* K only */
+  assert_int_equal(kvjit_rows_whole_split(1152, 1024, 16, 1), 0); /* 72 and 64: none */
+  assert_int_equal(kvjit_rows_whole_split(196, 196, 4, 1), 49);   /* 49: 49 x 1 */
+  assert_int_equal(kvjit_rows_whole_split(100, 100, 16, 1), 0);   /* not whole vectors */
+  assert_int_equal(kvjit_rows_whole_split(64, 128, 16, 1), 1);    /* 4 and 8: both powers of two */
 }
 
 static void test_lanes(void **state) {
   (void)state;
-  assert_int_equal(kvjit_store_kv_lanes(8, 1), 8);
-  assert_int_equal(kvjit_store_kv_lanes(8, 2), 4);
-  assert_int_equal(kvjit_store_kv_lanes(7, 1), 8);
-  assert_int_equal(kvjit_store_kv_lanes(32, 1), 32);
-  assert_int_equal(kvjit_store_kv_lanes(512, 1), 32);
-  assert_int_equal(kvjit_store_kv_lanes(1, 1), 1);
+  assert_int_equal(kvjit_rows_lanes(8, 1), 8);
+  assert_int_equal(kvjit_rows_lanes(8, 2), 4);
+  assert_int_equal(kvjit_rows_lanes(7, 1), 8);
+  assert_int_equal(kvjit_rows_lanes(32, 1), 32);
+  assert_int_equal(kvjit_rows_lanes(512, 1), 32);
+  assert_int_equal(kvjit_rows_lanes(1, 1), 1);
 }
 
 static void test_plan_rules(void **state) {

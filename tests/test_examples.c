@@ -13,6 +13,7 @@
 
 #include "examples.h"
 #include "gpu_util.h"
+#include "kvjit_tools.h"
 #include "test_util.h"
 
 static char tmpdir[256];

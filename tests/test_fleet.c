@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 #include "remote_servers.h"
 #include "test_util.h"
 

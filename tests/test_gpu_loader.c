@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "bundle.h"
+#include "program.h"
 #include "gpu_util.h"
 #include "kvjit.h"
 
@@ -133,7 +134,7 @@ static void test_kernels_of_a_bundle_load_one_by_one(void **state) {
   kvjit_program_desc d = the_desc();
   d.name = "gpu_loader_bundle.cu";
   d.arch = env.sm;
-  kvjit_program_label label = {"test", ""};
+  kvjit_entry_label label = {"test", ""};
   kvjit_group_member members[3] = {{&label, 0}, {&label, 0}, {&label, 0}};
   kvjit_context *c1 = new_ctx();
   assert_int_equal(kvjit_program_compile_group(c1, &d, members), KVJIT_OK);

@@ -33,7 +33,8 @@
 
 #include "cache.h"
 #include "entry.h"
-#include "jit.h"
+#include "context.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "safe_fs.h"
 #include "test_util.h"

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "cache.h"
+#include "cache_target.h"
 #include "kvjit.h"
 #include "test_util.h"
 

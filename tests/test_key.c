@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "internal_util.h"
 #include "key.h"
 
 static const char *base_options[] = {"-std=c++17", "-DFOO=1"};

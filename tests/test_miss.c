@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include "cache.h"
+#include "cache_index.h"
+#include "cache_store.h"
 #include "entry.h"
 #include "entry_util.h"
 #include "miss.h"

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 #include "test_util.h"
 
 static char tmpdir[256];

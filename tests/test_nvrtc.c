@@ -163,6 +163,28 @@ static void test_compile_error_is_reported_and_remembered_in_counts(void **state
   kvjit_context_destroy(ctx);
 }
 
+/* kvjit_context_reset_stats(): the counters start from zero again, and count on from there. */
+static void test_reset_stats_starts_the_counters_again(void **state) {
+  (void)state;
+  kvjit_context *ctx = make_ctx("reset", 1);
+  kvjit_program_desc d = desc_for(90);
+  kvjit_program *p = NULL;
+  assert_int_equal(kvjit_program_build(ctx, &p, NULL, &d), KVJIT_OK);
+  kvjit_stats s = KVJIT_STATS_INIT;
+  assert_int_equal(kvjit_context_stats(ctx, &s), KVJIT_OK);
+  assert_int_equal(s.compiles, 1);
+  assert_int_equal(kvjit_context_reset_stats(ctx), KVJIT_OK);
+  assert_int_equal(kvjit_context_stats(ctx, &s), KVJIT_OK);
+  assert_int_equal(s.compiles, 0);
+  assert_int_equal(s.memory_hits, 0);
+  assert_int_equal(kvjit_program_build(ctx, &p, NULL, &d), KVJIT_OK);
+  assert_int_equal(kvjit_context_stats(ctx, &s), KVJIT_OK);
+  assert_int_equal(s.compiles, 0);
+  assert_int_equal(s.memory_hits, 1);
+  assert_int_equal(kvjit_context_reset_stats(NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  kvjit_context_destroy(ctx);
+}
+
 static void test_bad_descriptions(void **state) {
   (void)state;
   kvjit_context *ctx = make_ctx("bad", 0);
@@ -543,6 +565,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_compile_for_several_archs_then_hit),
       cmocka_unit_test(test_ptx_fallback_for_a_newer_gpu),
       cmocka_unit_test(test_compile_error_is_reported_and_remembered_in_counts),
+      cmocka_unit_test(test_reset_stats_starts_the_counters_again),
       cmocka_unit_test(test_bad_descriptions),
       cmocka_unit_test(test_headers_and_options_reach_nvrtc),
       cmocka_unit_test(test_memory_only_mode),

@@ -20,6 +20,7 @@
 #include "store_kv_plan.h"
 #include "compile.h"
 #include "cubin_util.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "test_util.h"
 

@@ -14,12 +14,14 @@
 
 #include <cmocka.h>
 
-#include "fast_table.h"
+#include "fast_map.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "op.h"
-#include "ops/ops.h"
-#include "ops/store_kv_op.h"
-#include "ops/transfer_kv_op.h"
+#include "registry.h"
+#include "variant.h"
+#include "store_kv_op.h"
+#include "transfer_kv_op.h"
 
 /* ---- descriptors ------------------------------------------------------------------------------ */
 
@@ -264,17 +266,30 @@ typedef struct key_record {
   int64_t values[KEY_FIELDS];
 } key_record;
 
-/* Room for every request the search records, at most 3/4 full. */
-#define KEY_SLOTS (1u << 17)
+/* Random requests of each op the search records. */
+#define KEY_REQUESTS_PER_OP 12000
 
-/* Insert into an open-addressing set; fail on a key held by a different request. */
-static void record_key(key_record *set, const kvjit_op *op, const int64_t *values, int cls, size_t *distinct) {
+/* Room for every request the search records, at most 3/4 full: sized by the registry, so that an
+ * op added to it is searched as fully as the first two. */
+static size_t key_slots(void) {
+  size_t classes = 1;
+  for (size_t o = 0; o < kvjit_num_ops; o++)
+    if ((size_t)kvjit_ops[o]->info.num_classes > classes) classes = (size_t)kvjit_ops[o]->info.num_classes;
+  const size_t need = (kvjit_num_ops * KEY_REQUESTS_PER_OP * classes + 64) / 3 * 4;
+  size_t slots = 1u << 17;
+  while (slots < need) slots <<= 1;
+  return slots;
+}
+
+/* Insert into an open-addressing set of @p slots; fail on a key held by a different request. */
+static void record_key(key_record *set, size_t slots, const kvjit_op *op, const int64_t *values, int cls,
+                       size_t *distinct) {
   assert_true(op->info.num_fields <= KEY_FIELDS);
-  assert_true(*distinct < KEY_SLOTS / 4 * 3);
+  assert_true(*distinct < slots / 4 * 3);
   kvjit_fast_key key = op->key(values, cls);
   if (kvjit_fast_key_family(key) != op->family) fail_msg("%s: key in family %d", op->info.name, (int)op->family);
   uint64_t h = (key.a * 0x9E3779B97F4A7C15ull ^ key.b * 0xC2B2AE3D27D4EB4Full) >> 40;
-  for (uint64_t i = h & (KEY_SLOTS - 1);; i = (i + 1) & (KEY_SLOTS - 1)) {
+  for (uint64_t i = h & (slots - 1);; i = (i + 1) & (slots - 1)) {
     key_record *r = &set[i];
     if (!r->used) {
       r->used = 1;
@@ -304,11 +319,12 @@ static void record_key(key_record *set, const kvjit_op *op, const int64_t *value
  */
 static void test_key_collision_search(void **state) {
   (void)state;
-  key_record *set = calloc(KEY_SLOTS, sizeof *set);
+  const size_t slots = key_slots();
+  key_record *set = calloc(slots, sizeof *set);
   assert_non_null(set);
   size_t distinct = 0, tried = 0;
   uint64_t rng = 0x2545F4914F6CDD1Dull;
-  const int per_op = 12000;
+  const int per_op = KEY_REQUESTS_PER_OP;
   for (size_t o = 0; o < kvjit_num_ops; o++) {
     const kvjit_op *op = kvjit_ops[o];
     int found = 0;
@@ -323,7 +339,7 @@ static void test_key_collision_search(void **state) {
       tried++;
       if (kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN) != KVJIT_OK) continue;
       found++;
-      for (int cls = 0; cls < op->info.num_classes; cls++) record_key(set, op, values, cls, &distinct);
+      for (int cls = 0; cls < op->info.num_classes; cls++) record_key(set, slots, op, values, cls, &distinct);
     }
     if (found < per_op / 10) fail_msg("%s: only %d valid random requests of %zu", op->info.name, found, tried);
   }
@@ -335,8 +351,8 @@ static void test_key_collision_search(void **state) {
   assert_int_equal(kvjit_op_check_values(&kvjit_op_store_kv, quant, KVJIT_OP_ALL_GIVEN), KVJIT_OK);
   assert_int_equal(kvjit_op_check_values(&kvjit_op_store_kv, plain, KVJIT_OP_ALL_GIVEN), KVJIT_OK);
   for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
-    record_key(set, &kvjit_op_store_kv, quant, cls, &distinct);
-    record_key(set, &kvjit_op_store_kv, plain, cls, &distinct);
+    record_key(set, slots, &kvjit_op_store_kv, quant, cls, &distinct);
+    record_key(set, slots, &kvjit_op_store_kv, plain, cls, &distinct);
   }
   printf("key search: %zu distinct requests of %zu tried, no collision\n", distinct, tried);
   free(set);
@@ -385,7 +401,7 @@ static void test_key_fields_all_count(void **state) {
 
 /* ---- the fast table ------------------------------------------------------------------------------ */
 
-static kvjit_fast_key test_key(uint64_t i) { return kvjit_fast_key_make(KVJIT_FAMILY_STORE_KV, i * 2654435761u, ~i); }
+static kvjit_fast_key test_key(uint64_t i) { return kvjit_fast_key_make(KVJIT_FAMILY_store_kv, i * 2654435761u, ~i); }
 
 static void test_fast_map_grows(void **state) {
   (void)state;

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "cache.h"
+#include "cache_remote.h"
 #include "entry.h"
 #include "kvjit.h"
 #include "remote.h"

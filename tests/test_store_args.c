@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /* The first field of every kvjit_store_kv_variant initialiser below. */
 #define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION

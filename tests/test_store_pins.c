@@ -17,6 +17,8 @@
 
 #include "key.h"
 #include "op.h"
+#include "registry.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "store_kv_plan.h"
 #include "test_util.h"

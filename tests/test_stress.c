@@ -35,6 +35,7 @@
 #include <cmocka.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 #include "test_util.h"
 
 enum { PROCS = 16, THREADS = 4, SHARED = 8, PRIVATE = 2, KEYS = SHARED + PRIVATE };

@@ -1,7 +1,7 @@
 /*
  * What the kvjit CLI's command files share: messages and exit statuses, option helpers, the cache
  * options every command takes, and the cache entry table `cache` and `info` both print. The CLI
- * uses the public API (kvjit.h) only, like zstd's programs/: main.c parses the command word and
+ * uses the public API (kvjit.h, kvjit_tools.h) only, like zstd's programs/: main.c parses the command word and
  * dispatches; each command lives in its own file.
  */
 #ifndef KVJIT_CLI_H
@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /* Exit status of a bad command line (one line on stderr naming the flag and the value). */
 enum { EXIT_USAGE = 2 };

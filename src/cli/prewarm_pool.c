@@ -1,5 +1,5 @@
 /*
- * kvjit prewarm's worker processes (prewarm.h says why processes).
+ * kvjit prewarm's worker processes (prewarm_pool.h says why processes).
  *
  * The parent forks the workers, feeds share numbers into one queue pipe (4 bytes each, written
  * non-blocking as the queue drains, so any number of shares fits) and reads each worker's own
@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "prewarm.h"
+#include "prewarm_pool.h"
 
 enum { MAX_WORKERS = 256 };
 enum { MSG_STARTED = 1, MSG_DONE = 2 };

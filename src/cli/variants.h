@@ -7,25 +7,13 @@
 #include <stdio.h>
 
 #include "cli.h"
-
-/* Longest comma-separated list a flag takes; more is a usage error, not a silent truncation. */
-#define MAX_LIST 32
-
-typedef struct int_list {
-  int value[MAX_LIST];
-  size_t count;
-} int_list;
+#include "items.h"
+#include "variant_list.h"
 
 /* Most distinct choice fields (fields with a prewarm flag) over all ops. */
 #define MAX_FIELD_FLAGS 32
 /* --split all, in a split list: every split (see add_splits()). */
 #define SPLIT_ALL (-1)
-
-typedef struct variant_list {
-  kvjit_variant *items;
-  size_t count;
-  size_t capacity;
-} variant_list;
 
 typedef struct prewarm_opts {
   cache_opts cache;
@@ -49,11 +37,7 @@ typedef struct prewarm_opts {
 int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help);
 /* The variant list the options describe, deduplicated; exit status. */
 int build_variants(const char *cmd, prewarm_opts *o, variant_list *out);
-/* Its manifest line, for progress lines. */
-const char *describe_variant(const kvjit_variant *v, char *buf, size_t capacity);
 /* The ops and their choice flags, for --help. */
 void print_ops(FILE *out);
-/* The field named @p name of @p op, or -1. */
-int op_field(const kvjit_op_info *op, const char *name);
 
 #endif

@@ -24,6 +24,7 @@
 
 #include "gpu_util.h"
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /** Most buffers one case uses. */
 #define CHECK_MAX_BUFS 40

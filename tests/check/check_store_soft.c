@@ -5,6 +5,7 @@
  * uses the library's plan (src/ops/store_kv_plan.h); everything else uses kvjit.h alone.
  */
 #include "check_store.h"
+#include "internal_util.h"
 #include "store_kv_plan.h"
 
 kvjit_status check_store_launch_soft(kvjit_context *ctx, const kvjit_store_kv_args *a, int sm, int prepare) {

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "entry.h"
+#include "payload.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

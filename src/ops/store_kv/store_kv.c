@@ -1,0 +1,239 @@
+/*
+ * The store_kv_cache op: its descriptor (fields, rules, plan, source, geometry, key) and its
+ * public entry points. Plans and sources are store_kv_plan.c; call validation store_kv_args.c.
+ *
+ * Hot path, once a variant is loaded: validate (arithmetic only), then the op layer's common
+ * call (kvjit_op_call: current device's compute capability -> request key -> lock-free lookup ->
+ * launch). No plan, no allocation, lock or compile: the plan was made on the miss that loaded it.
+ */
+#include "op_prewarm.h"
+#include "status.h"
+#include "store_kv_op.h"
+#include "variant.h"
+
+/* ---- fields ----------------------------------------------------------------------------------- */
+
+static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_INDEX_INT64] = "int64"};
+static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+static const char *const scale_words[] = {
+    [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
+static const char *const dtype_words[] = {
+    [KVJIT_DTYPE_BYTES] = "bytes", [KVJIT_DTYPE_F16] = "f16",           [KVJIT_DTYPE_BF16] = "bf16",
+    [KVJIT_DTYPE_F32] = "f32",     [KVJIT_DTYPE_FP8_E4M3] = "fp8_e4m3", [KVJIT_DTYPE_FP8_E5M2] = "fp8_e5m2"};
+#define WORDS(t) (t), sizeof(t) / sizeof((t)[0])
+
+static const kvjit_op_field store_fields[STORE_F_COUNT] = {
+    [STORE_F_ARCH] = {"arch", "compute capability (90 = sm_90); 0 = the current device's", KVJIT_FIELD_INT, 0, 0,
+                      KVJIT_STORE_KV_MAX_ARCH, NULL, 0, 0, NULL},
+    [STORE_F_K_ROW] = {"k_row_bytes", "bytes of one K row (source bytes when quantizing)", KVJIT_FIELD_INT, 0, 1,
+                       KVJIT_STORE_KV_MAX_ROW_BYTES, NULL, 0, 0, NULL},
+    [STORE_F_V_ROW] = {"v_row_bytes", "bytes of one V row; 0 = K only", KVJIT_FIELD_INT, 0, 0,
+                       KVJIT_STORE_KV_MAX_ROW_BYTES, NULL, 0, 0, NULL},
+    [STORE_F_INDEX] = {"index", "type of the slot ids", KVJIT_FIELD_WORD, 0, 0, 0, WORDS(index_words), 0,
+                       "int32,int64"},
+    [STORE_F_PDL] = {"pdl", "programmatic dependent launch, as asked (auto: per arch and batch class)",
+                     KVJIT_FIELD_WORD, 0, 0, 0, WORDS(pdl_words), 0, "auto"},
+    [STORE_F_SPLIT] = {"split", "parts each row is split into; 0 = automatic (every split it may pick)",
+                       KVJIT_FIELD_INT, 0, 0, KVJIT_STORE_KV_MAX_SPLIT, NULL, 0, 0, "auto"},
+    [STORE_F_VEC] = {"vec", "widest access, in bytes, the pointers and strides allow", KVJIT_FIELD_INT,
+                     KVJIT_FIELD_POW2, 1, 16, NULL, 0, 16, "16"},
+    [STORE_F_DTYPE] = {"dtype", "element type of the K/V rows of a store that quantizes", KVJIT_FIELD_WORD,
+                       KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words), KVJIT_DTYPE_BYTES, NULL},
+    [STORE_F_CACHE_DTYPE] = {"cache_dtype", "element type of the cache: fp8_e4m3 or fp8_e5m2 to quantize",
+                             KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words),
+                             KVJIT_DTYPE_BYTES, NULL},
+    [STORE_F_SCALE] = {"scale", "where the quantization scales come from", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL,
+                       0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, NULL},
+    [STORE_F_HEADS] = {"num_heads", "heads per K row and per V row (scale=head)", KVJIT_FIELD_INT,
+                       KVJIT_FIELD_OPTIONAL, 0, KVJIT_STORE_KV_QUANT_MAX_HEADS, NULL, 0, 0, NULL},
+};
+
+/* ---- descriptor hooks ------------------------------------------------------------------------ */
+
+/* The quantization of canonical values, or NULL for a plain copy. */
+static const kvjit_store_kv_quant *values_quant(const int64_t *v, kvjit_store_kv_quant *q) {
+  if (v[STORE_F_CACHE_DTYPE] == KVJIT_DTYPE_BYTES) return NULL;
+  q->dtype = (kvjit_dtype)v[STORE_F_DTYPE];
+  q->cache_dtype = (kvjit_dtype)v[STORE_F_CACHE_DTYPE];
+  q->scale_kind = (kvjit_scale_kind)v[STORE_F_SCALE];
+  q->num_heads = v[STORE_F_HEADS];
+  return q;
+}
+
+static kvjit_status store_plan(const int64_t *v, int arch, int batch_class, void *out) {
+  kvjit_store_kv_quant q;
+  return kvjit_store_kv_plan_make_quant(out, arch, v[STORE_F_K_ROW], v[STORE_F_V_ROW], (int)v[STORE_F_VEC],
+                                        (kvjit_index_type)v[STORE_F_INDEX], (kvjit_pdl_mode)v[STORE_F_PDL],
+                                        (int)v[STORE_F_SPLIT], batch_class, values_quant(v, &q));
+}
+
+static kvjit_status store_check(int64_t *v, uint64_t given) {
+  if (given != KVJIT_OP_ALL_GIVEN && (given & KVJIT_OP_GIVEN(STORE_F_HEADS)) && v[STORE_F_SCALE] != KVJIT_SCALE_PER_HEAD) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale=head");
+  }
+  kvjit_store_kv_quant q;
+  int quantize = 0;
+  kvjit_status st = kvjit_store_kv_quant_resolve(&q, &quantize, (kvjit_dtype)v[STORE_F_DTYPE],
+                                                 (kvjit_dtype)v[STORE_F_CACHE_DTYPE], (kvjit_scale_kind)v[STORE_F_SCALE],
+                                                 v[STORE_F_HEADS]);
+  if (st != KVJIT_OK) return st;
+  /* A plain copy's kernel does not depend on the element type: one canonical form. */
+  v[STORE_F_DTYPE] = quantize ? q.dtype : KVJIT_DTYPE_BYTES;
+  v[STORE_F_CACHE_DTYPE] = quantize ? q.cache_dtype : KVJIT_DTYPE_BYTES;
+  v[STORE_F_SCALE] = quantize ? q.scale_kind : KVJIT_SCALE_NONE;
+  v[STORE_F_HEADS] = quantize ? q.num_heads : 0;
+  /* The plan's own rules, for "any arch" when arch is 0. */
+  kvjit_store_kv_plan plan;
+  return store_plan(v, v[STORE_F_ARCH] ? (int)v[STORE_F_ARCH] : KVJIT_STORE_KV_MAX_ARCH, 0, &plan);
+}
+
+/* A quantizing store's line ends with its dtypes and scale kind, and num_heads with scale=head;
+ * plain copies keep the version-1 line. */
+static int store_written(const int64_t *v, size_t field) {
+  if (field == STORE_F_HEADS) return v[STORE_F_SCALE] == KVJIT_SCALE_PER_HEAD;
+  return v[STORE_F_CACHE_DTYPE] != KVJIT_DTYPE_BYTES;
+}
+
+static kvjit_status store_program(const void *plan, kvjit_op_program *out) { return kvjit_store_kv_program(plan, out); }
+
+/* A quantizing kernel takes NVRTC about 3.5 times a plain copy's (bundles of the main prewarm set,
+ * this 2-core machine, NVRTC 13.0: 68.9 vs 19.8 ms per kernel; bench/BASELINE.md, "Compile cost"). */
+static unsigned store_compile_cost(const void *plan) {
+  return ((const kvjit_store_kv_plan *)plan)->cache_dtype != KVJIT_DTYPE_BYTES ? 7 : 2;
+}
+
+static void store_geometry(const void *plan, kvjit_op_geometry *out) {
+  const kvjit_store_kv_plan *p = plan;
+  out->block = (uint32_t)p->block;
+  out->group_shift = (uint32_t)__builtin_ctz((unsigned)p->lanes);
+  out->split = (uint32_t)p->split;
+  out->items = (uint32_t)p->items;
+  out->pdl = p->pdl;
+}
+
+#ifndef KVJIT_OP_FAMILY
+#error "KVJIT_OP_FAMILY: the op's line in src/ops/ops.def, set by src/ops/meson.build"
+#endif
+
+/*
+ * The request key. Word a, below the family byte: quantizing 55 | arch 45..54 | k_row_bytes
+ * 14..44 | batch class 12..13 | log2 vec 9..11 | int64 indices 8 | pdl mode 6..7, and quantizing
+ * only: source dtype - 1 at 4..5 | fp8 kind 3 | scale kind 1..2. Word b: v_row_bytes 0..30 and
+ * split 31..51 (plain copies); v_row_bytes 0..27, split 28..43 and heads 44..59 (quantizing,
+ * whose rows, splits and heads are capped to fit). Validation keeps every field in its bits.
+ */
+static kvjit_fast_key store_key(const int64_t *v, int batch_class) {
+  const uint64_t quant = v[STORE_F_CACHE_DTYPE] != 0;
+  uint64_t a = quant << 55 | (uint64_t)v[STORE_F_ARCH] << 45 | (uint64_t)v[STORE_F_K_ROW] << 14 |
+               (uint64_t)batch_class << 12 | (uint64_t)__builtin_ctzll((uint64_t)v[STORE_F_VEC]) << 9 |
+               (uint64_t)(v[STORE_F_INDEX] == KVJIT_INDEX_INT64) << 8 | (uint64_t)v[STORE_F_PDL] << 6;
+  uint64_t b;
+  if (quant) {
+    a |= (uint64_t)(v[STORE_F_DTYPE] - KVJIT_DTYPE_F16) << 4 |
+         (uint64_t)(v[STORE_F_CACHE_DTYPE] - KVJIT_DTYPE_FP8_E4M3) << 3 | (uint64_t)v[STORE_F_SCALE] << 1;
+    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 28 | (uint64_t)v[STORE_F_HEADS] << 44;
+  } else {
+    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 31;
+  }
+  return kvjit_fast_key_make(KVJIT_OP_FAMILY, a, b);
+}
+
+const kvjit_op kvjit_op_store_kv = {
+    .info = {"store_kv_cache", "copy each new token's K/V rows into the cache at its slot (quantizing to fp8 on the way)",
+             store_fields, STORE_F_COUNT, KVJIT_STORE_KV_CLASSES},
+    .family = KVJIT_OP_FAMILY,
+    .plan_size = sizeof(kvjit_store_kv_plan),
+    .kernel = KVJIT_STORE_KV_KERNEL,
+    .oob_counter = KVJIT_STORE_KV_OOB_COUNTER,
+    .max_arch = KVJIT_STORE_KV_MAX_ARCH,
+    .check = store_check,
+    .written = store_written,
+    .plan = store_plan,
+    .program = store_program,
+    .compile_cost = store_compile_cost,
+    .geometry = store_geometry,
+    .key = store_key,
+};
+
+/* ---- the calls ------------------------------------------------------------------------------- */
+
+kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args *args) {
+  kvjit_store_kv_request r;
+  kvjit_status st = kvjit_store_kv_validate(ctx, args, &r);
+  if (st != KVJIT_OK) return st;
+  return kvjit_op_call(ctx, &kvjit_op_store_kv, r.values, r.batch_class, args->batch, 1, args->stream, &r.params);
+}
+
+kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_kv_args *args) {
+  kvjit_store_kv_request r;
+  kvjit_status st = kvjit_store_kv_validate(ctx, args, &r);
+  if (st != KVJIT_OK) return st;
+  return kvjit_op_prepare_call(ctx, &kvjit_op_store_kv, r.values, r.batch_class, args->batch);
+}
+
+kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count, int reset) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
+  return kvjit_op_counters(ctx, &kvjit_op_store_kv, count, reset);
+}
+
+/* ---- variants -------------------------------------------------------------------------------- */
+
+/* The struct has grown before (the quantizing fields): a caller built against another layout is
+ * refused instead of read past its end. */
+static kvjit_status variant_values(const kvjit_store_kv_variant *v, int64_t *out) {
+  if (v->version != KVJIT_STORE_KV_VARIANT_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "variant->version: must be KVJIT_STORE_KV_VARIANT_VERSION (%d), got %u (initialise with "
+                      "KVJIT_STORE_KV_VARIANT_INIT)",
+                      KVJIT_STORE_KV_VARIANT_VERSION, v->version);
+  }
+  out[STORE_F_ARCH] = v->arch;
+  out[STORE_F_K_ROW] = v->k_row_bytes;
+  out[STORE_F_V_ROW] = v->v_row_bytes;
+  out[STORE_F_INDEX] = v->index_type;
+  out[STORE_F_PDL] = v->pdl;
+  out[STORE_F_SPLIT] = v->split;
+  out[STORE_F_VEC] = v->vector_bytes ? v->vector_bytes : 16;
+  out[STORE_F_DTYPE] = v->dtype;
+  out[STORE_F_CACHE_DTYPE] = v->cache_dtype;
+  out[STORE_F_SCALE] = v->scale_kind;
+  out[STORE_F_HEADS] = v->num_heads;
+  return kvjit_op_check_values(&kvjit_op_store_kv, out, KVJIT_OP_ALL_GIVEN);
+}
+
+kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
+                                          unsigned *compiled, unsigned *cached) {
+  if (compiled) *compiled = 0;
+  if (cached) *cached = 0;
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+  if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
+  int64_t values[STORE_F_COUNT];
+  kvjit_status st = variant_values(variant, values);
+  if (st != KVJIT_OK) return st;
+  return kvjit_op_prewarm(ctx, &kvjit_op_store_kv, values, compiled, cached);
+}
+
+kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out, size_t capacity) {
+  if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
+  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
+  int64_t values[STORE_F_COUNT];
+  kvjit_status st = variant_values(variant, values);
+  if (st != KVJIT_OK) return st;
+  return kvjit_op_format_line(&kvjit_op_store_kv, values, out, capacity);
+}
+
+/* Where each version of the arguments ends: version 2 added dtype .. num_heads. */
+static const size_t args_end[KVJIT_STORE_KV_ARGS_VERSION + 1] = {0, offsetof(kvjit_store_kv_args, dtype),
+                                                                 sizeof(kvjit_store_kv_args)};
+
+kvjit_status kvjit_store_kv_args_init(kvjit_store_kv_args *out, unsigned version) {
+  static const kvjit_store_kv_args defaults = KVJIT_STORE_KV_ARGS_INIT;
+  return kvjit_struct_init(out, version, &defaults, args_end, KVJIT_STORE_KV_ARGS_VERSION, "kvjit_store_kv_args");
+}
+
+kvjit_status kvjit_store_kv_variant_init(kvjit_store_kv_variant *out, unsigned version) {
+  static const kvjit_store_kv_variant defaults = KVJIT_STORE_KV_VARIANT_INIT;
+  static const size_t ends[] = {0, sizeof defaults};
+  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_STORE_KV_VARIANT_VERSION, "kvjit_store_kv_variant");
+}

@@ -1,0 +1,44 @@
+/*
+ * transfer_kv as an op: its fields (manifest order, request values), the request its call
+ * arguments validate into, and its request key.
+ */
+#ifndef KVJIT_TRANSFER_KV_OP_H
+#define KVJIT_TRANSFER_KV_OP_H
+
+#include <stdint.h>
+
+#include "descriptor.h"
+#include "op.h"
+#include "transfer_kv_plan.h"
+
+/** Fields, in manifest order: values[TRANSFER_F_...]. */
+enum {
+  TRANSFER_F_ARCH,
+  TRANSFER_F_K_ROW,
+  TRANSFER_F_V_ROW,  /* 0: K only */
+  TRANSFER_F_INDEX,  /* kvjit_index_type */
+  TRANSFER_F_SRC,    /* kvjit_location */
+  TRANSFER_F_DST,    /* kvjit_location */
+  TRANSFER_F_LAYERS, /* 0: one layer, 1: per-layer pointer tables */
+  TRANSFER_F_PDL,    /* kvjit_pdl_mode, as asked */
+  TRANSFER_F_SPLIT,  /* as asked: 0 automatic */
+  TRANSFER_F_VEC,    /* widest access the strides (and one layer's pointers) allow */
+  TRANSFER_F_COUNT
+};
+
+/** A validated call: the variant (arch filled in by the caller), its batch class, the launch. */
+typedef struct kvjit_transfer_kv_request {
+  int64_t values[TRANSFER_F_COUNT];
+  int batch_class;
+  unsigned layers; /* grid.y: 1, or the number of layers of the tables */
+  kvjit_transfer_kv_params params;
+} kvjit_transfer_kv_request;
+
+/** Everything the request key does not cover, and the ranges of what it does (values[0] left 0). */
+kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_transfer_kv_args *args,
+                                        kvjit_transfer_kv_request *out);
+
+/** The op's descriptor (transfer_kv.c), in the registry's table (src/ops/ops.def). */
+extern const kvjit_op kvjit_op_transfer_kv;
+
+#endif
