@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "nvrtc_lib.h"
 #include "status.h"
@@ -34,22 +33,11 @@ kvjit_status kvjit_context_publish(kvjit_context *ctx, const kvjit_entry_label *
   if (!kvjit_cache_writable(ctx->cache)) {
     return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(ctx->cache));
   }
-  char compiler[32];
-  snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
-  kvjit_entry_digests recorded = *digests;
-  kvjit_nvrtc_identity(&recorded.nvrtc);
-  kvjit_entry_meta meta = {.key = *key,
-                           .content = *content,
-                           .digests = &recorded,
-                           .target = *target,
-                           .created = (int64_t)time(NULL),
-                           .program = program,
-                           .op = label && label->op ? label->op : "",
-                           .variant = label && label->variant ? label->variant : "",
-                           .compiler = compiler,
-                           .num_kernels = num_kernels,
-                           .kernels = kernels,
-                           .lowered = lowered};
+  kvjit_entry_written written;
+  kvjit_entry_meta meta = kvjit_entry_meta_for_write(&written, label, target, key, content, digests, program);
+  meta.num_kernels = num_kernels;
+  meta.kernels = kernels;
+  meta.lowered = lowered;
   uint8_t *buf = NULL;
   size_t len = 0;
   kvjit_status st = kvjit_entry_encode(&buf, &len, &meta, payload, payload_len);

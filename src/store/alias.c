@@ -10,14 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cache.h"
 #include "cache_list.h"
 #include "cache_remote.h"
 #include "cache_store.h"
-#include "nvrtc_lib.h"
 #include "status.h"
 
 int kvjit_alias_bundle_holds(const kvjit_entry_view *alias, const kvjit_entry_alias *a, const kvjit_key_target *target,
@@ -55,22 +53,11 @@ kvjit_status kvjit_alias_write(kvjit_cache *cache, const kvjit_entry_label *labe
   if (!kvjit_cache_writable(cache)) {
     return kvjit_fail(KVJIT_ERR_IO, "not cached: %s", kvjit_cache_unwritable_reason(cache));
   }
-  char compiler[32];
-  snprintf(compiler, sizeof compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
-  kvjit_entry_digests recorded = *digests;
-  kvjit_nvrtc_identity(&recorded.nvrtc);
-  kvjit_entry_meta meta = {.key = *key,
-                           .content = *content,
-                           .digests = &recorded,
-                           .target = *target,
-                           .created = (int64_t)time(NULL),
-                           .program = program,
-                           .op = label && label->op ? label->op : "",
-                           .variant = label && label->variant ? label->variant : "",
-                           .compiler = compiler,
-                           .num_kernels = 1,
-                           .kernels = &name,
-                           .lowered = &lowered};
+  kvjit_entry_written written;
+  kvjit_entry_meta meta = kvjit_entry_meta_for_write(&written, label, target, key, content, digests, program);
+  meta.num_kernels = 1;
+  meta.kernels = &name;
+  meta.lowered = &lowered;
   meta.target.kind = KVJIT_PAYLOAD_ALIAS;
   uint8_t payload[KVJIT_ENTRY_ALIAS_BYTES];
   kvjit_entry_alias_encode(payload, alias);

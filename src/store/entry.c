@@ -1,9 +1,12 @@
 /* Cache entry encode/parse. Layout in cache/FORMAT.md. All integers little-endian. */
 #include "entry.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "nvrtc_lib.h"
 #include "status.h"
 #include "xxh.h"
 
@@ -288,4 +291,22 @@ void kvjit_entry_kernel(const kvjit_entry_view *view, uint32_t index, const char
     }
     p += 4 + a + b;
   }
+}
+
+kvjit_entry_meta kvjit_entry_meta_for_write(kvjit_entry_written *written, const kvjit_entry_label *label,
+                                            const kvjit_key_target *target, const kvjit_key *key,
+                                            const kvjit_key *content, const kvjit_entry_digests *digests,
+                                            const char *program) {
+  snprintf(written->compiler, sizeof written->compiler, "NVRTC %d.%d", target->nvrtc_major, target->nvrtc_minor);
+  written->digests = *digests;
+  kvjit_nvrtc_identity(&written->digests.nvrtc);
+  return (kvjit_entry_meta){.key = *key,
+                            .content = *content,
+                            .digests = &written->digests,
+                            .target = *target,
+                            .created = (int64_t)time(NULL),
+                            .program = program,
+                            .op = label && label->op ? label->op : "",
+                            .variant = label && label->variant ? label->variant : "",
+                            .compiler = written->compiler};
 }

@@ -61,6 +61,23 @@ typedef struct kvjit_entry_meta {
   const kvjit_entry_digests *digests; /* NULL: all unknown (zero) */
 } kvjit_entry_meta;
 
+/** What a header written by this process points to besides the caller's strings. */
+typedef struct kvjit_entry_written {
+  kvjit_entry_digests digests; /* the caller's, with this process's NVRTC build recorded */
+  char compiler[32];           /* "NVRTC 13.0" */
+} kvjit_entry_written;
+
+/**
+ * The header of an entry this process writes: @p key, @p content, @p target and @p program as
+ * given, the key inputs' @p digests with this process's NVRTC identity, created now, the op and
+ * variant from @p label ("" when NULL). @p written holds what the header points to and must outlive
+ * it; the caller sets the kernels (and the payload kind, for an alias).
+ */
+kvjit_entry_meta kvjit_entry_meta_for_write(kvjit_entry_written *written, const kvjit_entry_label *label,
+                                            const kvjit_key_target *target, const kvjit_key *key,
+                                            const kvjit_key *content, const kvjit_entry_digests *digests,
+                                            const char *program);
+
 /** A parsed entry: pointers into the caller's buffer (strings are NOT NUL-terminated). */
 typedef struct kvjit_entry_view {
   kvjit_key key;
