@@ -133,38 +133,31 @@ int kvjit_env_bool(const char *name, int fallback, int log) {
   return value;
 }
 
-uint64_t kvjit_env_size(const char *name, uint64_t min, uint64_t max, uint64_t fallback, int log) {
+/* A number from the environment read by @p parse and checked against [min, max]; anything else
+ * warns once (naming the variable, its text and the fallback shown with @p unit) and falls back. */
+static uint64_t env_number(const char *name, kvjit_status (*parse)(const char *, uint64_t *), const char *unit,
+                           uint64_t min, uint64_t max, uint64_t fallback, int log) {
   const char *text = kvjit_env_text(name);
   if (text == NULL) return fallback;
   uint64_t value = 0;
-  kvjit_status st = kvjit_parse_size(text, &value);
+  kvjit_status st = parse(text, &value);
   if (st == KVJIT_OK && (value < min || value > max)) {
-    st = kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%llu bytes, out of range %llu to %llu", (unsigned long long)value,
+    st = kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%llu %s, out of range %llu to %llu", (unsigned long long)value, unit,
                     (unsigned long long)min, (unsigned long long)max);
   }
   if (st != KVJIT_OK) {
     char shown[32];
-    snprintf(shown, sizeof shown, "%llu bytes", (unsigned long long)fallback);
+    snprintf(shown, sizeof shown, "%llu %s", (unsigned long long)fallback, unit);
     env_warning(name, text, shown, log);
     return fallback;
   }
   return value;
 }
 
+uint64_t kvjit_env_size(const char *name, uint64_t min, uint64_t max, uint64_t fallback, int log) {
+  return env_number(name, kvjit_parse_size, "bytes", min, max, fallback, log);
+}
+
 uint64_t kvjit_env_duration_ms(const char *name, uint64_t min, uint64_t max, uint64_t fallback, int log) {
-  const char *text = kvjit_env_text(name);
-  if (text == NULL) return fallback;
-  uint64_t value = 0;
-  kvjit_status st = kvjit_parse_duration_ms(text, &value);
-  if (st == KVJIT_OK && (value < min || value > max)) {
-    st = kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%llu ms, out of range %llu to %llu", (unsigned long long)value,
-                    (unsigned long long)min, (unsigned long long)max);
-  }
-  if (st != KVJIT_OK) {
-    char shown[32];
-    snprintf(shown, sizeof shown, "%llu ms", (unsigned long long)fallback);
-    env_warning(name, text, shown, log);
-    return fallback;
-  }
-  return value;
+  return env_number(name, kvjit_parse_duration_ms, "ms", min, max, fallback, log);
 }
