@@ -119,7 +119,8 @@ int gpu_context_create(kvjit_context **ctx, char *dir, size_t dir_capacity, cons
     return 1;
   }
   char manifest[512];
-  if (manifest_file != NULL) snprintf(manifest, sizeof manifest, "%s/%s", dir, manifest_file);
+  /* Beside the cache dir, never inside it: kvjit refuses to write its side files into a cache. */
+  if (manifest_file != NULL) snprintf(manifest, sizeof manifest, "%s-%s", dir, manifest_file);
   kvjit_context_options opt = KVJIT_CONTEXT_OPTIONS_INIT;
   opt.cache_dir = dir;
   opt.disable_cache = 0;
@@ -135,6 +136,6 @@ int gpu_context_create(kvjit_context **ctx, char *dir, size_t dir_capacity, cons
 void gpu_context_destroy(kvjit_context *ctx, const char *dir) {
   kvjit_context_destroy(ctx);
   char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'-*", dir, dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
