@@ -12,8 +12,11 @@
  * It links nothing: libkvjit's and libcuda's entry points are resolved (door.c) from the copies
  * the process already loaded.
  *
- * The keywords arrive normalised (python/kvjit/_ops.py): the op's ints, None for an absent
- * tensor, stream an int handle or None, context an int handle or None.
+ * kvjit.store_kv_cache and kvjit.transfer_kv are this module's store_kv_cache and transfer_kv
+ * themselves (keywords.c binds their arguments): a call costs no Python frame. Keywords left to
+ * their defaults cost nothing; any other goes through the package's one normaliser
+ * (python/kvjit/_ops.py), once. The *_op, *_prepare and *_args calls take the op's arguments
+ * as they are: ints, None for an absent tensor, stream and context int handles or None.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,9 +24,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "docs.h"
 #include "door.h"
 #include "dlpack_view.h"
 #include "host_copy.h"
+#include "keywords.h"
 #include "kvjit.h"
 #include "store_args.h"
 #include "tensors.h"
@@ -64,18 +69,26 @@ static int int_arg(PyObject *obj, const char *name, int64_t *out) {
   return 0;
 }
 
+/* What a call gives beside the op's arguments: stream, context, batch (prepare). */
+typedef struct door_extra {
+  int has_stream;
+  void *stream;
+  kvjit_context *ctx;
+  PyObject *batch; /* prepare's batch, or NULL / None */
+} door_extra;
+
 /* stream (None or an int CUstream handle) and context (None or an int kvjit_context handle). */
-static int stream_and_context(PyObject *stream, PyObject *context, int *has_stream, void **stream_out,
-                              kvjit_context **ctx_out) {
-  *has_stream = stream != NULL && stream != Py_None;
-  *ctx_out = kvjit_door.ctx;
-  if (*has_stream) {
-    *stream_out = PyLong_AsVoidPtr(stream);
-    if (*stream_out == NULL && PyErr_Occurred()) return -1;
+static int stream_and_context(PyObject *stream, PyObject *context, door_extra *x) {
+  x->has_stream = stream != NULL && stream != Py_None;
+  x->stream = NULL;
+  x->ctx = kvjit_door.ctx;
+  if (x->has_stream) {
+    x->stream = PyLong_AsVoidPtr(stream);
+    if (x->stream == NULL && PyErr_Occurred()) return -1;
   }
   if (context != NULL && context != Py_None) {
-    *ctx_out = PyLong_AsVoidPtr(context);
-    if (*ctx_out == NULL) {
+    x->ctx = PyLong_AsVoidPtr(context);
+    if (x->ctx == NULL) {
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "context: NULL handle");
       return -1;
     }
@@ -103,15 +116,11 @@ enum door_mode { MODE_CALL, MODE_PREPARE, MODE_ARGS };
 
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
 
-/* store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
- * v_scale, cache_dtype[, stream[, context[, batch]]]): the op's arguments, then the door's. */
-static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 12 || nargs > 15) {
-    PyErr_SetString(PyExc_TypeError, "store_kv_cache takes the op's 12 arguments, then stream, context, batch");
-    return NULL;
-  }
+/* The store of @p objs (k, v, k_cache, v_cache, indices, k_scale, v_scale; None: absent) with the
+ * op's scalars (num_slots, skip_slot, split, pdl, cache_dtype). */
+static PyObject *store_run(PyObject *const objs[7], const int64_t scalars[5], const door_extra *x,
+                           enum door_mode mode) {
   if (!ready()) return NULL;
-  PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], args[9], args[10]};
   static const int optional[7] = {0, 1, 0, 1, 0, 1, 1};
   kvjit_door_tensor t[7];
   kvjit_store_request req;
@@ -124,21 +133,20 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     *views[n_read] = t[n_read].buf.view;
   }
   kvjit_door_fill_devices(views, 7);
-  if (int_arg(args[5], "num_slots", &req.num_slots) || int_arg(args[6], "skip_slot", &req.skip_slot) ||
-      int_arg(args[7], "split", &req.split) || int_arg(args[8], "pdl", &req.pdl) ||
-      int_arg(args[11], "cache_dtype", &req.cache_dtype))
-    goto done;
-  int has_stream;
-  void *stream = NULL;
-  kvjit_context *ctx;
-  if (stream_and_context(nargs > 12 ? args[12] : NULL, nargs > 13 ? args[13] : NULL, &has_stream, &stream, &ctx))
-    goto done;
+  req.num_slots = scalars[0];
+  req.skip_slot = scalars[1];
+  req.split = scalars[2];
+  req.pdl = scalars[3];
+  req.cache_dtype = scalars[4];
+  void *stream = x->stream;
+  kvjit_context *ctx = x->ctx;
   char msg[512];
   kvjit_store_kv_args a;
   /* On CUDA, or all on the CPU (a plain loop there; the rules are the same). */
-  kvjit_request_error refused = kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", msg, sizeof msg);
+  kvjit_request_error refused = kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", NULL, 0);
   int on_cuda = !refused;
   if (refused && mode != MODE_ARGS && kvjit_store_request_on_device(&req, KVJIT_DL_CPU, "CPU", NULL, 0)) {
+    kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", msg, sizeof msg); /* worded only when refused */
     raise_refusal(refused, msg);
     goto done;
   }
@@ -151,13 +159,10 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     result = call_result(KVJIT_OK);
     goto done;
   }
-  if (has_stream)
-    a.stream = stream;
-  else if (on_cuda && kvjit_door_default_stream(&t[0], &stream))
+  if (!x->has_stream && on_cuda && kvjit_door_default_stream(&t[0], &stream)) goto done;
+  a.stream = stream;
+  if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && int_arg(x->batch, "batch", &a.batch))
     goto done;
-  else
-    a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 14 && args[14] != Py_None && int_arg(args[14], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
     result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
     goto done;
@@ -183,6 +188,24 @@ done:
   return result;
 }
 
+/* store_kv_cache_op(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
+ * v_scale, cache_dtype[, stream[, context[, batch]]]): the op's arguments, then the door's. */
+static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
+  if (nargs < 12 || nargs > 15) {
+    PyErr_SetString(PyExc_TypeError, "store_kv_cache_op takes the op's 12 arguments, then stream, context, batch");
+    return NULL;
+  }
+  PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], args[9], args[10]};
+  int64_t scalars[5];
+  door_extra x = {0, NULL, NULL, nargs > 14 ? args[14] : NULL};
+  if (int_arg(args[5], "num_slots", &scalars[0]) || int_arg(args[6], "skip_slot", &scalars[1]) ||
+      int_arg(args[7], "split", &scalars[2]) || int_arg(args[8], "pdl", &scalars[3]) ||
+      int_arg(args[11], "cache_dtype", &scalars[4]) ||
+      stream_and_context(nargs > 12 ? args[12] : NULL, nargs > 13 ? args[13] : NULL, &x))
+    return NULL;
+  return store_run(objs, scalars, &x, mode);
+}
+
 static PyObject *c_store(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   return store(args, nargs, MODE_CALL);
@@ -201,13 +224,10 @@ static PyObject *c_store_args(PyObject *self, PyObject *const *args, Py_ssize_t 
 static const char *const kTransferTensorNames[6] = {"src_k", "src_v", "dst_k", "dst_v", "src_indices",
                                                     "dst_indices"};
 
-/* transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots,
- * split, pdl, row_elements[, stream[, context[, batch]]]). */
-static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 11 || nargs > 14) {
-    PyErr_SetString(PyExc_TypeError, "transfer_kv takes the op's 11 arguments, then stream, context, batch");
-    return NULL;
-  }
+/* The transfer of @p objs (src_k, src_v, dst_k, dst_v, src_indices, dst_indices) with the op's
+ * scalars (src_num_slots, dst_num_slots, split, pdl, row_elements). */
+static PyObject *transfer_run(PyObject *const *objs, const int64_t scalars[5], const door_extra *x,
+                              enum door_mode mode) {
   if (!ready()) return NULL;
   static const int optional[6] = {0, 1, 0, 1, 0, 0};
   kvjit_door_tensor t[6];
@@ -217,19 +237,17 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
   PyObject *result = NULL;
   int n_read = 0;
   for (; n_read < 6; n_read++) {
-    if (kvjit_door_read(args[n_read], kTransferTensorNames[n_read], optional[n_read], &t[n_read])) goto done;
+    if (kvjit_door_read(objs[n_read], kTransferTensorNames[n_read], optional[n_read], &t[n_read])) goto done;
     *views[n_read] = t[n_read].buf.view;
   }
   kvjit_door_fill_devices(views, 6);
-  if (int_arg(args[6], "src_num_slots", &req.src_num_slots) ||
-      int_arg(args[7], "dst_num_slots", &req.dst_num_slots) || int_arg(args[8], "split", &req.split) ||
-      int_arg(args[9], "pdl", &req.pdl) || int_arg(args[10], "row_elements", &req.row_elements))
-    goto done;
-  int has_stream;
-  void *stream = NULL;
-  kvjit_context *ctx;
-  if (stream_and_context(nargs > 11 ? args[11] : NULL, nargs > 12 ? args[12] : NULL, &has_stream, &stream, &ctx))
-    goto done;
+  req.src_num_slots = scalars[0];
+  req.dst_num_slots = scalars[1];
+  req.split = scalars[2];
+  req.pdl = scalars[3];
+  req.row_elements = scalars[4];
+  void *stream = x->stream;
+  kvjit_context *ctx = x->ctx;
   char msg[512];
   kvjit_transfer_kv_args a;
   int32_t device = -1;
@@ -241,13 +259,10 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
   int first = -1; /* the first device tensor: its framework's stream is the default */
   for (int i = 0; i < 6 && first < 0; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
-  if (has_stream)
-    a.stream = stream;
-  else if (first >= 0 && kvjit_door_default_stream(&t[first], &stream))
+  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], &stream)) goto done;
+  a.stream = stream;
+  if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && int_arg(x->batch, "batch", &a.batch))
     goto done;
-  else
-    a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 13 && args[13] != Py_None && int_arg(args[13], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
     result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
     goto done;
@@ -291,6 +306,23 @@ done:
   return result;
 }
 
+/* transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
+ * dst_num_slots, split, pdl, row_elements[, stream[, context[, batch]]]). */
+static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
+  if (nargs < 11 || nargs > 14) {
+    PyErr_SetString(PyExc_TypeError, "transfer_kv_op takes the op's 11 arguments, then stream, context, batch");
+    return NULL;
+  }
+  int64_t scalars[5];
+  door_extra x = {0, NULL, NULL, nargs > 13 ? args[13] : NULL};
+  if (int_arg(args[6], "src_num_slots", &scalars[0]) || int_arg(args[7], "dst_num_slots", &scalars[1]) ||
+      int_arg(args[8], "split", &scalars[2]) || int_arg(args[9], "pdl", &scalars[3]) ||
+      int_arg(args[10], "row_elements", &scalars[4]) ||
+      stream_and_context(nargs > 11 ? args[11] : NULL, nargs > 12 ? args[12] : NULL, &x))
+    return NULL;
+  return transfer_run(args, scalars, &x, mode);
+}
+
 static PyObject *c_transfer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   return transfer(args, nargs, MODE_CALL);
@@ -302,6 +334,76 @@ static PyObject *c_transfer_prepare(PyObject *self, PyObject *const *args, Py_ss
 static PyObject *c_transfer_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   return transfer(args, nargs, MODE_ARGS);
+}
+
+/* ---- the public calls: kvjit.store_kv_cache and kvjit.transfer_kv ---------------------------- */
+
+/* Set by init(): the package's keyword normalisers (kvjit/_ops.py store_scalars, transfer_scalars). */
+static PyObject *g_store_scalars, *g_transfer_scalars, *g_zero, *g_auto;
+
+/*
+ * The op's five scalars and the door's stream and context from a call's keywords (@p given: the
+ * five scalars' keywords, stream, context; NULL: left out). Left out, or None where None is the
+ * default (all but split and pdl), they are @p defaults as they are: the common call costs no
+ * Python. Anything else goes through the package's one normaliser, which returns the five ints,
+ * the stream handle and the context handle (or None), or raises naming the keyword.
+ */
+static int scalars_of(PyObject *normalise, PyObject *const given[7], const int64_t defaults[5],
+                      const char *const names[5], int64_t scalars[5], door_extra *x) {
+  int plain = given[2] == NULL && given[3] == NULL;
+  for (int i = 0; i < 7 && plain; i++) plain = i == 2 || i == 3 || given[i] == NULL || given[i] == Py_None;
+  if (plain) {
+    memcpy(scalars, defaults, 5 * sizeof scalars[0]);
+    return stream_and_context(NULL, NULL, x);
+  }
+  PyObject *argv[7];
+  for (int i = 0; i < 7; i++) argv[i] = given[i] ? given[i] : i == 2 ? g_zero : i == 3 ? g_auto : Py_None;
+  PyObject *r = PyObject_Vectorcall(normalise, argv, 7, NULL);
+  if (r == NULL) return -1;
+  int failed = !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 7;
+  if (failed) PyErr_SetString(PyExc_SystemError, "kvjit._C: a normaliser returned no 7-tuple");
+  for (int i = 0; i < 5 && !failed; i++) failed = int_arg(PyTuple_GET_ITEM(r, i), names[i], &scalars[i]) != 0;
+  failed = failed || stream_and_context(PyTuple_GET_ITEM(r, 5), PyTuple_GET_ITEM(r, 6), x) != 0;
+  Py_DECREF(r);
+  return failed ? -1 : 0;
+}
+
+static kvjit_call_spec store_spec = {
+    "store_kv_cache",
+    {"k", "v", "k_cache", "v_cache", "indices", "num_slots", "skip_slot", "split", "pdl", "k_scale", "v_scale",
+     "cache_dtype", "stream", "context"},
+    14, 5, 5, {NULL}};
+
+static PyObject *c_store_kv_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  (void)self;
+  static const int64_t defaults[5] = {-1, -1, 0, KVJIT_PDL_AUTO, 0};
+  static const char *const names[5] = {"num_slots", "skip_slot", "split", "pdl", "cache_dtype"};
+  PyObject *a[14];
+  if (!ready() || kvjit_call_bind(&store_spec, args, nargs, kwnames, a)) return NULL;
+  PyObject *const objs[7] = {a[0], a[1], a[2], a[3], a[4], a[9] ? a[9] : Py_None, a[10] ? a[10] : Py_None};
+  PyObject *const given[7] = {a[5], a[6], a[7], a[8], a[11], a[12], a[13]};
+  int64_t scalars[5];
+  door_extra x = {0, NULL, NULL, NULL};
+  if (scalars_of(g_store_scalars, given, defaults, names, scalars, &x)) return NULL;
+  return store_run(objs, scalars, &x, MODE_CALL);
+}
+
+static kvjit_call_spec transfer_spec = {
+    "transfer_kv",
+    {"src_k", "src_v", "dst_k", "dst_v", "src_indices", "dst_indices", "src_num_slots", "dst_num_slots", "split",
+     "pdl", "row_elements", "stream", "context"},
+    13, 6, 6, {NULL}};
+
+static PyObject *c_transfer_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  (void)self;
+  static const int64_t defaults[5] = {-1, -1, 0, KVJIT_PDL_AUTO, -1};
+  static const char *const names[5] = {"src_num_slots", "dst_num_slots", "split", "pdl", "row_elements"};
+  PyObject *a[13];
+  if (!ready() || kvjit_call_bind(&transfer_spec, args, nargs, kwnames, a)) return NULL;
+  int64_t scalars[5];
+  door_extra x = {0, NULL, NULL, NULL};
+  if (scalars_of(g_transfer_scalars, a + 6, defaults, names, scalars, &x)) return NULL;
+  return transfer_run(a, scalars, &x, MODE_CALL);
 }
 
 /* ---- the cold path: a tensor as Python values, setup, the torch op -------------------------- */
@@ -340,12 +442,14 @@ static PyObject *c_describe(PyObject *self, PyObject *const *args, Py_ssize_t na
   return out;
 }
 
-/* init(libkvjit_path, default_context, error): resolve libkvjit (the copy the package loaded)
- * and libcuda, once; error(status, name, message) builds the exception for a library failure. */
+/* init(libkvjit_path, default_context, error, store_scalars, transfer_scalars): resolve libkvjit
+ * (the copy the package loaded) and libcuda, once; error(status, name, message) builds the
+ * exception for a library failure; the normalisers turn keywords into the op's arguments. */
 static PyObject *c_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "init(libkvjit_path, default_context, error)");
+  if (nargs != 5 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[2]) || !PyCallable_Check(args[3]) ||
+      !PyCallable_Check(args[4])) {
+    PyErr_SetString(PyExc_TypeError, "init(libkvjit_path, default_context, error, store_scalars, transfer_scalars)");
     return NULL;
   }
   void *ctx = PyLong_AsVoidPtr(args[1]);
@@ -362,8 +466,14 @@ static PyObject *c_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyErr_SetString(PyExc_ImportError, msg);
     return NULL;
   }
+  if (g_zero == NULL && (g_zero = PyLong_FromLong(0)) == NULL) return NULL;
+  if (g_auto == NULL && (g_auto = PyUnicode_InternFromString("auto")) == NULL) return NULL;
   Py_INCREF(args[2]);
   Py_XSETREF(g_error, args[2]);
+  Py_INCREF(args[3]);
+  Py_XSETREF(g_store_scalars, args[3]);
+  Py_INCREF(args[4]);
+  Py_XSETREF(g_transfer_scalars, args[4]);
   Py_RETURN_NONE;
 }
 
@@ -393,19 +503,22 @@ static PyObject *c_register_torch(PyObject *self, PyObject *const *args, Py_ssiz
 }
 
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
+#define KEYWORDS(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef methods[] = {
-    {"init", FASTCALL(c_init), "init(libkvjit_path, default_context, error)"},
-    {"store_kv_cache", FASTCALL(c_store),
-     "store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, "
-     "cache_dtype, stream=None, context=None)\n--\n\nThe store with the op's arguments (kvjit.store_kv_cache "
-     "normalises the keywords)."},
+    {"init", FASTCALL(c_init), "init(libkvjit_path, default_context, error, store_scalars, transfer_scalars)"},
+    {"store_kv_cache", KEYWORDS(c_store_kv_cache), STORE_KV_CACHE_DOC},
+    {"transfer_kv", KEYWORDS(c_transfer_kv), TRANSFER_KV_DOC},
+    {"store_kv_cache_op", FASTCALL(c_store),
+     "store_kv_cache_op(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, "
+     "cache_dtype, stream=None, context=None)\n--\n\nThe store with the op's arguments (the torch op's CPU "
+     "path)."},
     {"store_kv_cache_prepare", FASTCALL(c_store_prepare),
      "store_kv_cache_prepare(<store_kv_cache's arguments>, stream, context, batch): load without launching."},
     {"store_kv_args", FASTCALL(c_store_args),
      "store_kv_args(<store_kv_cache's arguments>): the kvjit_store_kv_args the rules make, as bytes."},
-    {"transfer_kv", FASTCALL(c_transfer),
-     "transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
+    {"transfer_kv_op", FASTCALL(c_transfer),
+     "transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
      "pdl, row_elements, stream=None, context=None)"},
     {"transfer_kv_prepare", FASTCALL(c_transfer_prepare),
      "transfer_kv_prepare(<transfer_kv's arguments>, stream, context, batch): load without launching."},
