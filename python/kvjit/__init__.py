@@ -16,7 +16,6 @@ from . import _lib, _ops, _torch
 from ._context import (Context, cache_info, default_context, explain_misses, oob_count, stats,
                        transfer_kv_oob_count)
 from ._lib import (
-    STATUS_NAMES,
     TARGET_ARCH_SPECIFIC,
     TARGET_FAMILY,
     TARGET_PTX,
@@ -79,7 +78,9 @@ _ENTRY_POINTS = ("store_kv_cache", "transfer_kv")
 
 def __getattr__(name):
     """kvjit.store_kv_cache and kvjit.transfer_kv: the native module's C functions (a call costs
-    no Python frame), loaded with the library on first use."""
+    no Python frame), loaded with the library on first use; STATUS_NAMES, read from it."""
+    if name == "STATUS_NAMES":
+        return _lib.status_names()
     if name not in _ENTRY_POINTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     fn = _ops.entry_point(name)
@@ -91,7 +92,7 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_ENTRY_POINTS))
+    return sorted(set(globals()) | set(_ENTRY_POINTS) | {"STATUS_NAMES"})
 
 
 def library_path():
