@@ -1457,7 +1457,7 @@ int main(int argc, char **argv) {
   run_grid(&b);
 
   uint64_t oob = 0;
-  if (kvjit_store_kv_cache_oob_count(b.ctx, &oob, 0) == KVJIT_OK && oob)
+  if (kvjit_op_oob_count(b.ctx, "store_kv_cache", &oob, 0) == KVJIT_OK && oob)
     fprintf(stderr, "bench_store: kvjit counted %llu out-of-range slots (expected 0)\n", (unsigned long long)oob);
   print_compact(&b);
   if (b.opt.md_path) write_md(&b);

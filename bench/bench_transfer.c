@@ -688,7 +688,7 @@ int main(int argc, char **argv) {
   printf("bench_transfer: %zu cells, %zu skipped for the deadline, %zu failures, %.1f s\n", b.nresults, b.skipped,
          b.failures, elapsed_s(&b));
   uint64_t oob = 0;
-  if (kvjit_transfer_kv_oob_count(b.ctx, &oob, 0) == KVJIT_OK && oob != 0) {
+  if (kvjit_op_oob_count(b.ctx, "transfer_kv", &oob, 0) == KVJIT_OK && oob != 0) {
     printf("bench_transfer: %llu out-of-range slots counted (expected 0)\n", (unsigned long long)oob);
     b.failures++;
   }

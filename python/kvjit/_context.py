@@ -162,9 +162,12 @@ class Context:
         self._require_open()
         if type(reset) is not bool and not (type(reset) is int and reset in (0, 1)):
             raise TypeError(f"reset: expected True or False, got {reset!r}")
+        return self._oob_count(b"store_kv_cache", reset)
+
+    def _oob_count(self, op, reset):
+        """kvjit_op_oob_count of ``op``: the one bad-slot counter, for every op."""
         count = ctypes.c_uint64()
-        self._lib.check(self._lib.fn["kvjit_store_kv_cache_oob_count"](self._handle, ctypes.byref(count),
-                                                                       1 if reset else 0))
+        self._lib.check(self._lib.fn["kvjit_op_oob_count"](self.handle, op, ctypes.byref(count), 1 if reset else 0))
         return count.value
 
     def __repr__(self):
@@ -220,7 +223,7 @@ def cache_info(context=None):
 
 
 def oob_count(reset=False, context=None):
-    """Out-of-range slot ids counted by store kernels (kvjit_store_kv_cache_oob_count)."""
+    """Out-of-range slot ids counted by store kernels (kvjit_op_oob_count)."""
     return context_arg(context).oob_count(reset)
 
 
@@ -229,7 +232,4 @@ def transfer_kv_oob_count(reset=False, context=None):
     kernels in the current CUDA context since the last reset. Synchronises."""
     if type(reset) is not bool and reset not in (0, 1):
         raise TypeError(f"reset: expected a bool, got {type(reset).__name__}")
-    ctx = context_arg(context)
-    count = ctypes.c_uint64()
-    ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_oob_count"](ctx.handle, ctypes.byref(count), 1 if reset else 0))
-    return count.value
+    return context_arg(context)._oob_count(b"transfer_kv", reset)

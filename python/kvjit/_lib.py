@@ -390,7 +390,7 @@ _PROTOTYPES = {
     "kvjit_kernel_num_params": (_I, [_P, ctypes.POINTER(ctypes.c_size_t)]),
     "kvjit_kernel_param_info": (_I, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                      ctypes.POINTER(ctypes.c_size_t)]),
-    "kvjit_store_kv_cache_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
+    "kvjit_op_oob_count": (_I, [_P, _S, ctypes.POINTER(ctypes.c_uint64), _I]),
     "kvjit_store_kv_cache_prewarm": (_I, [_P, ctypes.POINTER(StoreKvVariant), ctypes.POINTER(ctypes.c_uint),
                                           ctypes.POINTER(ctypes.c_uint)]),
     "kvjit_store_kv_variant_format": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_char_p, ctypes.c_size_t]),
@@ -398,7 +398,6 @@ _PROTOTYPES = {
     # transfer_kv_all_layers and the generic prewarm; args packed with TRANSFER_KV_PACKER.
     "kvjit_transfer_kv": (_I, [_P, _S]),
     "kvjit_transfer_kv_prepare": (_I, [_P, _S]),
-    "kvjit_transfer_kv_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
     "kvjit_prewarm_line": (_I, [_P, _S, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint)]),
 }
 
