@@ -417,15 +417,16 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const store_case *c = cv;
-  snprintf(out, capacity, "%lld,%lld,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
+  snprintf(out, capacity, "%lld,%lld,%s,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
            c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->common.pdl == KVJIT_PDL_OFF ? "off" : "on",
-           quantizing(c) ? "bf16>fp8_e4m3" : "bytes");
+           quantizing(c) ? "bf16>fp8_e4m3" : "bytes",
+           c->layout ? kvjit_test_layout_kind_name((kvjit_test_layout_kind)(c->layout - 1)) : "flat");
 }
 
 /* Each K and V row read once and written once (a quantized row is written at its cache size). */
 static double bench_bytes(const void *cv) {
   const store_case *c = cv;
-  return 2.0 * (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row));
+  return (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row) + c->v_row + cache_row(c, c->v_row));
 }
 
 /* Inputs rotate through 512 MiB per tensor and ids through 4 Mi slot ids (bench_store's pools). */
@@ -449,7 +450,7 @@ const check_op check_store_op = {
     .launch = launch,
     .bench_count = store_bench_count,
     .bench_get = store_bench_get,
-    .bench_columns = "row_bytes,batch,index,pdl,dtype",
+    .bench_columns = "row_bytes,batch,index,pdl,dtype,layout",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,
