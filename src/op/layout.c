@@ -358,6 +358,12 @@ uint64_t kvjit_view_values_word(const int64_t f[KVJIT_VIEW_F_COUNT]) {
          (uint64_t)f[KVJIT_VIEW_F_DIM1] << 46;
 }
 
+uint64_t kvjit_view_address_bits(const kvjit_view *v) {
+  uint64_t bits = (uint64_t)v->page_stride | (uint64_t)v->slot_stride | (uint64_t)(v->num_dims ? v->atom : 0);
+  for (int d = 0; d < v->num_dims; d++) bits |= (uint64_t)v->strides[d];
+  return bits;
+}
+
 void kvjit_view_strides_of(const kvjit_view *v, kvjit_view_strides *out) {
   out->page_stride = v->page_stride;
   out->slot_stride = v->slot_stride;
