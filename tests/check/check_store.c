@@ -195,7 +195,7 @@ static void source_row(check_world *w, const store_case *c, unsigned char *out, 
   }
 }
 
-static float to_float(kvjit_dtype d, const unsigned char *p) {
+float check_store_source_value(kvjit_dtype d, const unsigned char *p) {
   if (d == KVJIT_DTYPE_F32) {
     float f;
     memcpy(&f, p, 4);
@@ -223,7 +223,7 @@ static void reference_row(const store_case *c, unsigned char *dst, const unsigne
   int eb = elem_bytes(c);
   int64_t elems = row / eb, head_elems = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
   for (int64_t j = 0; j < elems; j++) {
-    float x = to_float(c->dtype, src + j * eb);
+    float x = check_store_source_value(c->dtype, src + j * eb);
     if (c->scale != KVJIT_SCALE_NONE) x = x / scales[j / head_elems];
     dst[j] = fp8_ref_encode(x, c->cache_dtype == KVJIT_DTYPE_FP8_E4M3);
   }
