@@ -180,7 +180,7 @@ static void view_dims(const kvjit_view *v, int64_t num_slots, dimset *s) {
   s->n = 0;
   s->atom = v->atom;
   if (v->page_size > 1) {
-    add_dim(s, (num_slots + v->page_size - 1) / v->page_size, v->page_stride);
+    add_dim(s, (num_slots - 1) / v->page_size + 1, v->page_stride); /* num_slots >= 1: no overflow */
     add_dim(s, num_slots < v->page_size ? num_slots : v->page_size, v->slot_stride);
   } else {
     add_dim(s, num_slots, v->slot_stride);
