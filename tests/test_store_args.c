@@ -306,6 +306,17 @@ static void test_layout_arguments(void **state) {
     bad_case c = {bad[i].needle, KVJIT_ERR_INVALID_ARGUMENT, bad[i].needle};
     expect_bad(&cases[i], &c);
   }
+  /* One layout struct for both views (checked once): V half a head on: fine; V on K: refused. */
+  kvjit_store_kv_args same = layout_args(&flash, 0);
+  same.v_cache_layout = same.k_cache_layout;
+  assert_true(needs_driver(kvjit_store_kv_cache(ctx, &same)));
+  same.v_cache = same.k_cache;
+  assert_int_equal(kvjit_store_kv_cache(ctx, &same), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "k_cache, v_cache: the two views may share bytes"));
+  same.v_cache = (char *)same.k_cache + 64 * 2;
+  same.v_cache_stride = 512;
+  assert_int_equal(kvjit_store_kv_cache(ctx, &same), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "v_cache_stride: must be 0 with v_cache_layout"));
   /* A version-2 caller's struct ends before the layouts: they are never read. */
   kvjit_store_kv_args v2 = good_args();
   v2.version = 2;

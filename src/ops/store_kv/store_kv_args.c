@@ -135,7 +135,10 @@ static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_req
   kvjit_view kv, vv;
   kvjit_status st = cache_view(kl, "k_cache_layout", "k_cache_stride", a->k_cache_stride, &p->k_cache_stride,
                                k_cache_row, quantize, num_heads, a->num_slots, &kv);
-  if (st == KVJIT_OK && has_v) {
+  if (st == KVJIT_OK && has_v && vl == kl && v_cache_row == k_cache_row && a->v_cache_stride == 0) {
+    vv = kv; /* one layout for both views of one shape (FlashAttention's K and V): checked once */
+    p->v_cache_stride = kv.slot_stride;
+  } else if (st == KVJIT_OK && has_v) {
     st = cache_view(vl, "v_cache_layout", "v_cache_stride", a->v_cache_stride, &p->v_cache_stride, v_cache_row,
                     quantize, num_heads, a->num_slots, &vv);
   }
