@@ -98,17 +98,21 @@ class Layout:
     def row_bytes(self, elem):
         return 2 * H * D * elem  # K and V rows
 
-    def vllm_call(self, op, k, v, store, views, slots, fp8, scale):
+    # The launchers return one call with everything bound, so that both sides pay only the call
+    # itself in the eager loop (vLLM's own Python wrapper in vllm/_custom_ops.py is left out).
+    def vllm_launcher(self, op, k, v, store, views, slots, fp8, scale):
         kc, vc = views
-        op(k, v, kc, vc, slots, "fp8" if fp8 else "auto", scale, scale)
+        kv_dtype = "fp8" if fp8 else "auto"
+        return lambda: op(k, v, kc, vc, slots, kv_dtype, scale, scale)
 
-    def kvjit_call(self, kvjit, k, v, views, slots, fp8, scale):
+    def kvjit_launcher(self, store_kv_cache, k, v, views, slots, fp8, scale):
         kc, vc = views
+        keywords = dict(self.kvjit_keywords)
         if fp8:
-            kvjit.store_kv_cache(k, v, kc, vc, slots, k_scale=scale, v_scale=scale, cache_dtype="fp8_e4m3",
-                                 **self.kvjit_keywords)
-        else:
-            kvjit.store_kv_cache(k, v, kc, vc, slots, **self.kvjit_keywords)
+            keywords.update(k_scale=scale, v_scale=scale, cache_dtype="fp8_e4m3")
+        if keywords:
+            return lambda: store_kv_cache(k, v, kc, vc, slots, **keywords)
+        return lambda: store_kv_cache(k, v, kc, vc, slots)
 
     def reference(self, torch, views, k, v, slots):
         """views[slots] = k, v on NHD-shaped views [blocks, block_size, H, D]."""
@@ -176,9 +180,10 @@ class Chunked(Layout):
     def views(self, store):
         return store["k"], store["v"]
 
-    def vllm_call(self, op, k, v, store, views, slots, fp8, scale):
+    def vllm_launcher(self, op, k, v, store, views, slots, fp8, scale):
         kc, vc = views
-        op(k, v, kc, vc, slots, "fp8" if fp8 else "auto", scale, scale, False)
+        kv_dtype = "fp8" if fp8 else "auto"
+        return lambda: op(k, v, kc, vc, slots, kv_dtype, scale, scale, False)
 
     def reference(self, torch, views, k, v, slots):
         kc, vc = views
@@ -205,8 +210,9 @@ class Mla(Layout):
     def row_bytes(self, elem):
         return (MLA_LORA + MLA_PE) * elem
 
-    def vllm_call(self, op, k, v, store, views, slots, fp8, scale):
-        op(k, v, store["kv"], slots, "fp8" if fp8 else "auto", scale, False)
+    def vllm_launcher(self, op, k, v, store, views, slots, fp8, scale):
+        kv, kv_dtype = store["kv"], "fp8" if fp8 else "auto"
+        return lambda: op(k, v, kv, slots, kv_dtype, scale, False)
 
     def reference(self, torch, views, k, v, slots):
         kc, vc = views
@@ -316,24 +322,28 @@ def impls_of(torch, kvjit, vllm_ops, layout, store, k_sets, v_sets, id_sets, hea
         return [make(k_sets[j % len(k_sets)], v_sets[j % len(v_sets)], id_sets[j % len(id_sets)], j)
                 for j in range(rotations)]
 
-    impls = {"vllm": (1, rotate(lambda k, v, ids, j: lambda: layout.vllm_call(op, k, v, store, views, ids, fp8,
-                                                                               scale)))}
+    impls = {"vllm": (1, rotate(lambda k, v, ids, j: layout.vllm_launcher(op, k, v, store, views, ids, fp8, scale)))}
     refused = {}
+    store_kv_cache = kvjit.store_kv_cache
     try:
-        layout.kvjit_call(kvjit, k_sets[0], v_sets[0], views, id_sets[0], fp8, scale)
-        impls["kvjit"] = (1, rotate(lambda k, v, ids, j: lambda: layout.kvjit_call(kvjit, k, v, views, ids, fp8,
-                                                                                   scale)))
+        layout.kvjit_launcher(store_kv_cache, k_sets[0], v_sets[0], views, id_sets[0], fp8, scale)()
+        impls["kvjit"] = (1, rotate(lambda k, v, ids, j: layout.kvjit_launcher(store_kv_cache, k, v, views, ids, fp8,
+                                                                               scale)))
     except (ValueError, TypeError, kvjit.Error) as e:
         refused["kvjit"] = str(e).split("\n")[0]
     if layout.heads:
         per_head = [layout.head_views(torch, store, h) for h in range(H)]
 
-        def heads_call(k, v, ids):
+        def heads_launcher(k, v, ids):
             keywords = {"k_scale": scale, "v_scale": scale, "cache_dtype": "fp8_e4m3"} if fp8 else {}
-            for h, (kc, vc) in enumerate(per_head):
-                kvjit.store_kv_cache(k[:, h], v[:, h], kc, vc, ids, **keywords)
+            parts = [(k[:, h], v[:, h], kc, vc) for h, (kc, vc) in enumerate(per_head)]  # views made once
 
-        impls["kvjit_heads"] = (H, rotate(lambda k, v, ids, j: lambda: heads_call(k, v, head_ids[j % len(head_ids)])))
+            def call():
+                for kh, vh, kc, vc in parts:
+                    store_kv_cache(kh, vh, kc, vc, ids, **keywords)
+            return call
+
+        impls["kvjit_heads"] = (H, rotate(lambda k, v, ids, j: heads_launcher(k, v, head_ids[j % len(head_ids)])))
     return impls, refused
 
 
@@ -398,8 +408,9 @@ def ratios(cells, layout, impl, key):
 
 
 # Issue 29's targets, per layout: (geo-mean graph, worst graph cell, geo-mean eager), None = no target.
-TARGETS = {"fa": (0.45, 0.8, 0.6), "hnd": (0.45, 0.8, 0.6), "chunked": (None, 1.0, None),
-           "nhd": (0.34, None, None), "mla": (0.38, None, None)}
+TARGETS = {"fa": (0.45, 0.8, 0.6), "hnd": (0.45, 0.8, 0.6), "chunked": (None, 1.0, None)}
+# NHD and MLA: "no worse than today", today being issue 29's run (another machine: compare in spirit).
+TODAY = {"nhd": "graph 0.34, eager 0.49", "mla": "graph 0.38, eager 0.48"}
 
 
 def markdown(cells, bandwidth, env):
@@ -455,6 +466,8 @@ def markdown(cells, bandwidth, env):
             if target[2] is not None:
                 parts.append(f"eager geo-mean {geo(e):.2f} <= {target[2]}: {'met' if geo(e) <= target[2] else 'MISSED'}")
             out.append("- issue 29's targets: " + "; ".join(parts))
+        if layout in TODAY:
+            out.append(f"- issue 29's run of today's kvjit (geo-means): {TODAY[layout]}; target: no worse")
         out.append("")
     return "\n".join(out)
 
