@@ -69,7 +69,7 @@ static double store_case(kvjit_context *ctx, const kvjit_store_kv_args *a, long 
       r.values[STORE_F_ARCH] = 90;
       const kvjit_op_entry *e = NULL;
       if (kvjit_op_find_entry(ctx, &kvjit_op_store_kv, r.values, r.batch_class, &e) != KVJIT_OK) exit(2);
-      sink += kvjit_op_blocks(&e->geo, a->batch) + (uint64_t)r.params.batch;
+      sink += kvjit_op_blocks(&e->geo, a->batch) + (uint64_t)r.params.base.batch;
     }
     const double ns = (double)(now_ns() - t0) / (double)calls;
     if (ns < best) best = ns;

@@ -218,10 +218,40 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
   return KVJIT_OK;
 }
 
+void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_view *out) {
+  memset(out, 0, sizeof *out);
+  if (kvjit_view_is_flat(view)) return;
+  out->page_size = view->page_size;
+  out->atom = view->atom;
+  for (int d = 0; d < view->num_dims; d++) out->extents[d] = view->extents[d];
+}
+
+static int view_flat(const kvjit_store_kv_plan_view *v) { return v == NULL || (v->page_size == 0 && v->extents[0] == 0); }
+
 kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
                                             kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant) {
+  return kvjit_store_kv_plan_make_layout(out, arch, k_row_bytes, v_row_bytes, vec, index_type, pdl, split, batch_class,
+                                         quant, NULL, NULL);
+}
+
+/* A layout plan: accesses within the cache's contiguous runs, one item per group, every lane's
+ * accesses in flight at once (the layout kernel has no round-by-round path). */
+static kvjit_status layout_plan(kvjit_store_kv_plan *out, const kvjit_store_kv_plan_view *k_view,
+                                const kvjit_store_kv_plan_view *v_view) {
+  (void)out;
+  (void)k_view;
+  (void)v_view;
+  return kvjit_fail(KVJIT_ERR_UNSUPPORTED,
+                    "store_kv_cache: a paged or strided cache layout needs the layout kernel, not in this build yet");
+}
+
+kvjit_status kvjit_store_kv_plan_make_layout(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
+                                             kvjit_pdl_mode pdl, int split, int batch_class,
+                                             const kvjit_store_kv_quant *quant, const kvjit_store_kv_plan_view *k_view,
+                                             const kvjit_store_kv_plan_view *v_view) {
   const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(batch_class);
   if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "batch class %d: out of range", batch_class);
   if (arch <= 0 || arch > KVJIT_STORE_KV_MAX_ARCH) {
@@ -314,6 +344,7 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
     out->num_heads = quant->scale_kind == KVJIT_SCALE_PER_HEAD ? quant->num_heads : 0;
     out->fp8_soft = arch < KVJIT_STORE_KV_FP8_HW_ARCH;
   }
+  if (!view_flat(k_view) || !view_flat(v_view)) return layout_plan(out, k_view, v_view);
   return KVJIT_OK;
 }
 
