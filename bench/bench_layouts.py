@@ -47,16 +47,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python", "tests"))
+
+import cache_layouts  # noqa: E402  (the layouts' shapes, views and reference, shared with the tests)
 
 H, D, BLOCK = 8, 128, 16              # vLLM's default block size; 8 x 128 heads: 2 KiB bf16 rows
-MLA_LORA, MLA_PE, MLA_BLOCK = 512, 64, 64
+MLA_BLOCK = 64
 SLOTS = 1 << 18                       # slots per cache: 512 MiB per bf16 K or V cache
 TOKENS = [1, 16, 256, 4096, 65536]
 FP8_TOKENS = [4096]
 FP8_SCALE = 0.02                      # |randn| / 0.02 < 448: no saturation, so torch's cast is the reference
 INPUT_BYTES = 256 << 20               # input sets rotate through this much memory (small cells stream from DRAM)
 GRAPH_US = 2000.0                     # target µs per graph replay
-DEVICE = "cuda"                       # where the tensors live (a CPU dry run of the layouts sets "cpu")
+DEVICE = "cuda"
 LAYOUTS = ["nhd", "hnd", "fa", "chunked", "mla"]
 
 
@@ -74,154 +77,35 @@ def parse_args():
     return p.parse_args()
 
 
-# ---- the layouts: storage, the views vLLM passes, vLLM's call, torch's reference ---------------------
+# ---- the layouts (python/tests/cache_layouts.py) and how each side calls a store --------------------
 
-class Layout:
-    """One cache layout: its storage (a dict of tensors), the views vLLM passes, the calls."""
-
-    name = ""
-    vllm_op = ""
-    heads = False       # head-strided: today's kvjit needs one call per head
-    kvjit_keywords = {}
-
-    def storage(self, torch, cache_dtype):
-        raise NotImplementedError
-
-    def views(self, store):
-        raise NotImplementedError
-
-    def inputs(self, torch, count, tokens, dtype):
-        k = torch.randn((count, tokens, H, D), device=DEVICE).to(dtype)
-        v = torch.randn((count, tokens, H, D), device=DEVICE).to(dtype)
-        return k, v
-
-    def row_bytes(self, elem):
-        return 2 * H * D * elem  # K and V rows
-
-    # The launchers return one call with everything bound, so that both sides pay only the call
-    # itself in the eager loop (vLLM's own Python wrapper in vllm/_custom_ops.py is left out).
-    def vllm_launcher(self, op, k, v, store, views, slots, fp8, scale):
-        kc, vc = views
-        kv_dtype = "fp8" if fp8 else "auto"
-        return lambda: op(k, v, kc, vc, slots, kv_dtype, scale, scale)
-
-    def kvjit_launcher(self, store_kv_cache, k, v, views, slots, fp8, scale):
-        kc, vc = views
-        keywords = dict(self.kvjit_keywords)
-        if fp8:
-            keywords.update(k_scale=scale, v_scale=scale, cache_dtype="fp8_e4m3")
-        if keywords:
-            return lambda: store_kv_cache(k, v, kc, vc, slots, **keywords)
-        return lambda: store_kv_cache(k, v, kc, vc, slots)
-
-    def reference(self, torch, views, k, v, slots):
-        """views[slots] = k, v on NHD-shaped views [blocks, block_size, H, D]."""
-        kc, vc = views
-        b, o = slots // BLOCK, slots % BLOCK
-        kc[b, o] = k
-        vc[b, o] = v
-
-
-class Nhd(Layout):
-    name, vllm_op = "nhd", "reshape_and_cache_flash"
-
-    def storage(self, torch, cache_dtype):
-        shape = (SLOTS // BLOCK, BLOCK, H, D)
-        return {"k": torch.empty(shape, dtype=cache_dtype, device=DEVICE),
-                "v": torch.empty(shape, dtype=cache_dtype, device=DEVICE)}
-
-    def views(self, store):
-        return store["k"], store["v"]
-
-
-class Hnd(Layout):
-    name, vllm_op, heads = "hnd", "reshape_and_cache_flash", True
-
-    def storage(self, torch, cache_dtype):
-        shape = (SLOTS // BLOCK, H, BLOCK, D)
-        return {"k": torch.empty(shape, dtype=cache_dtype, device=DEVICE),
-                "v": torch.empty(shape, dtype=cache_dtype, device=DEVICE)}
-
-    def views(self, store):
-        return store["k"].transpose(1, 2), store["v"].transpose(1, 2)
-
-    def head_views(self, torch, store, h):
-        """Head h's rows of K and V as flat [slots, D] views (slot stride D; page stride folded into the ids)."""
-        n = (SLOTS // BLOCK - 1) * H * BLOCK + BLOCK
-        return tuple(torch.as_strided(store[s], (n, D), (D, 1), h * BLOCK * D) for s in ("k", "v"))
-
-
-class Fa(Layout):
-    name, vllm_op, heads = "fa", "reshape_and_cache_flash", True
-
-    def storage(self, torch, cache_dtype):
-        return {"kv": torch.empty((SLOTS // BLOCK, H, BLOCK, 2 * D), dtype=cache_dtype, device=DEVICE)}
-
-    def views(self, store):
-        both = store["kv"].transpose(1, 2)
-        return both[..., :D], both[..., D:]
-
-    def head_views(self, torch, store, h):
-        n = (SLOTS // BLOCK - 1) * H * BLOCK + BLOCK
-        base = h * BLOCK * 2 * D
-        return (torch.as_strided(store["kv"], (n, D), (2 * D, 1), base),
-                torch.as_strided(store["kv"], (n, D), (2 * D, 1), base + D))
-
-
-class Chunked(Layout):
-    name, vllm_op = "chunked", "reshape_and_cache"
-    kvjit_keywords = {"layout": "vllm_paged"}
-
-    def storage(self, torch, cache_dtype):
-        x = 16 // torch.empty((), dtype=cache_dtype).element_size()
-        return {"k": torch.empty((SLOTS // BLOCK, H, D // x, BLOCK, x), dtype=cache_dtype, device=DEVICE),
-                "v": torch.empty((SLOTS // BLOCK, H, D, BLOCK), dtype=cache_dtype, device=DEVICE)}
-
-    def views(self, store):
-        return store["k"], store["v"]
-
-    def vllm_launcher(self, op, k, v, store, views, slots, fp8, scale):
-        kc, vc = views
-        kv_dtype = "fp8" if fp8 else "auto"
-        return lambda: op(k, v, kc, vc, slots, kv_dtype, scale, scale, False)
-
-    def reference(self, torch, views, k, v, slots):
-        kc, vc = views
-        x = kc.shape[4]
-        b, o = slots // BLOCK, slots % BLOCK
-        kc[b, :, :, o, :] = k.reshape(k.shape[0], H, D // x, x)
-        vc[b, :, :, o] = v
-
-
-class Mla(Layout):
-    name, vllm_op = "mla", "concat_and_cache_mla"
-
-    def storage(self, torch, cache_dtype):
-        return {"kv": torch.empty((SLOTS // MLA_BLOCK, MLA_BLOCK, MLA_LORA + MLA_PE), dtype=cache_dtype,
-                                  device=DEVICE)}
-
-    def views(self, store):
-        return store["kv"][..., :MLA_LORA], store["kv"][..., MLA_LORA:]
-
-    def inputs(self, torch, count, tokens, dtype):
-        return (torch.randn((count, tokens, MLA_LORA), device=DEVICE).to(dtype),
-                torch.randn((count, tokens, MLA_PE), device=DEVICE).to(dtype))
-
-    def row_bytes(self, elem):
-        return (MLA_LORA + MLA_PE) * elem
-
-    def vllm_launcher(self, op, k, v, store, views, slots, fp8, scale):
-        kv, kv_dtype = store["kv"], "fp8" if fp8 else "auto"
+def vllm_launcher(layout, op, k, v, store, views, slots, fp8, scale):
+    """One vLLM call with everything bound, so that both sides pay only the call itself in the
+    eager loop (vLLM's own Python wrapper in vllm/_custom_ops.py is left out)."""
+    kv_dtype = "fp8" if fp8 else "auto"
+    kc, vc = views
+    if layout.name == "mla":
+        kv = store["kv"]
         return lambda: op(k, v, kv, slots, kv_dtype, scale, False)
-
-    def reference(self, torch, views, k, v, slots):
-        kc, vc = views
-        b, o = slots // MLA_BLOCK, slots % MLA_BLOCK
-        kc[b, o] = k
-        vc[b, o] = v
+    if layout.name == "chunked":
+        return lambda: op(k, v, kc, vc, slots, kv_dtype, scale, scale, False)
+    return lambda: op(k, v, kc, vc, slots, kv_dtype, scale, scale)
 
 
-LAYOUT_CLASSES = {c.name: c for c in (Nhd, Hnd, Fa, Chunked, Mla)}
+def kvjit_launcher(layout, store_kv_cache, k, v, views, slots, fp8, scale):
+    """One kvjit call with the caches as vLLM passes them."""
+    kc, vc = views
+    keywords = dict(layout.kvjit_keywords)
+    if fp8:
+        keywords.update(k_scale=scale, v_scale=scale, cache_dtype="fp8_e4m3")
+    if keywords:
+        return lambda: store_kv_cache(k, v, kc, vc, slots, **keywords)
+    return lambda: store_kv_cache(k, v, kc, vc, slots)
+
+
+def make_layout(name):
+    return cache_layouts.LAYOUTS[name](heads=H, dim=D, block=BLOCK, slots=SLOTS, device=DEVICE) if name != "mla" else \
+        cache_layouts.Mla(block=MLA_BLOCK, slots=SLOTS, device=DEVICE)
 
 
 # ---- timing ----------------------------------------------------------------------------------------
@@ -291,10 +175,6 @@ def copy_bandwidth(torch):
 
 # ---- one cell --------------------------------------------------------------------------------------
 
-def fp8_rows(torch, rows, scale):
-    return (rows.float() / scale).to(torch.float8_e4m3fn).view(torch.uint8)
-
-
 def check(torch, layout, store, run_once, k, v, slots, fp8, scale):
     """Random bytes in every cache, one call, then every byte against torch's indexing: 'ok' or
     'FAIL:n' (bytes that differ)."""
@@ -302,7 +182,7 @@ def check(torch, layout, store, run_once, k, v, slots, fp8, scale):
         t.view(torch.uint8).random_(0, 256)
     want = {name: t.clone() for name, t in store.items()}
     if fp8:
-        k, v = fp8_rows(torch, k, scale), fp8_rows(torch, v, scale)
+        k, v = cache_layouts.fp8_rows(torch, k, scale), cache_layouts.fp8_rows(torch, v, scale)
     layout.reference(torch, layout.views(want), k, v, slots)
     run_once()
     torch.cuda.synchronize()
@@ -322,16 +202,16 @@ def impls_of(torch, kvjit, vllm_ops, layout, store, k_sets, v_sets, id_sets, hea
         return [make(k_sets[j % len(k_sets)], v_sets[j % len(v_sets)], id_sets[j % len(id_sets)], j)
                 for j in range(rotations)]
 
-    impls = {"vllm": (1, rotate(lambda k, v, ids, j: layout.vllm_launcher(op, k, v, store, views, ids, fp8, scale)))}
+    impls = {"vllm": (1, rotate(lambda k, v, ids, j: vllm_launcher(layout, op, k, v, store, views, ids, fp8, scale)))}
     refused = {}
     store_kv_cache = kvjit.store_kv_cache
     try:
-        layout.kvjit_launcher(store_kv_cache, k_sets[0], v_sets[0], views, id_sets[0], fp8, scale)()
-        impls["kvjit"] = (1, rotate(lambda k, v, ids, j: layout.kvjit_launcher(store_kv_cache, k, v, views, ids, fp8,
-                                                                               scale)))
+        kvjit_launcher(layout, store_kv_cache, k_sets[0], v_sets[0], views, id_sets[0], fp8, scale)()
+        impls["kvjit"] = (1, rotate(lambda k, v, ids, j: kvjit_launcher(layout, store_kv_cache, k, v, views, ids, fp8,
+                                                                        scale)))
     except (ValueError, TypeError, kvjit.Error) as e:
         refused["kvjit"] = str(e).split("\n")[0]
-    if layout.heads:
+    if layout.head_strided:
         per_head = [layout.head_views(torch, store, h) for h in range(H)]
 
         def heads_launcher(k, v, ids):
@@ -356,8 +236,7 @@ def run_cell(torch, kvjit, vllm_ops, layout, store, tokens, fp8, args, bandwidth
     input_count = max(1, min(16, INPUT_BYTES // (tokens * row_in)))
     perm = torch.randperm(SLOTS, device=DEVICE)[: id_count * tokens]
     id_sets = [perm[i * tokens:(i + 1) * tokens].contiguous() for i in range(id_count)]
-    block = MLA_BLOCK if layout.name == "mla" else BLOCK
-    head_ids = [(ids // block) * (H * block) + ids % block for ids in id_sets]
+    head_ids = [layout.head_ids(ids) for ids in id_sets] if layout.head_strided else []
     k_all, v_all = layout.inputs(torch, input_count, tokens, dtype)
     k_sets, v_sets = list(k_all.unbind(0)), list(v_all.unbind(0))
     impls, refused = impls_of(torch, kvjit, vllm_ops, layout, store, k_sets, v_sets, id_sets, head_ids, fp8, scale)
@@ -423,7 +302,7 @@ def markdown(cells, bandwidth, env):
     for layout in dict.fromkeys(c["layout"] for c in cells):
         rows = [c for c in cells if c["layout"] == layout]
         impls = [i for i in ("kvjit", "kvjit_heads") if any(i in c["impls"] for c in rows)]
-        out.append(f"## {layout} (vLLM {LAYOUT_CLASSES[layout].vllm_op})")
+        out.append(f"## {layout} (vLLM {cache_layouts.LAYOUTS[layout].vllm_op})")
         out.append("")
         head = ["dtype", "tokens", "bound µs", "vLLM graph µs"]
         for i in impls:
@@ -484,7 +363,7 @@ def main():
     torch.ops.load_library(os.path.join(args.vllm, "vllm_peer.so"))
     vllm_ops = torch.ops.vllm_peer
     torch.manual_seed(0)
-    layouts = [LAYOUT_CLASSES[n]() for n in args.layouts.split(",") if n]
+    layouts = [make_layout(n) for n in args.layouts.split(",") if n]
     tokens = [int(t) for t in args.tokens.split(",") if t]
     fp8_tokens = [int(t) for t in args.fp8_tokens.split(",") if t]
     source = open(os.path.join(args.vllm, "SOURCE")).readline().strip() if os.path.exists(
