@@ -20,36 +20,11 @@
 
 #include "kvjit.h"
 #include "layout.h"
+#include "request_util.h"
 #include "store_args.h"
 #include "view_rules.h"
 
-enum { DEV_CUDA = 1, H = 8, D = 128, BLOCKS = 256, BS = 16 };
-
-/* A tensor with its own size and stride arrays (in elements); the view borrows them. */
-typedef struct tensor {
-  int64_t sizes[5], strides[5];
-  kvjit_tensor_view view;
-} tensor;
-
-static const int32_t codes[] = {[KVJIT_TENSOR_BF16] = 15, [KVJIT_TENSOR_U8] = 0, [KVJIT_TENSOR_I64] = 4,
-                                [KVJIT_TENSOR_F32] = 6, [KVJIT_TENSOR_FP8_E4M3] = 23};
-static const int64_t itemsizes[] = {[KVJIT_TENSOR_BF16] = 2, [KVJIT_TENSOR_U8] = 1, [KVJIT_TENSOR_I64] = 8,
-                                    [KVJIT_TENSOR_F32] = 4, [KVJIT_TENSOR_FP8_E4M3] = 1};
-
-/* Contiguous @p ndim dims (sizes from the varargs) at @p data. */
-static void make(tensor *t, kvjit_tensor_kind kind, uintptr_t data, int ndim, ...) {
-  memset(t, 0, sizeof *t);
-  va_list ap;
-  va_start(ap, ndim);
-  for (int i = 0; i < ndim; i++) t->sizes[i] = va_arg(ap, int64_t);
-  va_end(ap);
-  int64_t step = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t->strides[i] = step;
-    step *= t->sizes[i] > 0 ? t->sizes[i] : 1;
-  }
-  t->view = (kvjit_tensor_view){1, data, ndim, t->sizes, t->strides, itemsizes[kind], kind, codes[kind], DEV_CUDA, 0};
-}
+enum { H = 8, D = 128, BLOCKS = 256, BS = 16 };
 
 /* torch's transpose(a, b): a view of the same storage. */
 static void transpose(tensor *t, int a, int b) {
@@ -67,14 +42,6 @@ static void narrow_last(tensor *t, int64_t from, int64_t n) {
   t->sizes[last] = n;
 }
 
-typedef struct request {
-  tensor k, v, k_cache, v_cache, indices, k_scale, v_scale;
-  kvjit_store_request req;
-  kvjit_store_kv_args args;
-  kvjit_store_layouts layouts;
-  char msg[512];
-} request;
-
 /* bf16 k, v [16, H, D] and int64 ids; the caches are the test's. */
 static void rows(request *r) {
   memset(r, 0, sizeof *r);
@@ -85,15 +52,10 @@ static void rows(request *r) {
   r->req.skip_slot = -1;
 }
 
-static kvjit_request_error run(request *r) {
-  r->req.k = r->k.view;
-  r->req.v = r->v.view;
-  r->req.k_cache = r->k_cache.view;
-  r->req.v_cache = r->v_cache.view;
-  r->req.indices = r->indices.view;
-  r->req.k_scale = r->k_scale.view;
-  r->req.v_scale = r->v_scale.view;
-  return kvjit_store_request_args(&r->req, &r->args, &r->layouts, r->msg, sizeof r->msg);
+/* K and V caches, both contiguous [a, b, c, d] of @p kind (then viewed as each test says). */
+static void caches4(request *r, kvjit_tensor_kind kind, int64_t a, int64_t b, int64_t c, int64_t d) {
+  make(&r->k_cache, kind, 0x1000000, 4, a, b, c, d);
+  make(&r->v_cache, kind, 0x2000000, 4, a, b, c, d);
 }
 
 static void expect_ok(request *r) {
@@ -139,8 +101,7 @@ static void test_nhd_stays_flat(void **state) {
   (void)state;
   request r;
   rows(&r);
-  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
-  make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
+  caches4(&r, KVJIT_TENSOR_BF16, BLOCKS, BS, H, D);
   expect_ok(&r);
   /* today's flat rows: no layout, the same args (and the same kernel) as before issue 29 */
   assert_null(r.args.k_cache_layout);
@@ -159,8 +120,7 @@ static void test_hnd_view(void **state) {
   request r;
   rows(&r);
   /* [blocks, H, block_size, D] passed as transpose(1, 2): [blocks, block_size, H, D] */
-  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)H, (int64_t)BS, (int64_t)D);
-  make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 4, (int64_t)BLOCKS, (int64_t)H, (int64_t)BS, (int64_t)D);
+  caches4(&r, KVJIT_TENSOR_BF16, BLOCKS, H, BS, D);
   transpose(&r.k_cache, 1, 2);
   transpose(&r.v_cache, 1, 2);
   expect_ok(&r);
@@ -174,8 +134,7 @@ static void test_hnd_view(void **state) {
   assert_ptr_equal(r.args.v_cache_layout, &r.layouts.v);
   assert_int_equal(library_checks(r.args.k_cache_layout, H * D * 2, BLOCKS * BS), KVJIT_OK);
   /* per-head fp8 scales: the outermost row dim is the head */
-  make(&r.k_cache, KVJIT_TENSOR_U8, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)H, (int64_t)BS, (int64_t)D);
-  make(&r.v_cache, KVJIT_TENSOR_U8, 0x2000000, 4, (int64_t)BLOCKS, (int64_t)H, (int64_t)BS, (int64_t)D);
+  caches4(&r, KVJIT_TENSOR_U8, BLOCKS, H, BS, D);
   transpose(&r.k_cache, 1, 2);
   transpose(&r.v_cache, 1, 2);
   make(&r.k_scale, KVJIT_TENSOR_F32, 0x40000, 1, (int64_t)H);
@@ -195,9 +154,7 @@ static void test_flashattention_packed_view(void **state) {
   /* one [blocks, H, block_size, 2D] cache: K = [..., :D], V = [..., D:] of its transpose(1, 2) */
   make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)H, (int64_t)BS, (int64_t)(2 * D));
   transpose(&r.k_cache, 1, 2);
-  r.v_cache = r.k_cache;
-  r.v_cache.view.sizes = r.v_cache.sizes;
-  r.v_cache.view.strides = r.v_cache.strides;
+  alias(&r.v_cache, &r.k_cache, r.k_cache.view.data);
   narrow_last(&r.k_cache, 0, D);
   narrow_last(&r.v_cache, D, D);
   expect_ok(&r);
@@ -263,9 +220,7 @@ static void test_mla_concat_stays_flat(void **state) {
   make(&r.k, KVJIT_TENSOR_BF16, 0x10000, 2, (int64_t)16, (int64_t)512);
   make(&r.v, KVJIT_TENSOR_BF16, 0x20000, 2, (int64_t)16, (int64_t)64);
   make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)64, (int64_t)64, (int64_t)576);
-  r.v_cache = r.k_cache;
-  r.v_cache.view.sizes = r.v_cache.sizes;
-  r.v_cache.view.strides = r.v_cache.strides;
+  alias(&r.v_cache, &r.k_cache, r.k_cache.view.data);
   narrow_last(&r.k_cache, 0, 512);
   narrow_last(&r.v_cache, 512, 64);
   expect_ok(&r);
@@ -302,10 +257,7 @@ static void test_strided_rows_and_odd_dims(void **state) {
   make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)1, (int64_t)1, (int64_t)BS, (int64_t)D);
   transpose(&r.k_cache, 1, 2);
   r.k_cache.strides[0] = 12345;
-  r.v_cache = r.k_cache;
-  r.v_cache.view.sizes = r.v_cache.sizes;
-  r.v_cache.view.strides = r.v_cache.strides;
-  r.v_cache.view.data = 0x2000000;
+  alias(&r.v_cache, &r.k_cache, 0x2000000);
   expect_ok(&r);
   assert_null(r.args.k_cache_layout); /* flat after all: slots D apart */
   assert_int_equal(r.args.k_cache_stride, D * 2);
@@ -317,8 +269,7 @@ static void test_refusals(void **state) {
   request r;
   /* overlapping: a broadcast page dim (expand) and a reversed one */
   rows(&r);
-  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
-  make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
+  caches4(&r, KVJIT_TENSOR_BF16, BLOCKS, BS, H, D);
   r.k_cache.strides[0] = 0;
   expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_cache", "broadcast");
   r.k_cache.strides[0] = BS * H * D;
@@ -326,8 +277,7 @@ static void test_refusals(void **state) {
   expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "v_cache", "stride -128");
   /* overlapping pages pass the shape rules and are the library's to refuse (one copy of that rule) */
   rows(&r);
-  make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
-  make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
+  caches4(&r, KVJIT_TENSOR_BF16, BLOCKS, BS, H, D);
   r.k_cache.strides[1] = 2 * H * D; /* positions twice a row apart: page p's tail is page p + 1's head */
   expect_ok(&r);
   assert_int_equal(library_checks(r.args.k_cache_layout, H * D * 2, BLOCKS * BS), KVJIT_ERR_INVALID_ARGUMENT);

@@ -14,45 +14,9 @@
 
 #include "kvjit.h"
 #include "dlpack_view.h"
+#include "request_util.h"
 #include "store_args.h"
 #include "transfer_args.h"
-
-enum { DEV_CUDA = 1 };
-
-/* A tensor with its own size and stride arrays (the view borrows them). */
-typedef struct tensor {
-  int64_t sizes[4], strides[4];
-  kvjit_tensor_view view;
-} tensor;
-
-/* By kind; any distinct codes do. */
-static const int32_t codes[KVJIT_TENSOR_KIND_COUNT] = {99, 5, 15, 6, 23, 24, 0, 1, 3, 4, 7, 2, 27,
-                                                       28, 29, 11, 8, 9, 10, 25, 26, 44, 45};
-static const int64_t itemsizes[KVJIT_TENSOR_KIND_COUNT] = {8, 2, 2, 4, 1, 1, 1, 1, 4, 8, 8, 2, 2, 4, 8, 1, 4, 8, 16,
-                                                           1, 1, 1, 1};
-
-/* A contiguous tensor of @p ndim dims (sizes from the varargs) at @p data. */
-static void make(tensor *t, kvjit_tensor_kind kind, uintptr_t data, int ndim, ...) {
-  memset(t, 0, sizeof *t);
-  va_list ap;
-  va_start(ap, ndim);
-  for (int i = 0; i < ndim; i++) t->sizes[i] = va_arg(ap, int64_t);
-  va_end(ap);
-  int64_t step = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t->strides[i] = step;
-    step *= t->sizes[i] > 0 ? t->sizes[i] : 1;
-  }
-  t->view = (kvjit_tensor_view){1, data, ndim, t->sizes, t->strides, itemsizes[kind], kind, codes[kind], DEV_CUDA, 0};
-}
-
-typedef struct request {
-  tensor k, v, k_cache, v_cache, indices, k_scale, v_scale;
-  kvjit_store_request req;
-  kvjit_store_kv_args args;
-  kvjit_store_layouts layouts;
-  char msg[512];
-} request;
 
 /* A decode-sized bf16 store: k, v [16, 8, 128]; caches [4096, 8, 128]; int64 slot ids. */
 static void standard(request *r) {
@@ -64,17 +28,6 @@ static void standard(request *r) {
   make(&r->indices, KVJIT_TENSOR_I64, 0x30000, 1, (int64_t)16);
   r->req.num_slots = -1;
   r->req.skip_slot = -1;
-}
-
-static kvjit_request_error run(request *r) {
-  r->req.k = r->k.view;
-  r->req.v = r->v.view;
-  r->req.k_cache = r->k_cache.view;
-  r->req.v_cache = r->v_cache.view;
-  r->req.indices = r->indices.view;
-  r->req.k_scale = r->k_scale.view;
-  r->req.v_scale = r->v_scale.view;
-  return kvjit_store_request_args(&r->req, &r->args, &r->layouts, r->msg, sizeof r->msg);
 }
 
 /* The request is refused with @p kind and a message starting "@p arg:". */
