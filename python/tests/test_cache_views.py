@@ -147,3 +147,50 @@ def test_cpu_tensors_take_flat_caches_only():
     hnd = FakeDLPack((BLOCKS, BS, H, D), *bf16, KC, strides=(H * BS * D, D, BS * D, 1), device_type=1)
     with raises(ValueError, match="^k_cache: a strided cache .* CUDA tensors only"):
         kvjit.store_kv_cache(k, None, hnd, None, FakeDLPack((B,), *i64, LOC, device_type=1))
+
+
+def layout_offsets(torch, args, side, base, rows, row_elems, item):
+    """Element offsets (from ``base``, in elements of ``item`` bytes) of every element of the rows
+    at slots ``rows``, as the args' layout (or flat stride) addresses them."""
+    lay = getattr(args, f"{side}_layout")
+    ptr = getattr(args, f"{side}_cache")
+    e = torch.arange(row_elems)
+    if lay is None:
+        byte = rows[:, None] * getattr(args, f"{side}_cache_stride") + e[None, :] * item
+    else:
+        if lay.page_size > 1:
+            byte = (rows // lay.page_size) * lay.page_stride + (rows % lay.page_size) * lay.slot_stride
+        else:  # flat slots: p = 0, q = s
+            byte = rows * lay.slot_stride
+        byte = byte[:, None].expand(-1, row_elems).clone()
+        rest = e.clone()
+        for extent, stride in reversed(lay.row()):
+            byte += (rest % extent) * stride
+            rest //= extent
+    return (byte + (ptr - base)) // item
+
+
+def test_layouts_address_what_torch_indexes():
+    """On CPU torch tensors (no GPU needed): the layout inferred from each runtime's views puts every
+    element exactly where torch's indexing of the same views puts it."""
+    try:
+        import torch
+    except ImportError:
+        from _support import skip
+        skip("no torch")
+    from cache_layouts import LAYOUTS
+
+    for name, cls in sorted(LAYOUTS.items()):
+        layout = cls(slots=256, device="cpu")
+        store = layout.storage(torch, torch.float32)
+        for t in store.values():
+            t.zero_()
+        k, v = (t[0] for t in layout.inputs(torch, 1, 40, torch.float32))
+        loc = torch.randperm(layout.slots)[:40]
+        layout.reference(torch, layout.views(store), k, v, loc)
+        args = _ops.store_kv_args(k, v, *layout.views(store), loc, **layout.kvjit_keywords)
+        for side, rows in (("k", k), ("v", v)):
+            storage = store["kv"] if "kv" in store else store[side]
+            offsets = layout_offsets(torch, args, side, storage.data_ptr(), loc, rows[0].numel(), 4)
+            got = storage.flatten()[offsets]
+            assert torch.equal(got, rows.reshape(len(loc), -1)), f"{name} {side}"
