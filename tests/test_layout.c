@@ -14,38 +14,21 @@
 
 #include "kvjit.h"
 #include "layout.h"
+#include "layout_cuh.h"
 #include "test_layouts.h"
 
-/* The address of byte @p byte of slot @p slot's row straight from the layout's definition
- * (include/kvjit.h), packed strides filled in by hand, nothing canonical. */
-static int64_t raw_offset(const kvjit_layout *l, int64_t row_bytes, int64_t slot, int64_t byte) {
-  int64_t ext[3], str[3];
-  const int n = l->num_row_dims;
-  for (int d = 0; d < n; d++) ext[d] = l->row_extents[d] ? l->row_extents[d] : row_bytes / l->element_bytes;
-  int64_t packed = l->element_bytes;
-  for (int d = n - 1; d >= 0; d--) {
-    str[d] = l->row_strides[d] ? l->row_strides[d] : packed;
-    packed = str[d] * ext[d];
-  }
-  const int64_t slot_stride = l->slot_stride ? l->slot_stride : packed; /* packed rows only in these tests */
-  int64_t off = l->page_size > 1 ? slot / l->page_size * (l->page_stride ? l->page_stride : l->page_size * slot_stride) +
-                                       slot % l->page_size * slot_stride
-                                 : slot * slot_stride;
-  int64_t el = byte / l->element_bytes;
-  off += byte % l->element_bytes;
-  for (int d = n - 1; d >= 0; d--) {
-    off += el % ext[d] * str[d];
-    el /= ext[d];
-  }
-  return off;
-}
-
+/* Every byte of every slot: the canonical view (host) and kernel_src/layout.cuh (the kernels'
+ * arithmetic) against the layout's definition. */
 static void check_offsets(const kvjit_layout *l, int64_t row, const kvjit_view *v, int64_t slots) {
+  const long long strides[5] = {v->page_stride, v->slot_stride, v->strides[0], v->strides[1], v->strides[2]};
   for (int64_t s = 0; s < slots; s++) {
     for (int64_t b = 0; b < row; b++) {
-      int64_t want = raw_offset(l, row, s, b), got = kvjit_view_offset(v, s, b);
-      if (want != got) fail_msg("slot %lld byte %lld: view %lld, layout %lld", (long long)s, (long long)b,
-                                (long long)got, (long long)want);
+      int64_t want = kvjit_test_layout_offset(l, row, s, b), got = kvjit_view_offset(v, s, b);
+      int64_t cuh = kvjit_test_cuh_offset(s, b, v->page_size, v->atom, v->num_dims, v->extents[1], v->extents[2], strides);
+      if (want != got || want != cuh) {
+        fail_msg("slot %lld byte %lld: view %lld, layout.cuh %lld, layout %lld", (long long)s, (long long)b,
+                 (long long)got, (long long)cuh, (long long)want);
+      }
     }
   }
 }

@@ -91,3 +91,31 @@ void kvjit_test_layout_make(kvjit_test_layout *t, const kvjit_test_layout_spec *
       break;
   }
 }
+
+const char *kvjit_test_layout_kind_name(kvjit_test_layout_kind kind) {
+  static const char *const names[] = {"nhd", "hnd", "flash", "chunked", "mla"};
+  return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+int64_t kvjit_test_layout_offset(const kvjit_layout *l, int64_t row_bytes, int64_t slot, int64_t byte) {
+  int64_t ext[KVJIT_LAYOUT_MAX_ROW_DIMS], str[KVJIT_LAYOUT_MAX_ROW_DIMS];
+  const int n = l->num_row_dims;
+  for (int d = 0; d < n; d++) ext[d] = l->row_extents[d] ? l->row_extents[d] : row_bytes / l->element_bytes;
+  int64_t packed = l->element_bytes, span = l->element_bytes;
+  for (int d = n - 1; d >= 0; d--) {
+    str[d] = l->row_strides[d] ? l->row_strides[d] : packed;
+    packed = str[d] * ext[d];
+    span += (ext[d] - 1) * str[d];
+  }
+  const int64_t slot_stride = l->slot_stride ? l->slot_stride : span;
+  const int64_t page_stride = l->page_stride ? l->page_stride : l->page_size * slot_stride;
+  int64_t off = l->page_size > 1 ? slot / l->page_size * page_stride + slot % l->page_size * slot_stride
+                                 : slot * slot_stride;
+  int64_t el = byte / l->element_bytes;
+  off += byte % l->element_bytes;
+  for (int d = n - 1; d >= 0; d--) {
+    off += el % ext[d] * str[d];
+    el /= ext[d];
+  }
+  return off;
+}

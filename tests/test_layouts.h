@@ -51,4 +51,14 @@ extern const size_t kvjit_test_num_layouts;
 /** The layouts of @p spec. */
 void kvjit_test_layout_make(kvjit_test_layout *out, const kvjit_test_layout_spec *spec);
 
+/** "nhd", "hnd", ... */
+const char *kvjit_test_layout_kind_name(kvjit_test_layout_kind kind);
+
+/**
+ * The offset from the cache's base of byte @p byte of slot @p slot's row (of @p row_bytes) of
+ * layout @p l, straight from kvjit_layout's definition in include/kvjit.h (packed strides filled
+ * in by hand): the references' address, independent of the library's canonical views.
+ */
+int64_t kvjit_test_layout_offset(const kvjit_layout *l, int64_t row_bytes, int64_t slot, int64_t byte);
+
 #endif

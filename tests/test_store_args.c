@@ -257,8 +257,6 @@ static void test_layout_arguments(void **state) {
     kvjit_test_layout_make(&t, &kvjit_test_layouts[i]);
     kvjit_store_kv_args a = layout_args(&t, t.element_bytes == 1);
     kvjit_status st = kvjit_store_kv_cache(ctx, &a);
-    /* Until the layout kernel lands, views that are not flat are refused by the plan. */
-    if (st == KVJIT_ERR_UNSUPPORTED && strstr(kvjit_last_error(), "layout kernel") != NULL) continue;
     if (!needs_driver(st)) fail_msg("%s: %s \"%s\"", t.name, kvjit_status_name(st), kvjit_last_error());
   }
   kvjit_test_layout flash, chunked, hnd;
@@ -316,6 +314,60 @@ static void test_layout_arguments(void **state) {
   /* NULL layouts in version 3: today's flat rows. */
   kvjit_store_kv_args v3 = good_args();
   assert_true(needs_driver(kvjit_store_kv_cache(ctx, &v3)));
+}
+
+/* Laid-out caches' manifest lines: their static part round-trips; lines that describe no view
+ * of the row are refused naming the key; the deprecated struct refuses what it cannot hold. */
+static void test_layout_lines(void **state) {
+  (void)state;
+  static const char *const good[] = {
+      "store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+      "k_atom=256 v_page=16 v_atom=256",
+      "store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+      "k_atom=16 v_page=16 v_atom=2 v_vec=2",
+      "store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int32 pdl=auto split=0 vec=16 dtype=bf16 "
+      "cache_dtype=fp8_e4m3 scale=head num_heads=8 k_page=5 k_atom=16 k_dim0=8 v_page=5 v_atom=1 v_dim0=8 v_vec=2",
+      "store_kv_cache arch=80 k_row_bytes=576 v_row_bytes=0 index=int64 pdl=auto split=0 vec=16 k_atom=32 k_dim0=3 "
+      "k_dim1=3",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    kvjit_variant v;
+    if (kvjit_variant_parse(&v, good[i]) != KVJIT_OK) fail_msg("\"%s\": %s", good[i], kvjit_last_error());
+    char back[512];
+    assert_int_equal(kvjit_variant_format(&v, back, sizeof back), KVJIT_OK);
+    assert_string_equal(back, good[i]);
+    kvjit_store_kv_variant old;
+    assert_int_equal(kvjit_store_kv_variant_parse(&old, good[i]), KVJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(kvjit_last_error(), "kvjit_variant_parse"));
+  }
+  static const struct {
+    const char *line, *needle;
+  } bad[] = {
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=1",
+       "k_page: must be 0 (flat) or 2..65535, got 1"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_atom=96",
+       "k_atom: must divide the row's 2048 bytes"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 v_dim0=8",
+       "v_dim0, v_dim1: need v_atom"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=0 index=int64 pdl=auto split=0 vec=16 v_page=16",
+       "v_page: given for a K-only store"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+       "v_vec=16",
+       "v_vec: must be 0 (= vec) or a power of two other than vec 16, got 16"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 v_vec=2",
+       "v_vec: 2 given for flat caches"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+       "k_atom=256 k_dim0=8",
+       "k_dim0, k_dim1: 8, 0 must be 0 or >= 2 and leave a last dim >= 2"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    kvjit_variant v;
+    kvjit_status st = kvjit_variant_parse(&v, bad[i].line);
+    if (st == KVJIT_OK || strstr(kvjit_last_error(), bad[i].needle) == NULL) {
+      fail_msg("\"%s\": %s \"%s\", expected an error naming \"%s\"", bad[i].line, kvjit_status_name(st),
+               kvjit_last_error(), bad[i].needle);
+    }
+  }
 }
 
 /* Argument errors come first, with or without a driver; batch 0 needs no driver at all. */
@@ -528,6 +580,7 @@ int main(void) {
       cmocka_unit_test(test_variant_parse_errors),  cmocka_unit_test(test_variant_format_errors),
       cmocka_unit_test(test_fp8_bad_arguments),     cmocka_unit_test(test_fp8_valid_and_version_1),
       cmocka_unit_test(test_fp8_variant_lines),     cmocka_unit_test(test_layout_arguments),
+      cmocka_unit_test(test_layout_lines),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

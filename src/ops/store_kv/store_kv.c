@@ -54,13 +54,15 @@ static const kvjit_op_field store_fields[STORE_F_COUNT] = {
                 KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
   [F##_ATOM] = {p "atom", "cache bytes of each contiguous run of a " what " row; 0 = the row is one run",           \
                 KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                  \
-  [F##_DIM0] = {p "dim0", "runs per step of the outermost strided " what " row dim (of three or two); 0 = none",     \
+  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent (the last's follows); 0 = fewer", \
                 KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
-  [F##_DIM1] = {p "dim1", "extent of the middle strided " what " row dim (of three); 0 = none", KVJIT_FIELD_INT,     \
+  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,         \
                 KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
     VIEW_FIELDS(STORE_F_K, "k_", "K"),
     VIEW_FIELDS(STORE_F_V, "v_", "V"),
 #undef VIEW_FIELDS
+    [STORE_F_V_VEC] = {"v_vec", "widest V access, in bytes, of a laid-out cache when less than K's vec; 0 = vec",
+                       KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, 16, NULL, 0, 0, "0"},
 };
 
 /* ---- descriptor hooks ------------------------------------------------------------------------ */
@@ -95,7 +97,7 @@ static kvjit_status store_plan(const int64_t *v, int arch, int batch_class, void
   if (st != KVJIT_OK) return st;
   if (v[STORE_F_V_ROW] == 0) memset(&vv, 0, sizeof vv);
   return kvjit_store_kv_plan_make_layout(out, arch, v[STORE_F_K_ROW], v[STORE_F_V_ROW], (int)v[STORE_F_VEC],
-                                         (kvjit_index_type)v[STORE_F_INDEX], (kvjit_pdl_mode)v[STORE_F_PDL],
+                                         (int)v[STORE_F_V_VEC], (kvjit_index_type)v[STORE_F_INDEX], (kvjit_pdl_mode)v[STORE_F_PDL],
                                          (int)v[STORE_F_SPLIT], batch_class, values_quant(v, &q), &kv, &vv);
 }
 
@@ -114,8 +116,14 @@ static kvjit_status store_check(int64_t *v, uint64_t given) {
   v[STORE_F_CACHE_DTYPE] = quantize ? q.cache_dtype : KVJIT_DTYPE_BYTES;
   v[STORE_F_SCALE] = quantize ? q.scale_kind : KVJIT_SCALE_NONE;
   v[STORE_F_HEADS] = quantize ? q.num_heads : 0;
+  if (v[STORE_F_V_VEC] == v[STORE_F_VEC] || (v[STORE_F_V_VEC] & (v[STORE_F_V_VEC] - 1)) != 0) {
+    if (v[STORE_F_V_VEC] != 0) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_vec: must be 0 (= vec) or a power of two other than vec %lld, "
+                        "got %lld", (long long)v[STORE_F_VEC], (long long)v[STORE_F_V_VEC]);
+    }
+  }
   if (v[STORE_F_V_ROW] == 0) {
-    for (size_t f = STORE_F_V_PAGE; f <= STORE_F_V_DIM1; f++) {
+    for (size_t f = STORE_F_V_PAGE; f <= STORE_F_V_VEC; f++) {
       if (v[f] != 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: given for a K-only store", store_fields[f].name);
     }
   }
@@ -160,11 +168,13 @@ static void store_geometry(const void *plan, kvjit_op_geometry *out) {
  * only: source dtype - 1 at 4..5 | fp8 kind 3 | scale kind 1..2. Word b: v_row_bytes 0..30 and
  * split 31..51 (plain copies); v_row_bytes 0..27, split 28..43 and heads 44..59 (quantizing,
  * whose rows, splits and heads are capped to fit). Validation keeps every field in its bits.
+ * v_vec (log2 + 1, 0 when absent) at b 52..54 (plain) or 60..62 (quantizing).
  * Words c and d: the static parts of the K and V cache views (kvjit_view_key_word(), 0 when flat:
  * a flat store's key is the one it had before layouts).
  */
 static kvjit_fast_key store_key(const int64_t *v, int batch_class) {
   const uint64_t quant = v[STORE_F_CACHE_DTYPE] != 0;
+  const uint64_t v_vec = v[STORE_F_V_VEC] ? (uint64_t)__builtin_ctzll((uint64_t)v[STORE_F_V_VEC]) + 1 : 0;
   uint64_t a = quant << 55 | (uint64_t)v[STORE_F_ARCH] << 45 | (uint64_t)v[STORE_F_K_ROW] << 14 |
                (uint64_t)batch_class << 12 | (uint64_t)__builtin_ctzll((uint64_t)v[STORE_F_VEC]) << 9 |
                (uint64_t)(v[STORE_F_INDEX] == KVJIT_INDEX_INT64) << 8 | (uint64_t)v[STORE_F_PDL] << 6;
@@ -172,9 +182,10 @@ static kvjit_fast_key store_key(const int64_t *v, int batch_class) {
   if (quant) {
     a |= (uint64_t)(v[STORE_F_DTYPE] - KVJIT_DTYPE_F16) << 4 |
          (uint64_t)(v[STORE_F_CACHE_DTYPE] - KVJIT_DTYPE_FP8_E4M3) << 3 | (uint64_t)v[STORE_F_SCALE] << 1;
-    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 28 | (uint64_t)v[STORE_F_HEADS] << 44;
+    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 28 | (uint64_t)v[STORE_F_HEADS] << 44 |
+        (uint64_t)v_vec << 60;
   } else {
-    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 31;
+    b = (uint64_t)v[STORE_F_V_ROW] | (uint64_t)v[STORE_F_SPLIT] << 31 | (uint64_t)v_vec << 52;
   }
   return kvjit_fast_key_make_wide(KVJIT_OP_FAMILY, a, b, kvjit_view_values_word(v + STORE_F_K_PAGE),
                                   kvjit_view_values_word(v + STORE_F_V_PAGE));

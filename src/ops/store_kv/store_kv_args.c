@@ -121,9 +121,11 @@ static kvjit_status cache_view(const kvjit_layout *layout, const char *name, con
   return KVJIT_OK;
 }
 
-/* Version 3: the caches' layouts into views, the request's static fields and the launch's strides. */
+/* Version 3: the caches' layouts into views, the request's static fields and the launch's strides;
+ * what each view adds to its cache's address bits; whether either needs the layout kernel. */
 static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_request *r, int64_t k_cache_row,
-                                int64_t v_cache_row, int quantize, int64_t num_heads, int has_v, uint64_t *cache_bits) {
+                                int64_t v_cache_row, int quantize, int64_t num_heads, int has_v, uint64_t *k_bits,
+                                uint64_t *v_bits, int *laid_out) {
   kvjit_store_kv_params *p = &r->params.base;
   const kvjit_layout *kl = a->version >= 3 ? a->k_cache_layout : NULL;
   const kvjit_layout *vl = a->version >= 3 && has_v ? a->v_cache_layout : NULL;
@@ -149,13 +151,25 @@ static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_req
   kvjit_view_strides_of(&kv, &r->params.k_view);
   kvjit_view_strides_of(&vv, &r->params.v_view);
   /* An access stays inside one contiguous run and one aligned address of every stride. */
+  uint64_t *bits[2] = {k_bits, v_bits};
   const kvjit_view *views[2] = {&kv, &vv};
   for (int i = 0; i < 2; i++) {
     const kvjit_view *w = views[i];
-    *cache_bits |= (uint64_t)w->page_stride | (uint64_t)w->slot_stride | (uint64_t)(w->num_dims ? w->atom : 0);
-    for (int d = 0; d < w->num_dims; d++) *cache_bits |= (uint64_t)w->strides[d];
+    *bits[i] |= (uint64_t)w->page_stride | (uint64_t)w->slot_stride | (uint64_t)(w->num_dims ? w->atom : 0);
+    for (int d = 0; d < w->num_dims; d++) *bits[i] |= (uint64_t)w->strides[d];
   }
+  *laid_out = !kvjit_view_is_flat(&kv) || !kvjit_view_is_flat(&vv);
   return KVJIT_OK;
+}
+
+/* The widest access (source bytes) sources and caches whose addresses OR to @p src_bits and
+ * @p cache_bits allow: quantizing, an access of vec source bytes writes vec >> elem_shift cache
+ * bytes. 0 when the sources are not aligned to one element. */
+static int access_vec(uint64_t src_bits, uint64_t cache_bits, int quantize, int elem_shift) {
+  if (!quantize) return kvjit_rows_vec_of(src_bits | cache_bits);
+  const int src_vec = kvjit_rows_vec_of(src_bits), cache_vec = kvjit_rows_vec_of(cache_bits) << elem_shift;
+  if (src_vec < 1 << elem_shift) return 0;
+  return src_vec < cache_vec ? src_vec : cache_vec;
 }
 
 kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store_kv_args *a,
@@ -267,33 +281,33 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
                       (long long)(p->k_cache_stride > p->v_cache_stride ? p->k_cache_stride : p->v_cache_stride));
   }
   /* The widest access every address can take: OR everything that shifts an address. */
-  const uint64_t src_bits = (uint64_t)(uintptr_t)a->k | (uint64_t)(uintptr_t)a->v | (uint64_t)k_row |
-                            (uint64_t)v_row | (uint64_t)p->k_stride | (uint64_t)p->v_stride;
-  uint64_t cache_bits = 0;
+  const uint64_t src_k_bits = (uint64_t)(uintptr_t)a->k | (uint64_t)k_row | (uint64_t)p->k_stride;
+  const uint64_t src_v_bits = (uint64_t)(uintptr_t)a->v | (uint64_t)v_row | (uint64_t)p->v_stride;
+  uint64_t k_cache_bits = 0, v_cache_bits = 0;
+  int laid_out = 0;
   if (a->version >= 3 && (a->k_cache_layout != NULL || a->v_cache_layout != NULL)) {
-    st = cache_views(a, r, k_cache_row, v_cache_row, quantize, quantize ? quant.num_heads : 0, has_v, &cache_bits);
+    st = cache_views(a, r, k_cache_row, v_cache_row, quantize, quantize ? quant.num_heads : 0, has_v, &k_cache_bits,
+                     &v_cache_bits, &laid_out);
     if (st != KVJIT_OK) return st;
   } else {
     for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) r->values[f] = 0;
   }
-  cache_bits |= (uint64_t)(uintptr_t)a->k_cache | (uint64_t)(uintptr_t)a->v_cache | (uint64_t)k_cache_row |
-                (uint64_t)v_cache_row | (uint64_t)p->k_cache_stride | (uint64_t)p->v_cache_stride;
-  int vec;
-  if (!quantize) {
-    vec = kvjit_rows_vec_of(src_bits | cache_bits);
-  } else {
-    /* An access of vec source bytes writes vec / elem cache bytes. */
-    const int src_vec = kvjit_rows_vec_of(src_bits);
-    if (src_vec < elem) {
-      const char *what = (uintptr_t)a->k & (uintptr_t)(elem - 1)   ? "k"
-                         : (uintptr_t)a->v & (uintptr_t)(elem - 1) ? "v"
-                         : p->k_stride & (elem - 1)                ? "k_stride"
-                                                                   : "v_stride";
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not aligned to the %d bytes of one %s element", what, elem,
-                        kvjit_dtype_name(quant.dtype));
-    }
-    const int cache_vec = kvjit_rows_vec_of(cache_bits) << elem_shift;
-    vec = src_vec < cache_vec ? src_vec : cache_vec;
+  k_cache_bits |= (uint64_t)(uintptr_t)a->k_cache | (uint64_t)k_cache_row | (uint64_t)p->k_cache_stride;
+  v_cache_bits |= (uint64_t)(uintptr_t)a->v_cache | (uint64_t)v_cache_row | (uint64_t)p->v_cache_stride;
+  /* Flat caches: one width for both (the flat kernel's); the layout kernel: one each. */
+  int vec = access_vec(src_k_bits | src_v_bits, k_cache_bits | v_cache_bits, quantize, elem_shift), v_vec = 0;
+  if (vec == 0) {
+    const char *what = (uintptr_t)a->k & (uintptr_t)(elem - 1)   ? "k"
+                       : (uintptr_t)a->v & (uintptr_t)(elem - 1) ? "v"
+                       : p->k_stride & (elem - 1)                ? "k_stride"
+                                                                 : "v_stride";
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not aligned to the %d bytes of one %s element", what, elem,
+                      kvjit_dtype_name(quant.dtype));
+  }
+  if (laid_out) {
+    vec = access_vec(src_k_bits, k_cache_bits, quantize, elem_shift);
+    if (has_v) v_vec = access_vec(src_v_bits, v_cache_bits, quantize, elem_shift);
+    if (v_vec == vec) v_vec = 0;
   }
   p->k = a->k;
   p->v = a->v;
@@ -315,6 +329,7 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   v[STORE_F_CACHE_DTYPE] = quantize ? quant.cache_dtype : KVJIT_DTYPE_BYTES;
   v[STORE_F_SCALE] = quantize ? quant.scale_kind : KVJIT_SCALE_NONE;
   v[STORE_F_HEADS] = quantize ? quant.num_heads : 0;
+  v[STORE_F_V_VEC] = v_vec;
   r->batch_class = a->batch > 0 ? kvjit_store_kv_batch_class(a->batch) : 0;
   return KVJIT_OK;
 }

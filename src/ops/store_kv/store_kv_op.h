@@ -34,6 +34,7 @@ enum {
   STORE_F_V_ATOM,
   STORE_F_V_DIM0,
   STORE_F_V_DIM1,
+  STORE_F_V_VEC, /* laid-out caches: V's widest access when it differs from vec (K's); 0 = vec */
   STORE_F_COUNT
 };
 

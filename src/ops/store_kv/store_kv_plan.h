@@ -106,6 +106,7 @@ typedef struct kvjit_store_kv_plan {
   int fp8_soft;            /* 1: integer conversion (before sm_89), 0: the cvt instruction */
   /* Cache layouts (all 0 with both views flat: today's kernel). */
   int layout;              /* 1: the layout kernel (kernel_src/store_kv_layout.cuh) */
+  int v_vec;               /* layout kernel: V's bytes per access (vec is K's); 0 otherwise */
   kvjit_store_kv_plan_view k_view, v_view;
 } kvjit_store_kv_plan;
 
@@ -157,12 +158,13 @@ void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_vie
 
 /**
  * kvjit_store_kv_plan_make_quant() for caches laid out as @p k_view and @p v_view (NULL or all 0:
- * flat, today's kernel). A view that is not flat takes the layout kernel: one access never
- * crosses a contiguous run of the cache (@p vec narrowed), one item per lane group, at most
- * 16 accesses per lane (KVJIT_ERR_UNSUPPORTED for a split that leaves more).
+ * flat, today's kernel). A view that is not flat takes the layout kernel: K's accesses @p vec
+ * and V's @p v_vec (0: @p vec) wide at most, narrowed so that one never crosses a contiguous
+ * run of its cache; one item per lane group; at most 16 accesses per lane
+ * (KVJIT_ERR_UNSUPPORTED for a split that leaves more).
  */
 kvjit_status kvjit_store_kv_plan_make_layout(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
-                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
+                                             int64_t v_row_bytes, int vec, int v_vec, kvjit_index_type index_type,
                                              kvjit_pdl_mode pdl, int split, int batch_class,
                                              const kvjit_store_kv_quant *quant, const kvjit_store_kv_plan_view *k_view,
                                              const kvjit_store_kv_plan_view *v_view);
