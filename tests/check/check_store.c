@@ -195,7 +195,7 @@ static void source_row(check_world *w, const store_case *c, unsigned char *out, 
   }
 }
 
-static float to_float(kvjit_dtype d, const unsigned char *p) {
+float check_store_source_value(kvjit_dtype d, const unsigned char *p) {
   if (d == KVJIT_DTYPE_F32) {
     float f;
     memcpy(&f, p, 4);
@@ -223,7 +223,7 @@ static void reference_row(const store_case *c, unsigned char *dst, const unsigne
   int eb = elem_bytes(c);
   int64_t elems = row / eb, head_elems = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
   for (int64_t j = 0; j < elems; j++) {
-    float x = to_float(c->dtype, src + j * eb);
+    float x = check_store_source_value(c->dtype, src + j * eb);
     if (c->scale != KVJIT_SCALE_NONE) x = x / scales[j / head_elems];
     dst[j] = fp8_ref_encode(x, c->cache_dtype == KVJIT_DTYPE_FP8_E4M3);
   }
@@ -377,7 +377,9 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.k_cache_stride = cache_row(c, c->k_row) + c->kc_pad;
     if (c->v_row > 0) {
       a.v = (const char *)check_ptr(w, w->ids[B_V]) + first * (c->v_row + c->v_pad);
-      a.v_cache = check_ptr(w, w->ids[B_VC]);
+      /* K and V views of one cache (a layout's v_base) have no V buffer of their own. */
+      a.v_cache = w->ids[B_VC] >= 0 ? check_ptr(w, w->ids[B_VC])
+                                    : (char *)check_ptr(w, w->ids[B_KC]) + w->layout_v_base;
       a.v_row_bytes = c->v_row;
       a.v_stride = c->v_row + c->v_pad;
       a.v_cache_stride = cache_row(c, c->v_row) + c->vc_pad;
@@ -387,10 +389,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
       /* The views of tests/test_layouts.h; they live as long as the world (w->layouts). */
       a.k_cache_stride = a.v_cache_stride = 0;
       a.k_cache_layout = &w->layouts[0];
-      if (c->v_row > 0) {
-        a.v_cache_layout = &w->layouts[1];
-        if (w->ids[B_VC] < 0) a.v_cache = (char *)check_ptr(w, w->ids[B_KC]) + w->layout_v_base;
-      }
+      if (c->v_row > 0) a.v_cache_layout = &w->layouts[1];
     }
     if (quantizing(c)) {
       a.dtype = c->dtype;
@@ -417,15 +416,16 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const store_case *c = cv;
-  snprintf(out, capacity, "%lld,%lld,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
+  snprintf(out, capacity, "%lld,%lld,%s,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
            c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->common.pdl == KVJIT_PDL_OFF ? "off" : "on",
-           quantizing(c) ? "bf16>fp8_e4m3" : "bytes");
+           quantizing(c) ? "bf16>fp8_e4m3" : "bytes",
+           c->layout ? kvjit_test_layout_kind_name((kvjit_test_layout_kind)(c->layout - 1)) : "flat");
 }
 
 /* Each K and V row read once and written once (a quantized row is written at its cache size). */
 static double bench_bytes(const void *cv) {
   const store_case *c = cv;
-  return 2.0 * (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row));
+  return (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row) + c->v_row + cache_row(c, c->v_row));
 }
 
 /* Inputs rotate through 512 MiB per tensor and ids through 4 Mi slot ids (bench_store's pools). */
@@ -449,7 +449,7 @@ const check_op check_store_op = {
     .launch = launch,
     .bench_count = store_bench_count,
     .bench_get = store_bench_get,
-    .bench_columns = "row_bytes,batch,index,pdl,dtype",
+    .bench_columns = "row_bytes,batch,index,pdl,dtype,layout",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,

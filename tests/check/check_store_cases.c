@@ -440,10 +440,47 @@ static const int64_t bench_rows[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 static const int64_t bench_batches[] = {1, 16, 128, 1024, 8192, 65536};
 enum { BENCH_CELLS = COUNT(bench_rows) * COUNT(bench_batches), BENCH_PLAIN = BENCH_CELLS * 4, BENCH_FP8 = BENCH_CELLS };
 
-size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_FP8; }
+/* Laid-out caches (issue 29's grid): Llama-3.1-8B's 8 KV heads of 128, bf16, 16 slots per page, int64
+ * ids, PDL on, tokens 1 .. 65536, and bf16 -> e4m3 per tensor at 4096 tokens. NHD's view is flat:
+ * its cells are the flat kernel's, the reference for the others. MLA: 512 + 64 elements into one
+ * 576-element row. */
+static const int bench_layout_kinds[] = {KVJIT_TEST_NHD, KVJIT_TEST_HND, KVJIT_TEST_FLASH, KVJIT_TEST_CHUNKED,
+                                         KVJIT_TEST_MLA};
+static const int64_t bench_layout_batches[] = {1, 16, 256, 4096, 65536};
+enum { BENCH_LAYOUT = COUNT(bench_layout_kinds) * (COUNT(bench_layout_batches) + 1) };
+
+static void bench_layout_get(size_t i, store_case *c, int timing) {
+  const size_t per = COUNT(bench_layout_batches) + 1, b = i % per;
+  const int kind = bench_layout_kinds[i / per], fp8 = b == COUNT(bench_layout_batches);
+  const int64_t batch = fp8 ? 4096 : bench_layout_batches[b];
+  *c = store_case_plain(fp8 ? "bench_layout_fp8" : "bench_layout", batch, 8 * 128 * 2);
+  c->index_type = KVJIT_INDEX_INT64;
+  c->common.pdl = KVJIT_PDL_ON;
+  c->layout = kind + 1;
+  c->heads_l = kind == KVJIT_TEST_MLA ? 1 : 8;
+  c->head_dim = kind == KVJIT_TEST_MLA ? 576 : 128;
+  c->block_size = 16;
+  if (kind == KVJIT_TEST_MLA) {
+    c->k_row = 512 * 2;
+    c->v_row = 64 * 2;
+  }
+  if (fp8) {
+    c->dtype = KVJIT_DTYPE_BF16;
+    c->cache_dtype = KVJIT_DTYPE_FP8_E4M3;
+    c->scale = KVJIT_SCALE_PER_TENSOR;
+    c->heads = kind == KVJIT_TEST_MLA ? 1 : 8;
+  }
+  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)c->k_row) - batch; /* 2 GiB / K row */
+}
+
+size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_FP8 + BENCH_LAYOUT; }
 
 void store_bench_get(size_t i, void *out, int timing) {
   store_case *c = out;
+  if (i >= BENCH_PLAIN + BENCH_FP8) {
+    bench_layout_get(i - BENCH_PLAIN - BENCH_FP8, c, timing);
+    return;
+  }
   int quant = i >= BENCH_PLAIN;
   size_t k = quant ? i - BENCH_PLAIN : i;
   size_t cell = quant ? k : k / 4;
