@@ -205,6 +205,10 @@ def _traced_transfer(*args):  # replaced by _torch.py
 # `is` tells a call that needs no normalising; split=False is not 0 here and is refused later.
 _ZERO = 0
 _AUTO = "auto"
+# The canonical spellings of cache_dtype= and layout=, mapped without normalising: an fp8 or a
+# laid-out store skips store_arguments() (0.4-0.8 us); any other spelling takes the long way.
+_FAST_CACHE_DTYPE = {"fp8_e4m3": _lib.DTYPE_FP8_E4M3, "fp8_e5m2": _lib.DTYPE_FP8_E5M2}
+_FAST_LAYOUT = {"vllm_paged": 1}
 
 
 def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
@@ -257,6 +261,16 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
         if _compiling():
             return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0, 0)
         return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0, 0)  # pdl 0: auto
+    if (num_slots is None and skip_slot is None and split is _ZERO and pdl is _AUTO and stream is None
+            and context is None):
+        dtype_code = 0 if cache_dtype is None else _FAST_CACHE_DTYPE.get(cache_dtype) if type(cache_dtype) is str \
+            else None
+        layout_int = 0 if layout is None else _FAST_LAYOUT.get(layout) if type(layout) is str else None
+        if dtype_code is not None and layout_int is not None:
+            if _compiling():
+                return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, dtype_code,
+                                     layout_int)
+            return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, dtype_code, layout_int)
     scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout)
     if stream is None and context is None:
         if _compiling():
