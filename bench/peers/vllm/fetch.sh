@@ -43,8 +43,6 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 fi
 dest=$1
 sdist=${2:-}
-mkdir -p "$dest"
-dest=$(cd "$dest" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vllm-fetch.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
@@ -62,6 +60,8 @@ if [ "$got" != "$sha256" ]; then
   exit 1
 fi
 
+mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
 members=()
 for f in "${files[@]}"; do members+=("vllm-$version/$f"); done
 tar -xzf "$sdist" -C "$tmp" "${members[@]}"
