@@ -114,8 +114,10 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
   }
   if (slots == 0) return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: no slots (shape %s)", name, dims(a, sizeof a, s, n));
   int flat = 1;
-  for (int j = 0; j + 1 < num_big; j++)
-    if (st[big[j]] != st[big[j + 1]] * s[big[j + 1]]) flat = 0;
+  for (int j = 0; j + 1 < num_big; j++) {
+    int64_t span;
+    if (__builtin_mul_overflow(st[big[j + 1]], s[big[j + 1]], &span) || st[big[j]] != span) flat = 0;
+  }
   int64_t slot_dims_ext[3], slot_dims_str[3];
   for (int j = 0; j < d.num_slot; j++) {
     slot_dims_ext[j] = s[d.slot[j]];
