@@ -2,9 +2,12 @@
 // but for a few CUDA built-ins (emulated below), so every thread of every block runs in turn
 // (the kernel has no barrier) and the result is compared byte for byte with a model: which rows
 // land where, the bad-slot policy and its counter, tails, splits, two items per group, layer
-// tables with a NULL entry. The GPU tests check the same on the device; this catches indexing
-// mistakes on machines without one. Each configuration is one build (tests/meson.build), whose
-// -D values are the template's arguments.
+// tables with a NULL entry, a grid capped at a few CTAs striding over the batch, and the
+// conversions on the way (fp8 <-> bf16/f32, per-tensor and per-head scales per layer, the
+// integer fp8 encoding) against tests/fp8_ref.h. The GPU tests check the same on the device;
+// this catches indexing and conversion mistakes on machines without one. Each configuration is
+// one build (tests/meson.build), whose -D values are the template's arguments.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +24,67 @@ static dim3_ threadIdx, blockIdx, blockDim, gridDim;
 #define __launch_bounds__(x)
 #define __grid_constant__
 #define __align__(n) alignas(n)
+#define __noinline__ __attribute__((noinline))
 static unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
   unsigned long long o = *p;
   *p += v;
   return o;
 }
+static unsigned int __float_as_uint(float f) {
+  unsigned int u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static float __uint_as_float(unsigned int u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static float __frcp_rn(float x) { return 1.0f / x; }
+static float __fmul_rn(float a, float b) { return a * b; }
+static float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
+#ifndef KVJIT_SRC_DTYPE
+#define KVJIT_SRC_DTYPE 0
+#define KVJIT_DST_DTYPE 0
+#define KVJIT_SCALE 0
+#define KVJIT_HEADS 0
+#endif
+#ifndef KVJIT_LOOP_CTAS
+#define KVJIT_LOOP_CTAS 0 /* > 0: Loop, the grid capped at this many blocks */
+#endif
+#include "fp8_ref.h"
 #include "transfer_kv.cuh"
+static const int ES = KVJIT_SRC_DTYPE == 3 ? 4 : KVJIT_SRC_DTYPE == 1 || KVJIT_SRC_DTYPE == 2 ? 2 : 1;
+static const int ED = KVJIT_DST_DTYPE == 3 ? 4 : KVJIT_DST_DTYPE == 1 || KVJIT_DST_DTYPE == 2 ? 2 : 1;
+static const bool QUANT = KVJIT_SRC_DTYPE >= 1 && KVJIT_SRC_DTYPE <= 3 && KVJIT_DST_DTYPE >= 4;
+static const bool DEQUANT = KVJIT_SRC_DTYPE >= 4 && KVJIT_DST_DTYPE >= 1 && KVJIT_DST_DTYPE <= 3;
+
+// One row converted as the reference says: src_row_bytes source bytes into dst.
+static void ref_row(unsigned char *dst, const unsigned char *src, int64_t src_row_bytes, const float *scales) {
+  if (!QUANT && !DEQUANT) {
+    memcpy(dst, src, (size_t)src_row_bytes);
+    return;
+  }
+  const int64_t elems = src_row_bytes / ES, head_elems = KVJIT_HEADS ? elems / KVJIT_HEADS : elems;
+  for (int64_t e = 0; e < elems; e++) {
+    const float scale = KVJIT_SCALE == 2 ? scales[e / head_elems] : KVJIT_SCALE == 1 ? scales[0] : 1.0f;
+    if (QUANT) {
+      float x;
+      if (ES == 4) {
+        memcpy(&x, src + 4 * e, 4);
+      } else {
+        uint16_t h;
+        memcpy(&h, src + 2 * e, 2);
+        x = KVJIT_SRC_DTYPE == 2 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
+      }
+      if (KVJIT_SCALE) x = x / scale;
+      dst[e] = fp8_ref_encode(x, KVJIT_DST_DTYPE == 4);
+    } else {
+      const uint32_t bits = fp8_ref_dequant(src[e], KVJIT_SRC_DTYPE == 4, KVJIT_SCALE != 0, scale, KVJIT_DST_DTYPE);
+      memcpy(dst + ED * e, &bits, (size_t)ED); /* little endian: the low bytes */
+    }
+  }
+}
 static uint64_t rs = 88172645463325252ull;
 static uint64_t rnd() {
   rs ^= rs << 13;
@@ -37,13 +95,27 @@ static uint64_t rnd() {
 int main() {
   const int64_t B = BATCH, SS = B + 9, DS = B + 13, KP = 2 * KVJIT_VEC, VP = KVJIT_VEC;
   const int64_t KS = KVJIT_K_ROW_BYTES + KP, VS = KVJIT_V_ROW_BYTES + VP;
+  /* The destination's rows hold the source's elements in its own type; pads of whole vectors. */
+  const int64_t KD = KVJIT_K_ROW_BYTES / ES * ED, VD = KVJIT_V_ROW_BYTES / ES * ED;
+  const int64_t KDS = KD + KP / ES * ED, VDS = VD + VP / ES * ED;
   const int L = KVJIT_TABLE ? 3 : 1;
+  /* Scales per layer: random in [1/64, 64), and per head a zero and a subnormal (the exact path). */
+  const int64_t NS = KVJIT_SCALE == 2 ? KVJIT_HEADS : 1;
+  std::vector<float> ks((size_t)(L * NS)), vs((size_t)(L * NS));
+  for (size_t i = 0; i < ks.size(); i++) {
+    ks[i] = std::ldexp(1.0f + (float)(rnd() % 1000) / 1000.0f, (int)(rnd() % 12) - 6);
+    vs[i] = std::ldexp(1.0f + (float)(rnd() % 1000) / 1000.0f, (int)(rnd() % 12) - 6);
+  }
+  if (KVJIT_SCALE == 2 && KVJIT_HEADS >= 3) {
+    ks[1] = 0.0f;
+    vs[2] = 1e-40f;
+  }
   std::vector<std::vector<unsigned char>> sk(L), sv(L), dk(L), dv(L), wk(L), wv(L);
   for (int l = 0; l < L; l++) {
     sk[l].resize(SS * KS + 64);
     sv[l].resize(SS * VS + 64);
-    dk[l].resize(DS * KS + 64);
-    dv[l].resize(DS * VS + 64);
+    dk[l].resize(DS * KDS + 64);
+    dv[l].resize(DS * VDS + 64);
     for (auto &x : sk[l]) x = rnd();
     for (auto &x : sv[l]) x = rnd();
     for (auto &x : dk[l]) x = rnd();
@@ -88,8 +160,8 @@ int main() {
         expect++;
         continue;
       }
-      memcpy(al(wk[l]) + di[i] * KS, al(sk[l]) + si[i] * KS, KVJIT_K_ROW_BYTES);
-      if (KVJIT_V_ROW_BYTES) memcpy(al(wv[l]) + di[i] * VS, al(sv[l]) + si[i] * VS, KVJIT_V_ROW_BYTES);
+      ref_row(al(wk[l]) + di[i] * KDS, al(sk[l]) + si[i] * KS, KVJIT_K_ROW_BYTES, ks.data() + l * NS);
+      if (KVJIT_V_ROW_BYTES) ref_row(al(wv[l]) + di[i] * VDS, al(sv[l]) + si[i] * VS, KVJIT_V_ROW_BYTES, vs.data() + l * NS);
     }
   }
   // wk offsets differ from dk since al() depends on data pointer; compare aligned regions instead
@@ -124,8 +196,11 @@ int main() {
   p.dst_indices = KVJIT_INDEX_INT64 ? (const void *)idx64d.data() : (const void *)idx32d.data();
   p.src_k_stride = KS;
   p.src_v_stride = VS;
-  p.dst_k_stride = KS;
-  p.dst_v_stride = VS;
+  p.dst_k_stride = KDS;
+  p.dst_v_stride = VDS;
+  p.k_scale = ks.data();
+  p.v_scale = vs.data();
+  p.scale_stride = KVJIT_TABLE && KVJIT_SCALE ? NS : 0;
   p.src_index_stride = 1;
   p.dst_index_stride = 1;
   p.batch = B;
@@ -135,6 +210,7 @@ int main() {
   uint64_t units = (uint64_t)B * KVJIT_SPLIT, groups = KVJIT_ITEMS == 2 ? (units + 1) / 2 : units,
            per = KVJIT_BLOCK / KVJIT_LANES;
   unsigned blocks = (unsigned)((groups + per - 1) / per);
+  if (KVJIT_LOOP_CTAS > 0 && blocks > (unsigned)KVJIT_LOOP_CTAS) blocks = KVJIT_LOOP_CTAS; /* the op's cap */
   blockDim = {KVJIT_BLOCK, 1, 1};
   gridDim = {blocks, (unsigned)L, 1};
   for (unsigned y = 0; y < (unsigned)L; y++)
@@ -143,15 +219,17 @@ int main() {
         blockIdx = {b, y, 0};
         threadIdx = {t, 0, 0};
         kvjit_transfer_kv<KVJIT_K_ROW_BYTES, KVJIT_V_ROW_BYTES, KVJIT_SPLIT, KVJIT_VEC, KVJIT_LANES, KVJIT_BLOCK,
-                          KVJIT_ITEMS, KVJIT_INDEX_INT64, KVJIT_PDL, KVJIT_TABLE>(p);
+                          KVJIT_ITEMS, KVJIT_INDEX_INT64, KVJIT_PDL, KVJIT_TABLE, KVJIT_SRC_DTYPE, KVJIT_DST_DTYPE,
+                          KVJIT_SCALE, KVJIT_HEADS ? KVJIT_K_ROW_BYTES / KVJIT_HEADS : 0,
+                          KVJIT_HEADS ? KVJIT_V_ROW_BYTES / KVJIT_HEADS : 0, 1, (KVJIT_LOOP_CTAS > 0)>(p);
       }
   int bad = 0;
   for (int l = 0; l < L; l++) {
-    if (memcmp(al(dk[l]), al(wk[l]), DS * KS)) {
+    if (memcmp(al(dk[l]), al(wk[l]), DS * KDS)) {
       printf("K layer %d differs\n", l);
       bad = 1;
     }
-    if (KVJIT_V_ROW_BYTES && memcmp(al(dv[l]), al(wv[l]), DS * VS)) {
+    if (KVJIT_V_ROW_BYTES && memcmp(al(dv[l]), al(wv[l]), DS * VDS)) {
       printf("V layer %d differs\n", l);
       bad = 1;
     }

@@ -23,6 +23,11 @@ enum {
   TRANSFER_F_PDL,    /* kvjit_pdl_mode, as asked */
   TRANSFER_F_SPLIT,  /* as asked: 0 automatic */
   TRANSFER_F_VEC,    /* widest access the strides (and one layer's pointers) allow */
+  TRANSFER_F_SRC_DTYPE, /* kvjit_dtype; canonical BYTES for a plain copy */
+  TRANSFER_F_DST_DTYPE,
+  TRANSFER_F_SCALE,  /* kvjit_scale_kind */
+  TRANSFER_F_HEADS,  /* per-head scales: heads per row, else 0 */
+  TRANSFER_F_CTAS,   /* kvjit_transfer_kv_ctas; canonical FEW or ALL */
   TRANSFER_F_COUNT
 };
 
@@ -31,8 +36,12 @@ typedef struct kvjit_transfer_kv_request {
   int64_t values[TRANSFER_F_COUNT];
   int batch_class;
   unsigned layers; /* grid.y: 1, or the number of layers of the tables */
+  uint32_t max_blocks; /* few CTAs: the grid's cap (the caller's max_ctas, or the default) */
   kvjit_transfer_kv_params params;
 } kvjit_transfer_kv_request;
+
+/** The shape of checked values (values[0] unused). */
+void kvjit_transfer_kv_shape_of(const int64_t *values, kvjit_transfer_kv_shape *out);
 
 /** Everything the request key does not cover, and the ranges of what it does (values[0] left 0). */
 kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_transfer_kv_args *args,
