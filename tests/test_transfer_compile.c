@@ -50,17 +50,17 @@ static const char *const lines[] = {
     "k_row_bytes=512 v_row_bytes=512 index=int64 src=device dst=device layers=one pdl=off split=0 vec=16 "
     "ctas=few",
     "k_row_bytes=1024 v_row_bytes=1024 index=int64 src=host dst=device layers=table pdl=auto split=0 vec=16 "
-    "src_dtype=fp8_e4m3 dst_dtype=bf16 scale=head num_heads=8",
+    "src_dtype=fp8_e4m3 dst_dtype=bf16 scale_kind=head num_heads=8",
     "k_row_bytes=576 v_row_bytes=0 index=int32 src=host dst=device layers=one pdl=off split=0 vec=16 "
-    "src_dtype=fp8_e5m2 dst_dtype=f32 scale=tensor",
+    "src_dtype=fp8_e5m2 dst_dtype=f32 scale_kind=tensor",
     "k_row_bytes=256 v_row_bytes=256 index=int64 src=device dst=device layers=one pdl=off split=0 vec=16 "
     "src_dtype=fp8_e4m3 dst_dtype=f16",
     "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16 "
-    "src_dtype=f16 dst_dtype=fp8_e4m3 scale=head num_heads=8",
+    "src_dtype=f16 dst_dtype=fp8_e4m3 scale_kind=head num_heads=8",
     "k_row_bytes=4096 v_row_bytes=4096 index=int64 src=device dst=host layers=table pdl=off split=0 vec=16 "
-    "src_dtype=f32 dst_dtype=fp8_e5m2 scale=tensor",
+    "src_dtype=f32 dst_dtype=fp8_e5m2 scale_kind=tensor",
     "k_row_bytes=16384 v_row_bytes=16384 index=int64 src=device dst=device layers=one pdl=off split=1 vec=16 "
-    "src_dtype=bf16 dst_dtype=fp8_e4m3 scale=tensor",
+    "src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=tensor",
 };
 /* The same, with PDL forced on (sm_90 and newer only). */
 static const char *const pdl_line =

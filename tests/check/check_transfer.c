@@ -284,7 +284,7 @@ static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, 
                    c->split, vec);
   if (n > 0 && converting(c) && (size_t)n < capacity) {
     static const char *const scales[] = {"none", "tensor", "head"};
-    n += snprintf(out + n, capacity - (size_t)n, " src_dtype=%s dst_dtype=%s scale=%s",
+    n += snprintf(out + n, capacity - (size_t)n, " src_dtype=%s dst_dtype=%s scale_kind=%s",
                   dtype_word(c->src_dtype), dtype_word(c->dst_dtype), scales[c->scale]);
     if (n > 0 && (size_t)n < capacity && c->scale == KVJIT_SCALE_PER_HEAD)
       n += snprintf(out + n, capacity - (size_t)n, " num_heads=%lld", (long long)c->heads);

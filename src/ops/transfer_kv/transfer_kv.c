@@ -49,10 +49,11 @@ static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
                               "element type of the destination: fp8 <-> f16/bf16/f32 converts, bytes copies",
                               KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words),
                               KVJIT_DTYPE_BYTES, "bytes"},
-    [TRANSFER_F_SCALE] = {"scale", "where a conversion's scales come from", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL, 0,
-                          0, WORDS(scale_words), KVJIT_SCALE_NONE, "none"},
-    [TRANSFER_F_HEADS] = {"num_heads", "heads per K row and per V row (scale=head)", KVJIT_FIELD_INT,
-                          KVJIT_FIELD_OPTIONAL, 0, KVJIT_TRANSFER_KV_MAX_HEADS, NULL, 0, 0, NULL},
+    /* scale_kind, not the store's `scale`: kvjit prewarm's --scale is the model options' (store). */
+    [TRANSFER_F_SCALE] = {"scale_kind", "where a conversion's scales come from", KVJIT_FIELD_WORD,
+                          KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, "none"},
+    [TRANSFER_F_HEADS] = {"num_heads", "heads per K row and per V row (scale_kind=head)", KVJIT_FIELD_INT,
+                          KVJIT_FIELD_OPTIONAL, 0, KVJIT_TRANSFER_KV_MAX_HEADS, NULL, 0, 0, "0"},
     [TRANSFER_F_CTAS] = {"ctas", "SMs a copy takes: few CTAs striding over the batch, or all the batch needs (auto: "
                          "few over the host link)", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(ctas_words),
                          KVJIT_TRANSFER_KV_CTAS_AUTO, "auto"},
@@ -89,7 +90,7 @@ static kvjit_status transfer_plan(const int64_t *v, int arch, int batch_class, v
 static kvjit_status transfer_check(int64_t *v, uint64_t given) {
   if (given != KVJIT_OP_ALL_GIVEN && (given & KVJIT_OP_GIVEN(TRANSFER_F_HEADS)) &&
       v[TRANSFER_F_SCALE] != KVJIT_SCALE_PER_HEAD) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale=head");
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale_kind=head");
   }
   kvjit_transfer_kv_shape shape;
   kvjit_transfer_kv_shape_of(v, &shape);
