@@ -231,6 +231,13 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: must start with \"store_kv_cache\", got a %s line",
                       op->info.name);
   }
+  /* The deprecated struct has no cache layouts: a line with one would lose it. */
+  for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) {
+    if (v[f] != 0) {
+      return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "line: %s= (a cache layout) does not fit kvjit_store_kv_variant; "
+                        "read it with kvjit_variant_parse()", kvjit_op_store_kv.info.fields[f].name);
+    }
+  }
   kvjit_store_kv_variant r = KVJIT_STORE_KV_VARIANT_INIT;
   r.arch = (int)v[STORE_F_ARCH];
   r.k_row_bytes = v[STORE_F_K_ROW];

@@ -33,6 +33,10 @@ typedef struct store_case {
   store_data data;
   int soft;                             /* the integer fp8 conversion (GPUs before sm_89), forced: check_store_soft.c */
   int chain;                            /* two stores, the second reading what the first wrote (PDL's order) */
+  /* a laid-out cache (tests/test_layouts.h), when layout > 0: kind layout - 1 of heads x head_dim
+   * elements, block_size slots per page; the cache pads and offsets then apply to its bases */
+  int layout;
+  int64_t heads_l, head_dim, block_size;
 } store_case;
 
 /** A plain copy of @p batch rows of @p row bytes, int64 ids, every other field at its default. */
