@@ -39,9 +39,6 @@
 typedef unsigned long long kvjit_u64;
 typedef long long kvjit_i64;
 
-// The fp8 conversions (one copy, shared with transfer_kv): given to NVRTC as a header of the program.
-#include "kvjit_fp8.cuh"
-
 // Kernel parameters, passed by value as one __grid_constant__ struct. The host mirror is
 // kvjit_store_kv_params in src/ops/store_kv_plan.h: every field is 8 bytes, so the layouts agree.
 struct kvjit_store_kv_params {
@@ -159,6 +156,151 @@ __device__ __forceinline__ float kvjit_ldf(const float *p) {
   float f;
   asm volatile("ld.relaxed.cta.global.f32 %0, [%1];" : "=f"(f) : "l"(p));
   return f;
+}
+
+// The two fp8 formats the cache may hold.
+template <int Fp8> struct kvjit_fp8_format;
+template <> struct kvjit_fp8_format<1> {  // e4m3fn: bias 7, 3 mantissa bits, no infinities, +-448
+  static constexpr unsigned int kMantBits = 3, kBias = 7, kMaxCode = 0x7eu;
+  static constexpr unsigned int kMaxBits = 0x43e00000u;        // 448.0f
+  static constexpr unsigned int kMinNormalBits = 0x3c800000u;  // 2^-6
+  static constexpr float kSubnormalSteps = 512.0f;             // 1 / 2^-9, the subnormal step
+};
+template <> struct kvjit_fp8_format<2> {  // e5m2: bias 15, 2 mantissa bits, +-57344 finite
+  static constexpr unsigned int kMantBits = 2, kBias = 15, kMaxCode = 0x7bu;
+  static constexpr unsigned int kMaxBits = 0x47600000u;        // 57344.0f
+  static constexpr unsigned int kMinNormalBits = 0x38800000u;  // 2^-14
+  static constexpr float kSubnormalSteps = 65536.0f;           // 1 / 2^-16
+};
+
+// fp32 -> fp8 with integer arithmetic, for GPUs without the cvt (and to check it: the GPU tests
+// compile this path for the H200 too). Round to nearest even, saturate, NaN -> 0x7f.
+template <int Fp8>
+__device__ __forceinline__ unsigned int kvjit_fp8_soft(float f) {
+  typedef kvjit_fp8_format<Fp8> F;
+  const unsigned int u = __float_as_uint(f);
+  const unsigned int sign = (u >> 24) & 0x80u;
+  const unsigned int a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7fu;
+  unsigned int code;
+  if (a > F::kMaxBits) {
+    code = F::kMaxCode;  // past the largest finite value (Inf too): saturate
+  } else if (a < F::kMinNormalBits) {
+    // Subnormal (or zero): a whole number of steps; the scaling by a power of two is exact and
+    // rintf rounds half to even. The largest result, 2^mantissa bits, is the smallest normal's code.
+    code = (unsigned int)rintf(__uint_as_float(a) * F::kSubnormalSteps);
+  } else {
+    // Normal: drop mantissa bits with round half to even; a carry moves into the exponent.
+    const unsigned int shift = 23u - F::kMantBits;
+    code = ((a + (1u << (shift - 1u)) - 1u + ((a >> shift) & 1u)) >> shift) - ((127u - F::kBias) << F::kMantBits);
+  }
+  return code | sign;
+}
+
+// Two values -> two fp8 bytes, lo in the low byte.
+template <class C>
+__device__ __forceinline__ unsigned int kvjit_fp8x2(float lo, float hi) {
+  if constexpr (C::kFp8Soft) {
+    return kvjit_fp8_soft<C::kFp8>(lo) | kvjit_fp8_soft<C::kFp8>(hi) << 8;
+  } else {
+    unsigned short r;
+    if constexpr (C::kFp8 == 1) {
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    } else {
+      asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    }
+    return r;
+  }
+}
+
+// The chunk's source elements as fp32 (exact for f16 and bf16).
+template <class C>
+__device__ __forceinline__ void kvjit_unpack(const typename C::chunk &in, float (&x)[C::kElemsPerChunk]) {
+  union {
+    typename C::chunk c;
+    unsigned short h[C::kVec / 2];
+    unsigned int w[C::kVec >= 4 ? C::kVec / 4 : 1];
+  } u;
+  u.c = in;
+#pragma unroll
+  for (int j = 0; j < C::kElemsPerChunk; ++j) {
+    if constexpr (C::kSrcDtype == 1) {
+      asm("cvt.f32.f16 %0, %1;" : "=f"(x[j]) : "h"(u.h[j]));
+    } else if constexpr (C::kSrcDtype == 2) {
+      x[j] = __uint_as_float((unsigned int)u.h[j] << 16);
+    } else {
+      x[j] = __uint_as_float(u.w[j]);
+    }
+  }
+}
+
+// fp32 values -> the cache's fp8 bytes, element 0 in the lowest byte.
+template <class C>
+__device__ __forceinline__ typename C::out_chunk kvjit_pack(const float (&x)[C::kElemsPerChunk]) {
+  kvjit_u64 out = 0;
+#pragma unroll
+  for (int j = 0; j < C::kElemsPerChunk; j += 2) {
+    out |= (kvjit_u64)kvjit_fp8x2<C>(x[j], j + 1 < C::kElemsPerChunk ? x[j + 1] : 0.0f) << (8 * j);
+  }
+  return (typename C::out_chunk)out;  // one element: the low byte
+}
+
+// |v| in [2^-60, 2^61): with both x and the scale in this range, x * (1/scale) neither overflows
+// nor underflows, and neither does the residual below.
+__device__ __forceinline__ bool kvjit_div_safe(float v) {
+  return ((__float_as_uint(v) >> 23) & 0xffu) - 67u <= 120u;
+}
+
+// The rare case (a value or the scale outside the safe range: zeros excepted, subnormals, huge
+// values, Inf, NaN): one IEEE division per value. Kept out of line so that the common path
+// stays short (instruction fetch is part of a decode-sized store's latency). One per variant, as
+// when each variant was a program of its own.
+template <class C>
+__device__ __noinline__ typename C::out_chunk kvjit_convert_exact(typename C::chunk in, float scale) {
+  float x[C::kElemsPerChunk];
+  kvjit_unpack<C>(in, x);
+#pragma unroll
+  for (int j = 0; j < C::kElemsPerChunk; ++j) x[j] = x[j] / scale;
+  return kvjit_pack<C>(x);
+}
+
+// One loaded chunk -> what the cache gets: the chunk itself, or its elements quantized as
+// fp8(x / scale) with x / scale the correctly rounded fp32 quotient (as x / s in PyTorch).
+//
+// A division per value costs a reciprocal, a check and a branch, serialised (0.5 us per decode
+// store on the H200). Instead: one correctly rounded reciprocal r per chunk, then q = x * r and
+// one correction q + (x - q * scale) * r, which is the correctly rounded quotient whenever r is
+// the correctly rounded reciprocal and nothing over- or underflows (Markstein's theorem; checked
+// bit for bit against the division by the GPU tests). Zeros keep q (the right signed zero).
+// @p redo is set when a value or the scale is outside that range: the caller stores this
+// result anyway and then stores kvjit_convert_exact()'s over it, so that the rare case adds no
+// branch before the common case's store (the branch cost 0.18 us per decode store).
+template <class C>
+__device__ __forceinline__ typename C::out_chunk kvjit_convert(const typename C::chunk &in, float scale, bool &redo) {
+  redo = false;
+  if constexpr (C::kSrcDtype == 0) {
+    (void)scale;
+    return in;
+  } else {
+    float x[C::kElemsPerChunk];
+    kvjit_unpack<C>(in, x);
+    if constexpr (C::kScale != 0) {
+      bool fast = kvjit_div_safe(scale);
+#pragma unroll
+      for (int j = 0; j < C::kElemsPerChunk; ++j) fast &= kvjit_div_safe(x[j]) || x[j] == 0.0f;
+      redo = !fast;
+      const float r = __frcp_rn(scale);
+#pragma unroll
+      for (int j = 0; j < C::kElemsPerChunk; ++j) {
+        const float q = __fmul_rn(x[j], r);
+        const float e = __fmaf_rn(-q, scale, x[j]);
+        x[j] = x[j] == 0.0f ? q : __fmaf_rn(e, r, q);
+      }
+    } else {
+      (void)scale;
+    }
+    return kvjit_pack<C>(x);
+  }
 }
 
 // A cache store. With EvictFirst the line is marked evict-first in L2: the rows just written are

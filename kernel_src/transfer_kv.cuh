@@ -2,6 +2,10 @@
 // rows of bytes, between any two caches the GPU can address: device memory or pinned host memory
 // (UVA), so one kernel serves device->device, device->host, host->device and host->host.
 //
+// NVRTC compiles it after kernel_src/store_kv_cache.cuh, as one source (src/ops/transfer_kv/
+// meson.build joins them): the fp8 quantizing conversions (kvjit_convert() and its helpers) are
+// store_kv_cache's, one copy; the store's template itself is never instantiated here.
+//
 // A C++ template: each variant is one instance, kvjit_transfer_kv<...>, that
 // src/ops/transfer_kv_plan.c names with an NVRTC name expression, so that one program can hold the
 // kernels of many variants (prewarm compiles them together). The arguments, in order:
@@ -20,7 +24,7 @@
 //               layer = blockIdx.y; 0: they are the caches (one layer, gridDim.y == 1)
 //   SrcDtype    kvjit_dtype of the source elements, DstDtype of the destination's: 0 and 0 (or
 //               equal) a plain copy; f16/bf16/f32 -> fp8 quantizes, fp8 -> f16/bf16/f32
-//               dequantizes (kernel_src/kvjit_fp8.cuh, the conversions store_kv_cache uses)
+//               dequantizes (below; quantizing is store_kv_cache.cuh's kvjit_convert())
 //   Scale       0: no scale, 1: one per tensor, 2: one per head (fp32 in device memory)
 //   KHeadBytes  source bytes of one K head (Scale 2), else 0; VHeadBytes the same for V
 //   Fp8Soft     1: the integer fp8 encoding (before sm_89), 0: the cvt instruction
@@ -36,7 +40,79 @@
 typedef unsigned long long kvjit_u64;
 typedef long long kvjit_i64;
 
-#include "kvjit_fp8.cuh"
+// ---- dequantizing (fp8 -> f16/bf16/f32) -----------------------------------------------------------
+//
+// The fp8 value widened exactly to fp32, times the scale (one fp32 multiplication, round to nearest
+// even), rounded to nearest even into the destination type, overflow to infinity; every NaN becomes
+// the canonical NaN of the destination (0x7fff for f16 and bf16, 0x7fffffff for f32: what the
+// GPU's own conversions and multiplications produce). Integer arithmetic only, the same on every
+// arch (so the host tests run it too).
+
+// fp8 code -> fp32, exact. e5m2 is the top byte of an f16; e4m3fn's 7 low bits, moved up by 7, are
+// an f16 of 2^-8 times its value (normal and subnormal alike). A NaN code gives a quiet NaN.
+template <int Fp8>
+__device__ __forceinline__ float kvjit_fp8_to_f32(unsigned int code) {
+  const unsigned int sign = (code & 0x80u) << 24;
+  const unsigned int a = code & 0x7fu;
+  unsigned int h;  // the f16 bits of |value| (e5m2), or of |value| / 256 (e4m3fn)
+  if constexpr (Fp8 == 1) {
+    if (a == 0x7fu) return __uint_as_float(0x7fffffffu);
+    h = a << 7;
+  } else {
+    if (a > 0x7cu) return __uint_as_float(0x7fffffffu);
+    h = a << 8;
+  }
+  // f16 bits -> fp32 bits: normals re-biased, subnormals scaled exactly, Inf kept.
+  const unsigned int exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  float v;
+  if (exp == 0x1fu) {
+    v = __uint_as_float(0x7f800000u);
+  } else if (exp == 0) {
+    v = (float)mant * 5.9604644775390625e-8f;  // mant x 2^-24, exact
+  } else {
+    v = __uint_as_float((exp + 112u) << 23 | mant << 13);
+  }
+  if constexpr (Fp8 == 1) v = v * 256.0f;  // a power of two: exact
+  return __uint_as_float(__float_as_uint(v) | sign);
+}
+
+// fp32 -> f16 bits, round to nearest even, overflow to infinity, NaN -> 0x7fff.
+__device__ __forceinline__ unsigned int kvjit_f32_to_f16(float f) {
+  const unsigned int u = __float_as_uint(f);
+  const unsigned int sign = (u >> 16) & 0x8000u;
+  const unsigned int a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7fffu;
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520: rounds past 65504 (Inf too)
+  if (a < 0x38800000u) {
+    // Below 2^-14: a whole number of 2^-24 steps; the scaling is exact and rintf rounds half to even.
+    return sign | (unsigned int)rintf(__uint_as_float(a) * 16777216.0f);
+  }
+  const unsigned int r = a + 0xfffu + ((a >> 13) & 1u);  // round half to even at bit 13
+  return sign | ((r >> 13) - (112u << 10));
+}
+
+// fp32 -> bf16 bits, round to nearest even, NaN -> 0x7fff.
+__device__ __forceinline__ unsigned int kvjit_f32_to_bf16(float f) {
+  const unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu;
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+// fp8 code -> the destination's bits (Dst: 1 f16, 2 bf16, 3 f32) of value x scale (Scaled 0: x).
+template <int Fp8, int Dst, int Scaled>
+__device__ __forceinline__ unsigned int kvjit_dequant(unsigned int code, float scale) {
+  float x = kvjit_fp8_to_f32<Fp8>(code);
+  if constexpr (Scaled != 0) x = x * scale;
+  if constexpr (Dst == 1) {
+    return kvjit_f32_to_f16(x);
+  } else if constexpr (Dst == 2) {
+    return kvjit_f32_to_bf16(x);
+  } else {
+    const unsigned int u = __float_as_uint(x);
+    return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fffffffu : u;
+  }
+}
+
 
 // Kernel parameters, passed by value as one __grid_constant__ struct. The host mirror is
 // kvjit_transfer_kv_params in src/ops/transfer_kv_plan.h: every field is 8 bytes.
@@ -100,7 +176,7 @@ struct kvjit_transfer_cfg {
   static constexpr int kElemsPerChunk = Vec / kSrcElem;
   static constexpr int kOutVec = kQuant || kDequant ? kElemsPerChunk * kDstElem : Vec;  // destination bytes per access
   typedef typename kvjit_tvec<kOutVec>::type out_chunk;
-  // What kernel_src/kvjit_fp8.cuh's quantizing functions read.
+  // What store_kv_cache.cuh's quantizing functions (kvjit_convert() and its helpers) read.
   static constexpr int kSrcDtype = kQuant ? SrcDtype : 0, kFp8 = kQuant ? DstDtype - 3 : 0;
   static constexpr int kScale = Scale, kFp8Soft = Fp8Soft;
   static constexpr int kScalePerChunk = Scale == 2;

@@ -6,7 +6,6 @@
 
 #include "names.h"
 #include "op.h"
-#include "request.h"
 #include "store_kv_op.h"
 
 void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc) {
@@ -18,14 +17,6 @@ void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc) {
 }
 
 void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target) {
-  /* A program with headers (every op's, since the shared kernel headers): its include graph is
-   * keyed too, as the loader's request does it. */
-  kvjit_request r;
-  if (desc->num_headers > 0 && kvjit_request_init(&r, NULL, desc) == KVJIT_OK) {
-    kvjit_request_key(&r, target, out);
-    kvjit_request_free(&r);
-    return;
-  }
   kvjit_key content;
   kvjit_key_content(&content, desc);
   kvjit_key_builder b;

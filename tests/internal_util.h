@@ -22,8 +22,7 @@ void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc);
 
 /**
  * Key of @p desc built for @p target (content digest, then derivation over the canonical kernel
- * names). desc->arch is ignored. The loader's key (a description with headers goes through the
- * loader's own request, include graph and all).
+ * names). desc->arch is ignored. The loader's key for descriptions that include nothing.
  */
 void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target);
 

@@ -118,18 +118,9 @@ static void compile_without(const kvjit_op_program *progs, size_t n, const char 
     if (without == NULL || strcmp(d->options[i], without) != 0) options[num_options++] = d->options[i];
   }
   for (size_t i = 0; i < num_extra; i++) options[num_options++] = extra[i];
-  const char *header_names[8], *header_sources[8];
-  assert_true(d->num_headers <= 8);
-  for (size_t i = 0; i < d->num_headers; i++) {
-    header_names[i] = d->headers[i].name;
-    header_sources[i] = d->headers[i].source;
-  }
   kvjit_compile_input in = {0};
   in.name = d->name;
   in.source = d->source;
-  in.num_headers = d->num_headers;
-  in.header_names = header_names;
-  in.header_sources = header_sources;
   in.options = options;
   in.num_options = num_options;
   in.kernels = kernels;

@@ -34,20 +34,10 @@ static const char *kernel_source =
     "    p.y[i] = p.a * p.x[i] + p.b; }\n";
 static const char *other_source = "extern \"C\" __global__ void other(int *x) { x[threadIdx.x] = threadIdx.x * 3; }\n";
 
-/* @p headers: the in-memory headers of an op's program (kvjit_op_program_init()), or NULL. */
-static int compile_raw(const char *source, const kvjit_program_desc *headers, const char *kernel, const char *option,
-                       kvjit_compiled *out) {
+static int compile_raw(const char *source, const char *kernel, const char *option, kvjit_compiled *out) {
   const char *options[] = {option ? option : "-std=c++17"};
   kvjit_compile_input in = {0};
   const char *kernels[] = {kernel};
-  const char *names[8], *texts[8];
-  for (size_t i = 0; headers != NULL && i < headers->num_headers && i < 8; i++) {
-    names[i] = headers->headers[i].name;
-    texts[i] = headers->headers[i].source;
-  }
-  in.num_headers = headers != NULL && headers->num_headers <= 8 ? headers->num_headers : 0;
-  in.header_names = names;
-  in.header_sources = texts;
   in.name = "leak.cu";
   in.source = source;
   in.options = options;
@@ -62,11 +52,11 @@ static int compile_raw(const char *source, const kvjit_program_desc *headers, co
 }
 
 /* Did @p kernel's code (.text.<kernel>) change across one --Ofast-compile=max compile? -1: error. */
-static int changes(const char *source, const kvjit_program_desc *headers, const char *kernel, int *publishable_ok) {
+static int changes(const char *source, const char *kernel, int *publishable_ok) {
   kvjit_compiled before, fast, after;
-  if (!compile_raw(source, headers, kernel, NULL, &before)) return -1;
-  if (!compile_raw(other_source, NULL, "other", "--Ofast-compile=max", &fast)) return -1;
-  if (!compile_raw(source, headers, kernel, NULL, &after)) return -1;
+  if (!compile_raw(source, kernel, NULL, &before)) return -1;
+  if (!compile_raw(other_source, "other", "--Ofast-compile=max", &fast)) return -1;
+  if (!compile_raw(source, kernel, NULL, &after)) return -1;
   char section[320];
   snprintf(section, sizeof section, ".text.%s", before.lowered[0]);
   size_t a_len = 0, b_len = 0;
@@ -94,9 +84,9 @@ static int detect_child(const char *which) {
     if (kvjit_store_kv_plan_make(&plan, 90, 1024, 1024, 16, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 0) != KVJIT_OK) return 2;
     kvjit_op_program store;
     if (kvjit_store_kv_program(&plan, &store) != KVJIT_OK) return 2;
-    changed = changes(store.desc.source, &store.desc, store.kernel, &ok);
+    changed = changes(store.desc.source, store.kernel, &ok);
   } else {
-    changed = changes(kernel_source, NULL, "saxpb", &ok);
+    changed = changes(kernel_source, "saxpb", &ok);
   }
   if (changed < 0) return 3;
   if (!ok) return 4;

@@ -53,6 +53,8 @@ static float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
 #define KVJIT_LOOP_CTAS 0 /* > 0: Loop, the grid capped at this many blocks */
 #endif
 #include "fp8_ref.h"
+// The op's source is store_kv_cache.cuh then transfer_kv.cuh (src/ops/transfer_kv/meson.build).
+#include "store_kv_cache.cuh"
 #include "transfer_kv.cuh"
 static const int ES = KVJIT_SRC_DTYPE == 3 ? 4 : KVJIT_SRC_DTYPE == 1 || KVJIT_SRC_DTYPE == 2 ? 2 : 1;
 static const int ED = KVJIT_DST_DTYPE == 3 ? 4 : KVJIT_DST_DTYPE == 1 || KVJIT_DST_DTYPE == 2 ? 2 : 1;

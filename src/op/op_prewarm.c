@@ -58,19 +58,15 @@ typedef struct pw_set {
 
 static void fail_into(char *error, size_t cap) { snprintf(error, cap, "%s", kvjit_last_error()); }
 
-/* Kernels of one family differ only in their kernel name: same program name, template, options,
- * headers (the shared kernel headers, kernel_headers.h) and target. */
+/* Kernels of one family differ only in their kernel name: same program name, template, options
+ * and target (op programs have no headers). */
 static int same_family(const kvjit_program_desc *a, const kvjit_program_desc *b) {
   if (a->arch != b->arch || strcmp(a->name, b->name) != 0 || a->num_options != b->num_options ||
-      a->num_headers != b->num_headers || (a->source != b->source && strcmp(a->source, b->source) != 0)) {
+      a->num_headers != 0 || b->num_headers != 0 || (a->source != b->source && strcmp(a->source, b->source) != 0)) {
     return 0;
   }
   for (size_t i = 0; i < a->num_options; i++) {
     if (strcmp(a->options[i], b->options[i]) != 0) return 0;
-  }
-  for (size_t i = 0; i < a->num_headers; i++) {
-    const kvjit_header *x = &a->headers[i], *y = &b->headers[i];
-    if (x->source != y->source && (strcmp(x->name, y->name) != 0 || strcmp(x->source, y->source) != 0)) return 0;
   }
   return 1;
 }

@@ -10,7 +10,6 @@
 
 #include <stddef.h>
 
-#include "kernel_headers.h"
 #include "kvjit_tools.h"
 
 /** Room for the longest kernel name expression an op writes, with its NUL. */
@@ -24,9 +23,8 @@ typedef struct kvjit_op_program {
 } kvjit_op_program;
 
 /**
- * Fill @p out: program @p name of static @p source and @p options for @p arch, with the shared
- * kernel headers (kernel_headers.h), one kernel whose name expression the caller writes into
- * out->kernel afterwards.
+ * Fill @p out: program @p name of static @p source and @p options for @p arch, one kernel whose
+ * name expression the caller writes into out->kernel afterwards.
  */
 static inline void kvjit_op_program_init(kvjit_op_program *out, const char *name, const char *source,
                                          const char *const *options, size_t num_options, int arch) {
@@ -35,8 +33,6 @@ static inline void kvjit_op_program_init(kvjit_op_program *out, const char *name
   d.source = source;
   d.options = options;
   d.num_options = num_options;
-  d.headers = kvjit_kernel_headers;
-  d.num_headers = kvjit_num_kernel_headers;
   d.kernels = out->kernels;
   d.num_kernels = 1;
   d.arch = arch;
