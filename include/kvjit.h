@@ -611,7 +611,6 @@ typedef enum kvjit_location {
 /** max_ctas 0 over the host link: this many CTAs at most (the link, not the SMs, is the bound). */
 #define KVJIT_TRANSFER_KV_HOST_CTAS 4
 
-struct kvjit_layout;
 
 /** Most layers one kvjit_transfer_kv() call moves (the launch's grid.y). */
 #define KVJIT_TRANSFER_KV_MAX_LAYERS 65535
@@ -677,8 +676,12 @@ typedef struct kvjit_transfer_kv_args {
   const float *v_scale;      /**< the same for V (NULL when K only) */
   int64_t num_heads;         /**< heads per K row and per V row, for KVJIT_SCALE_PER_HEAD */
   int max_ctas;              /**< 0: the plan's budget; N: at most N CTAs; KVJIT_TRANSFER_KV_ALL_CTAS: no cap */
-  /** Layouts of the four caches (struct kvjit_layout); NULL: flat slots of the strides above. */
-  const struct kvjit_layout *src_k_layout, *src_v_layout, *dst_k_layout, *dst_v_layout;
+  /** The caches as strided views (kvjit_layout), or NULL: row s at the cache + s * its stride
+   *  (which must then be 0 with a layout: its slot_stride says it). Row dims count bytes of the
+   *  side's rows (converting: the destination's in its own type). The two caches of a side share
+   *  page size, runs and row dims (their strides may differ); V rows of K's size. With layer tables
+   *  every layer's pointer is the base of its view. Read during the call only. */
+  const kvjit_layout *src_k_layout, *src_v_layout, *dst_k_layout, *dst_v_layout;
 } kvjit_transfer_kv_args;
 
 #define KVJIT_TRANSFER_KV_ARGS_INIT                                                              \

@@ -2,9 +2,10 @@
 // rows of bytes, between any two caches the GPU can address: device memory or pinned host memory
 // (UVA), so one kernel serves device->device, device->host, host->device and host->host.
 //
-// NVRTC compiles it after kernel_src/store_kv_cache.cuh, as one source (src/ops/transfer_kv/
-// meson.build joins them): the fp8 quantizing conversions (kvjit_convert() and its helpers) are
-// store_kv_cache's, one copy; the store's template itself is never instantiated here.
+// NVRTC compiles it after kernel_src/store_kv_cache.cuh and kernel_src/layout.cuh, as one source
+// (src/ops/transfer_kv/meson.build joins them): the fp8 quantizing conversions (kvjit_convert() and
+// its helpers) are store_kv_cache's and the cache views' addressing is layout.cuh's, one copy each;
+// the store's template itself is never instantiated here.
 //
 // A C++ template: each variant is one instance, kvjit_transfer_kv<...>, that
 // src/ops/transfer_kv_plan.c names with an NVRTC name expression, so that one program can hold the
@@ -30,6 +31,10 @@
 //   Fp8Soft     1: the integer fp8 encoding (before sm_89), 0: the cvt instruction
 //   Loop        1: the grid is capped (few CTAs over the host link): each lane group strides
 //               over the units; 0: one unit set per group, the grid the batch needs
+//   SPage, SAtom, SE0, SE1, SE2   the source caches' view (layout.cuh's kvjit_view: slots per page,
+//               bytes of a contiguous run, extents of the strided row dims; all 0: flat slots
+//               src_*_stride apart); K and V share it, each with strides of its own
+//   DPage, DAtom, DE0, DE1, DE2   the destination caches' view
 //
 // Row bytes, Vec and slices count source bytes; a destination row holds Vec / source element
 // size elements per access, stored as OutVec destination bytes.
@@ -135,6 +140,9 @@ struct kvjit_transfer_kv_params {
   const float *k_scale;  // converting with Scale > 0: layer l's scales at + l * scale_stride
   const float *v_scale;
   kvjit_i64 scale_stride;  // floats per layer (Table), else 0
+  // Laid-out caches (a view on either side): each cache's strides (layout.cuh; a flat side's are
+  // {0, its *_stride}); unused when both sides are flat.
+  kvjit_view_strides src_k_view, src_v_view, dst_k_view, dst_v_view;
 };
 
 // Slot ids at or past their cache's slot count, and (Table) layer pointers that are NULL or not
@@ -155,10 +163,12 @@ __device__ __forceinline__ constexpr int kvjit_t_elem_bytes(int dtype) { return 
 
 #define KVJIT_TRANSFER_PARAMS                                                                                        \
   kvjit_i64 KRowBytes, kvjit_i64 VRowBytes, int Split, int Vec, int Lanes, int Block, int Items, int Index64, int Pdl, \
-      int Table, int SrcDtype, int DstDtype, int Scale, kvjit_i64 KHeadBytes, kvjit_i64 VHeadBytes, int Fp8Soft, int Loop
+      int Table, int SrcDtype, int DstDtype, int Scale, kvjit_i64 KHeadBytes, kvjit_i64 VHeadBytes, int Fp8Soft,      \
+      int Loop, kvjit_i64 SPage, kvjit_i64 SAtom, kvjit_i64 SE0, kvjit_i64 SE1, kvjit_i64 SE2, kvjit_i64 DPage,         \
+      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2
 #define KVJIT_TRANSFER_ARGS                                                                                           \
   KRowBytes, VRowBytes, Split, Vec, Lanes, Block, Items, Index64, Pdl, Table, SrcDtype, DstDtype, Scale, KHeadBytes,   \
-      VHeadBytes, Fp8Soft, Loop
+      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2
 
 template <KVJIT_TRANSFER_PARAMS>
 struct kvjit_transfer_cfg {
@@ -180,6 +190,10 @@ struct kvjit_transfer_cfg {
   static constexpr int kSrcDtype = kQuant ? SrcDtype : 0, kFp8 = kQuant ? DstDtype - 3 : 0;
   static constexpr int kScale = Scale, kFp8Soft = Fp8Soft;
   static constexpr int kScalePerChunk = Scale == 2;
+  // Cache views (a flat side: no pages, no dims, so its view is slot * slot_stride + byte).
+  static constexpr bool kLaidOut = SPage != 0 || SE0 != 0 || DPage != 0 || DE0 != 0;
+  typedef kvjit_view<SPage, SAtom ? SAtom : 1, SE0, SE1, SE2> SrcView;
+  typedef kvjit_view<DPage, DAtom ? DAtom : 1, DE0, DE1, DE2> DstView;
   // Dequantizing: the source's fp8 kind and the destination type.
   static constexpr int kDequantFp8 = kDequant ? SrcDtype - 3 : 0, kDstDtype = DstDtype;
   static constexpr kvjit_i64 kKHeadBytes = KHeadBytes, kVHeadBytes = VHeadBytes;
@@ -207,7 +221,38 @@ struct kvjit_transfer_cfg {
   static_assert(Vec % kSrcElem == 0 && kOutVec >= 1 && kOutVec <= 16, "an access holds whole elements");
   static_assert(Scale != 2 || (KHeadBytes % Vec == 0 && (VRowBytes == 0 || VHeadBytes % Vec == 0)),
                 "an access must not straddle two heads");
+  static_assert((SE0 == 0 || SAtom % Vec == 0) && (DE0 == 0 || DAtom % kOutVec == 0),
+                "an access must not straddle two runs of a view");
+  static_assert(!kLaidOut || Items == 1, "laid-out caches: one item per lane group");
 };
+
+// One row of a cache as a lane addresses it: the row's base (the slot's offset applied) and,
+// laid out, its view; byte b of the row is at base + b when flat.
+template <class View, bool kLaidOut> struct kvjit_t_row {
+  unsigned char *base;
+  const kvjit_view_strides *s;
+  __device__ __forceinline__ unsigned char *at(kvjit_i64 byte) const {
+    if constexpr (kLaidOut) {
+      return base + View::row_offset(byte, *s);
+    } else {
+      return base + byte;
+    }
+  }
+};
+
+// Row @p slot of the cache at @p cache: flat, slot * stride; laid out, the view's slot offset.
+template <class View, bool kLaidOut>
+__device__ __forceinline__ kvjit_t_row<View, kLaidOut> kvjit_t_row_of(const unsigned char *cache, kvjit_i64 slot,
+                                                                      kvjit_i64 stride, const kvjit_view_strides &s) {
+  kvjit_t_row<View, kLaidOut> r;
+  r.s = &s;
+  if constexpr (kLaidOut) {
+    r.base = const_cast<unsigned char *>(cache) + View::slot_offset(slot, s);
+  } else {
+    r.base = const_cast<unsigned char *>(cache) + slot * stride;
+  }
+  return r;
+}
 
 template <class C, kvjit_i64 kChunks>
 __device__ __forceinline__ bool kvjit_t_in_slice(kvjit_i64 c, int lane) {
@@ -284,14 +329,15 @@ template <class C, kvjit_i64 kPerLane> struct kvjit_t_buf {
   float scale[C::kScale != 0 && kPerLane > 0 ? kPerLane : 1];
 };
 
-template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kHeadBytes>
-__device__ __forceinline__ void kvjit_t_load(kvjit_t_buf<C, kPerLane> &buf, const unsigned char *src,
-                                             const float *scales, kvjit_i64 slice_offset, int lane) {
+// The lane's chunks of one slice of a source row (the slice at source byte @p slice_offset).
+template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kHeadBytes, class Row>
+__device__ __forceinline__ void kvjit_t_load(kvjit_t_buf<C, kPerLane> &buf, const Row &src, const float *scales,
+                                             kvjit_i64 slice_offset, int lane) {
   typedef typename C::chunk chunk;
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_t_in_slice<C, kChunks>(c, lane)) {
-      buf.data[c] = *reinterpret_cast<const chunk *>(src + (c * C::kLanes + lane) * C::kVec);
+      buf.data[c] = *reinterpret_cast<const chunk *>(src.at(slice_offset + (c * C::kLanes + lane) * C::kVec));
       if constexpr (C::kScale != 0) {
         buf.scale[c] = kvjit_t_scale<C, kHeadBytes>(scales, slice_offset + (c * C::kLanes + lane) * C::kVec);
       }
@@ -299,22 +345,24 @@ __device__ __forceinline__ void kvjit_t_load(kvjit_t_buf<C, kPerLane> &buf, cons
   }
 }
 
-template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane>
-__device__ __forceinline__ void kvjit_t_store(const kvjit_t_buf<C, kPerLane> &buf, unsigned char *dst, int lane) {
+// The lane's chunks, converted, into one slice of a destination row (at its byte @p slice_out).
+template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane, class Row>
+__device__ __forceinline__ void kvjit_t_store(const kvjit_t_buf<C, kPerLane> &buf, const Row &dst, kvjit_i64 slice_out,
+                                              int lane) {
   typedef typename C::out_chunk out_chunk;
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_t_in_slice<C, kChunks>(c, lane)) {
-      *reinterpret_cast<out_chunk *>(dst + (c * C::kLanes + lane) * C::kOutVec) =
+      *reinterpret_cast<out_chunk *>(dst.at(slice_out + (c * C::kLanes + lane) * C::kOutVec)) =
           kvjit_t_convert<C>(buf.data[c], C::kScale != 0 ? buf.scale[C::kScale != 0 ? c : 0] : 1.0f);
     }
   }
 }
 
 // One slice of one row: rounds of kRound chunks, each round's loads before its stores.
-template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kHeadBytes>
-__device__ __forceinline__ void kvjit_t_copy(const unsigned char *src, unsigned char *dst, const float *scales,
-                                             kvjit_i64 slice_offset, int lane) {
+template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kHeadBytes, class SrcRow, class DstRow>
+__device__ __forceinline__ void kvjit_t_copy(const SrcRow &src, const DstRow &dst, const float *scales,
+                                             kvjit_i64 slice_offset, kvjit_i64 slice_out, int lane) {
   typedef typename C::chunk chunk;
   typedef typename C::out_chunk out_chunk;
   constexpr kvjit_i64 kRound = C::kRound;
@@ -325,7 +373,7 @@ __device__ __forceinline__ void kvjit_t_copy(const unsigned char *src, unsigned 
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_t_in_slice<C, kChunks>(c, lane)) {
-        buf[r] = *reinterpret_cast<const chunk *>(src + (c * C::kLanes + lane) * C::kVec);
+        buf[r] = *reinterpret_cast<const chunk *>(src.at(slice_offset + (c * C::kLanes + lane) * C::kVec));
         if constexpr (C::kScale != 0) {
           scale[r] = kvjit_t_scale<C, kHeadBytes>(scales, slice_offset + (c * C::kLanes + lane) * C::kVec);
         }
@@ -335,7 +383,7 @@ __device__ __forceinline__ void kvjit_t_copy(const unsigned char *src, unsigned 
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_t_in_slice<C, kChunks>(c, lane)) {
-        *reinterpret_cast<out_chunk *>(dst + (c * C::kLanes + lane) * C::kOutVec) =
+        *reinterpret_cast<out_chunk *>(dst.at(slice_out + (c * C::kLanes + lane) * C::kOutVec)) =
             kvjit_t_convert<C>(buf[r], C::kScale != 0 ? scale[C::kScale != 0 ? r : 0] : 1.0f);
       }
     }
@@ -398,6 +446,11 @@ __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p,
     ok[j] = true;
   }
 
+  typedef typename C::SrcView SV;
+  typedef typename C::DstView DV;
+  constexpr bool kLaid = C::kLaidOut;
+  typedef kvjit_t_row<SV, kLaid> SrcRow;
+  typedef kvjit_t_row<DV, kLaid> DstRow;
   if constexpr (kKPerLane + kVPerLane <= C::kMaxInFlight) {
     // Every chunk of the lane's items in registers: all loads, then all stores.
     kvjit_t_buf<C, kKPerLane> kbuf[kItems];
@@ -405,21 +458,21 @@ __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p,
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if (!ok[j]) continue;
-      kvjit_t_load<C, kKChunks, kKPerLane, C::kKHeadBytes>(
-          kbuf[j], l.src_k + src_slot[j] * p.src_k_stride + slice[j] * kKSlice, l.k_scale, slice[j] * kKSlice, lane);
+      const SrcRow sk = kvjit_t_row_of<SV, kLaid>(l.src_k, src_slot[j], p.src_k_stride, p.src_k_view);
+      kvjit_t_load<C, kKChunks, kKPerLane, C::kKHeadBytes>(kbuf[j], sk, l.k_scale, slice[j] * kKSlice, lane);
       if constexpr (kHasV) {
-        kvjit_t_load<C, kVChunks, kVPerLane, C::kVHeadBytes>(
-            vbuf[j], l.src_v + src_slot[j] * p.src_v_stride + slice[j] * kVSlice, l.v_scale, slice[j] * kVSlice, lane);
+        const SrcRow sv = kvjit_t_row_of<SV, kLaid>(l.src_v, src_slot[j], p.src_v_stride, p.src_v_view);
+        kvjit_t_load<C, kVChunks, kVPerLane, C::kVHeadBytes>(vbuf[j], sv, l.v_scale, slice[j] * kVSlice, lane);
       }
     }
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if (!ok[j]) continue;
-      kvjit_t_store<C, kKChunks, kKPerLane>(kbuf[j], l.dst_k + dst_slot[j] * p.dst_k_stride + slice[j] * kKSliceOut,
-                                            lane);
+      const DstRow dk = kvjit_t_row_of<DV, kLaid>(l.dst_k, dst_slot[j], p.dst_k_stride, p.dst_k_view);
+      kvjit_t_store<C, kKChunks, kKPerLane>(kbuf[j], dk, slice[j] * kKSliceOut, lane);
       if constexpr (kHasV) {
-        kvjit_t_store<C, kVChunks, kVPerLane>(vbuf[j], l.dst_v + dst_slot[j] * p.dst_v_stride + slice[j] * kVSliceOut,
-                                              lane);
+        const DstRow dv = kvjit_t_row_of<DV, kLaid>(l.dst_v, dst_slot[j], p.dst_v_stride, p.dst_v_view);
+        kvjit_t_store<C, kVChunks, kVPerLane>(vbuf[j], dv, slice[j] * kVSliceOut, lane);
       }
     }
   } else {
@@ -427,13 +480,15 @@ __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p,
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if (!ok[j]) continue;
-      kvjit_t_copy<C, kKChunks, kKPerLane, C::kKHeadBytes>(l.src_k + src_slot[j] * p.src_k_stride + slice[j] * kKSlice,
-                                                           l.dst_k + dst_slot[j] * p.dst_k_stride + slice[j] * kKSliceOut,
-                                                           l.k_scale, slice[j] * kKSlice, lane);
+      kvjit_t_copy<C, kKChunks, kKPerLane, C::kKHeadBytes>(
+          kvjit_t_row_of<SV, kLaid>(l.src_k, src_slot[j], p.src_k_stride, p.src_k_view),
+          kvjit_t_row_of<DV, kLaid>(l.dst_k, dst_slot[j], p.dst_k_stride, p.dst_k_view), l.k_scale,
+          slice[j] * kKSlice, slice[j] * kKSliceOut, lane);
       if constexpr (kHasV) {
         kvjit_t_copy<C, kVChunks, kVPerLane, C::kVHeadBytes>(
-            l.src_v + src_slot[j] * p.src_v_stride + slice[j] * kVSlice,
-            l.dst_v + dst_slot[j] * p.dst_v_stride + slice[j] * kVSliceOut, l.v_scale, slice[j] * kVSlice, lane);
+            kvjit_t_row_of<SV, kLaid>(l.src_v, src_slot[j], p.src_v_stride, p.src_v_view),
+            kvjit_t_row_of<DV, kLaid>(l.dst_v, dst_slot[j], p.dst_v_stride, p.dst_v_view), l.v_scale,
+            slice[j] * kVSlice, slice[j] * kVSliceOut, lane);
       }
     }
   }

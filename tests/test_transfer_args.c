@@ -164,6 +164,60 @@ static void test_bad_arguments(void **state) {
       "split: 128 cuts a 4-byte f32 element");
 }
 
+/* SGLang's page_head host layout (2, pages, H, page, L, D) of one layer: rows of H heads of D
+ * bytes, pages of @p page slots, L layers. */
+static kvjit_layout page_head(int64_t heads, int64_t head_bytes, int64_t page, int64_t layers) {
+  kvjit_layout l = KVJIT_LAYOUT_INIT;
+  l.page_size = page;
+  l.page_stride = heads * page * layers * head_bytes;
+  l.slot_stride = layers * head_bytes;
+  l.num_row_dims = 2;
+  l.row_extents[0] = heads;
+  l.row_extents[1] = head_bytes;
+  l.row_strides[0] = page * layers * head_bytes;
+  l.row_strides[1] = 1;
+  return l;
+}
+
+static void test_layouts(void **state) {
+  (void)state;
+  const kvjit_layout ph = page_head(2, 128, 16, 4), ph3 = page_head(2, 128, 8, 4);
+  BAD(a.src_k_layout = &ph, "src_v_layout: NULL while src_k_layout is given");
+  BAD((a.dst_k_layout = &ph, a.dst_v_layout = &ph, a.dst_k_stride = 256), "dst_k_stride: must be 0 with dst_k_layout");
+  BAD((a.src_v = NULL, a.dst_v = NULL, a.dst_v_layout = &ph), "dst_v_layout: given for a K-only copy");
+  kvjit_transfer_kv_args a = good_args();
+  a.src_k_layout = &ph;
+  a.src_v_layout = &ph3;
+  expect_bad(&a, "page sizes differ", KVJIT_ERR_UNSUPPORTED, "src_v_layout: its page size, runs and row dims differ");
+  /* The same layout for K and V of one destination: every byte shared. */
+  a = good_args();
+  a.dst_v = a.dst_k;
+  a.dst_k_layout = a.dst_v_layout = &ph;
+  expect_bad(&a, "dst_k and dst_v one cache", KVJIT_ERR_INVALID_ARGUMENT, "dst_");
+  /* Asymmetric rows with a laid-out side. */
+  kvjit_layout wide = page_head(4, 128, 16, 4);
+  a = good_args();
+  a.v_row_bytes = 512;
+  a.src_k_layout = &ph;
+  a.src_v_layout = &wide;
+  expect_bad(&a, "asymmetric rows", KVJIT_ERR_UNSUPPORTED, "src_v_layout");
+  /* Valid: only the driver is missing (one layer, tables, a destination laid out, converting). */
+  kvjit_transfer_kv_args ok[3] = {good_args(), good_args(), good_args()};
+  ok[0].src_k_layout = ok[0].src_v_layout = &ph;
+  ok[0].src = KVJIT_LOCATION_HOST;
+  ok[1].dst_k_layout = ok[1].dst_v_layout = &ph;
+  ok[1].num_layers = 4;
+  const kvjit_layout ph8 = page_head(2, 64, 16, 4); /* fp8 rows: 256 bf16 elements -> 128 bytes */
+  ok[2].src_dtype = KVJIT_DTYPE_BF16;
+  ok[2].dst_dtype = KVJIT_DTYPE_FP8_E4M3;
+  ok[2].dst_k_layout = ok[2].dst_v_layout = &ph8;
+  for (int i = 0; i < 3; i++) {
+    kvjit_status st = kvjit_transfer_kv(ctx, &ok[i]);
+    if (st != KVJIT_ERR_NO_DRIVER && st != KVJIT_ERR_NO_DEVICE)
+      fail_msg("layout case %d: %s \"%s\", expected only a missing driver", i, kvjit_status_name(st), kvjit_last_error());
+  }
+}
+
 /* What passes validation and only lacks a driver, in every shape. */
 static void test_valid_needs_driver(void **state) {
   (void)state;
@@ -222,6 +276,7 @@ int main(void) {
       cmocka_unit_test(test_null_objects),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_valid_needs_driver),
+      cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_batch_zero_is_a_no_op),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -61,6 +61,16 @@ static const char *const lines[] = {
     "src_dtype=f32 dst_dtype=fp8_e5m2 scale_kind=tensor",
     "k_row_bytes=16384 v_row_bytes=16384 index=int64 src=device dst=device layers=one pdl=off split=1 vec=16 "
     "src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=tensor",
+    /* SGLang's host layouts: page_head (pages of 16, runs of one 256 B head) and page_first_direct
+     * (pages of 64 contiguous rows) on either side, one layer and tables, converting too */
+    "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=host dst=device layers=table pdl=auto split=0 vec=16 "
+    "src_page=16 src_atom=256",
+    "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16 "
+    "dst_page=16 dst_atom=256",
+    "k_row_bytes=4096 v_row_bytes=4096 index=int64 src=device dst=host layers=table pdl=auto split=0 vec=16 "
+    "dst_page=64",
+    "k_row_bytes=2048 v_row_bytes=2048 index=int32 src=device dst=host layers=one pdl=off split=0 vec=16 "
+    "src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=head num_heads=8 dst_page=16 dst_atom=128",
 };
 /* The same, with PDL forced on (sm_90 and newer only). */
 static const char *const pdl_line =

@@ -5,6 +5,7 @@
  */
 #include <stddef.h>
 
+#include "dtype.h"
 #include "status.h"
 #include "transfer_kv_op.h"
 
@@ -54,12 +55,24 @@ static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
                           KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, "none"},
     [TRANSFER_F_HEADS] = {"num_heads", "heads per K row and per V row (scale_kind=head)", KVJIT_FIELD_INT,
                           KVJIT_FIELD_OPTIONAL, 0, KVJIT_TRANSFER_KV_MAX_HEADS, NULL, 0, 0, "0"},
+#define VIEW_FIELDS(F, p, what)                                                                                    \
+  [F##_PAGE] = {p "page", "slots per page of the " what " caches' view; 0 = flat slots", KVJIT_FIELD_INT,           \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
+  [F##_ATOM] = {p "atom", "bytes of each contiguous run of a " what " row; 0 = the row is one run", KVJIT_FIELD_INT, \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                                   \
+  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent; 0 = fewer",              \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
+  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,  \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
+    VIEW_FIELDS(TRANSFER_F_SRC, "src_", "source"),
+    VIEW_FIELDS(TRANSFER_F_DST, "dst_", "destination"),
+#undef VIEW_FIELDS
     [TRANSFER_F_CTAS] = {"ctas", "SMs a copy takes: few CTAs striding over the batch, or all the batch needs (auto: "
                          "few over the host link)", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(ctas_words),
                          KVJIT_TRANSFER_KV_CTAS_AUTO, "auto"},
 };
 
-void kvjit_transfer_kv_shape_of(const int64_t *v, kvjit_transfer_kv_shape *out) {
+kvjit_status kvjit_transfer_kv_shape_of(const int64_t *v, kvjit_transfer_kv_shape *out) {
   kvjit_transfer_kv_shape_plain(out, v[TRANSFER_F_K_ROW], v[TRANSFER_F_V_ROW], (kvjit_location)v[TRANSFER_F_SRC],
                                 (kvjit_location)v[TRANSFER_F_DST]);
   out->vec = (int)v[TRANSFER_F_VEC];
@@ -72,6 +85,14 @@ void kvjit_transfer_kv_shape_of(const int64_t *v, kvjit_transfer_kv_shape *out) 
   out->scale_kind = (kvjit_scale_kind)v[TRANSFER_F_SCALE];
   out->num_heads = v[TRANSFER_F_HEADS];
   out->ctas = (kvjit_transfer_kv_ctas)v[TRANSFER_F_CTAS];
+  /* The views' static parts for their rows: the source's in source bytes, the destination's in
+   * its own (converting: the source's elements in the destination's type). */
+  const int es = out->src_dtype == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(out->src_dtype);
+  const int ed = out->dst_dtype == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(out->dst_dtype);
+  kvjit_status st = kvjit_view_from_values(&out->src_view, v + TRANSFER_F_SRC_PAGE, out->k_row_bytes, "src_");
+  if (st == KVJIT_OK)
+    st = kvjit_view_from_values(&out->dst_view, v + TRANSFER_F_DST_PAGE, out->k_row_bytes / es * ed, "dst_");
+  return st;
 }
 
 /* What `ctas=auto` means for a direction: few CTAs over the host link. */
@@ -83,8 +104,8 @@ static int64_t auto_ctas(const int64_t *v) {
 
 static kvjit_status transfer_plan(const int64_t *v, int arch, int batch_class, void *out) {
   kvjit_transfer_kv_shape shape;
-  kvjit_transfer_kv_shape_of(v, &shape);
-  return kvjit_transfer_kv_plan_make(out, arch, &shape, batch_class);
+  kvjit_status st = kvjit_transfer_kv_shape_of(v, &shape);
+  return st != KVJIT_OK ? st : kvjit_transfer_kv_plan_make(out, arch, &shape, batch_class);
 }
 
 static kvjit_status transfer_check(int64_t *v, uint64_t given) {
@@ -93,7 +114,12 @@ static kvjit_status transfer_check(int64_t *v, uint64_t given) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale_kind=head");
   }
   kvjit_transfer_kv_shape shape;
-  kvjit_transfer_kv_shape_of(v, &shape);
+  kvjit_transfer_kv_shape_plain(&shape, v[TRANSFER_F_K_ROW], v[TRANSFER_F_V_ROW], (kvjit_location)v[TRANSFER_F_SRC],
+                                (kvjit_location)v[TRANSFER_F_DST]);
+  shape.src_dtype = (kvjit_dtype)v[TRANSFER_F_SRC_DTYPE];
+  shape.dst_dtype = (kvjit_dtype)v[TRANSFER_F_DST_DTYPE];
+  shape.scale_kind = (kvjit_scale_kind)v[TRANSFER_F_SCALE];
+  shape.num_heads = v[TRANSFER_F_HEADS];
   kvjit_status st = kvjit_transfer_kv_convert_resolve(&shape);
   if (st != KVJIT_OK) return st;
   v[TRANSFER_F_SRC_DTYPE] = shape.src_dtype;
@@ -105,11 +131,13 @@ static kvjit_status transfer_check(int64_t *v, uint64_t given) {
   return transfer_plan(v, v[TRANSFER_F_ARCH] ? (int)v[TRANSFER_F_ARCH] : KVJIT_TRANSFER_KV_MAX_ARCH, 0, &plan);
 }
 
-/* A plain copy on the direction's CTAs keeps its version-1 line; a conversion ends with its
- * dtypes and scale kind (num_heads with scale=head), a budget other than the direction's with it. */
+/* A plain copy of flat caches on the direction's CTAs keeps its version-1 line; a conversion ends
+ * with its dtypes and scale kind (num_heads with scale_kind=head), a budget other than the
+ * direction's with it, a laid-out side with the fields of its view that are not 0. */
 static int transfer_written(const int64_t *v, size_t field) {
   if (field == TRANSFER_F_HEADS) return v[TRANSFER_F_SCALE] == KVJIT_SCALE_PER_HEAD;
   if (field == TRANSFER_F_CTAS) return v[TRANSFER_F_CTAS] != auto_ctas(v);
+  if (field >= TRANSFER_F_SRC_PAGE) return v[field] != 0;
   return v[TRANSFER_F_DST_DTYPE] != KVJIT_DTYPE_BYTES;
 }
 
@@ -153,7 +181,9 @@ static kvjit_fast_key transfer_key(const int64_t *v, int batch_class) {
   } else {
     b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 31;
   }
-  return kvjit_fast_key_make(KVJIT_OP_FAMILY, a, b);
+  /* Words c and d: the static parts of the source's and the destination's views (0: flat). */
+  return kvjit_fast_key_make_wide(KVJIT_OP_FAMILY, a, b, kvjit_view_values_word(v + TRANSFER_F_SRC_PAGE),
+                                  kvjit_view_values_word(v + TRANSFER_F_DST_PAGE));
 }
 
 const kvjit_op kvjit_op_transfer_kv = {

@@ -52,6 +52,7 @@ typedef struct v2_fields {
   const float *k_scale, *v_scale;
   int64_t num_heads;
   int max_ctas;
+  int layouts; /* any of the four layouts given */
 } v2_fields;
 
 static kvjit_status read_v2(const kvjit_transfer_kv_args *a, v2_fields *f) {
@@ -64,17 +65,7 @@ static kvjit_status read_v2(const kvjit_transfer_kv_args *a, v2_fields *f) {
   f->v_scale = a->v_scale;
   f->num_heads = a->num_heads;
   f->max_ctas = a->max_ctas;
-  const struct {
-    const char *name;
-    const void *layout;
-  } layouts[] = {{"src_k_layout", a->src_k_layout}, {"src_v_layout", a->src_v_layout},
-                 {"dst_k_layout", a->dst_k_layout}, {"dst_v_layout", a->dst_v_layout}};
-  for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++) {
-    if (layouts[i].layout != NULL) {
-      return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "%s: layouts are not supported by this build of transfer_kv yet",
-                        layouts[i].name);
-    }
-  }
+  f->layouts = a->src_k_layout != NULL || a->src_v_layout != NULL || a->dst_k_layout != NULL || a->dst_v_layout != NULL;
   if (f->max_ctas < KVJIT_TRANSFER_KV_ALL_CTAS || f->max_ctas > KVJIT_TRANSFER_KV_MAX_CTAS) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
                       "max_ctas: must be 0 (the plan's), 1..%d or KVJIT_TRANSFER_KV_ALL_CTAS (-1), got %d",
@@ -178,17 +169,34 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   p->dst_k_stride = a->dst_k_stride;
   p->src_v_stride = has_v ? a->src_v_stride : 0;
   p->dst_v_stride = has_v ? a->dst_v_stride : 0;
-  const char *k_dst_name = converting ? "the destination's K row" : "k_row_bytes";
-  const char *v_dst_name = converting ? "the destination's V row" : "v_row_bytes";
-  st = kvjit_args_stride("src_k_stride", &p->src_k_stride, k_row, "k_row_bytes");
-  if (st == KVJIT_OK) st = kvjit_args_stride("dst_k_stride", &p->dst_k_stride, k_dst_row, k_dst_name);
-  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("src_v_stride", &p->src_v_stride, v_row, "v_row_bytes");
-  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("dst_v_stride", &p->dst_v_stride, v_dst_row, v_dst_name);
-  if (st != KVJIT_OK) return st;
   if (a->src_num_slots <= 0 || a->dst_num_slots <= 0) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: must be > 0, got %lld",
                       a->src_num_slots <= 0 ? "src_num_slots" : "dst_num_slots",
                       (long long)(a->src_num_slots <= 0 ? a->src_num_slots : a->dst_num_slots));
+  }
+  /* Laid-out sides: their views give the strides (and check their slots); flat ones as before. */
+  uint64_t view_bits[2] = {0, 0};
+  r->laid_out[0] = r->laid_out[1] = 0;
+  memset(r->values + TRANSFER_F_SRC_PAGE, 0, (TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE) * sizeof r->values[0]);
+  memset(&p->src_k_view, 0, 4 * sizeof p->src_k_view);
+  if (f.layouts && (st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0],
+                                                  &view_bits[1])) != KVJIT_OK)
+    return st;
+  const int src_laid = r->laid_out[0], dst_laid = r->laid_out[1];
+  const char *k_dst_name = converting ? "the destination's K row" : "k_row_bytes";
+  const char *v_dst_name = converting ? "the destination's V row" : "v_row_bytes";
+  if (!src_laid) st = kvjit_args_stride("src_k_stride", &p->src_k_stride, k_row, "k_row_bytes");
+  if (st == KVJIT_OK && !dst_laid) st = kvjit_args_stride("dst_k_stride", &p->dst_k_stride, k_dst_row, k_dst_name);
+  if (st == KVJIT_OK && has_v && !src_laid)
+    st = kvjit_args_stride("src_v_stride", &p->src_v_stride, v_row, "v_row_bytes");
+  if (st == KVJIT_OK && has_v && !dst_laid)
+    st = kvjit_args_stride("dst_v_stride", &p->dst_v_stride, v_dst_row, v_dst_name);
+  if (st != KVJIT_OK) return st;
+  if (src_laid || dst_laid) {
+    /* The flat side's view for the layout kernel: its slots, its stride apart. */
+    kvjit_view_strides *flat[2] = {src_laid ? &p->dst_k_view : &p->src_k_view, src_laid ? &p->dst_v_view : &p->src_v_view};
+    flat[0]->slot_stride = src_laid ? p->dst_k_stride : p->src_k_stride;
+    flat[1]->slot_stride = src_laid ? p->dst_v_stride : p->src_v_stride;
   }
   if (a->batch > 0 && (st = check_pointers(a)) != KVJIT_OK) return st;
   const uintptr_t index_bytes = a->index_type == KVJIT_INDEX_INT64 ? 8 : 4;
@@ -197,22 +205,24 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   st = check_index_array("src_indices", a->src_indices, index_bytes, p->src_index_stride, a->batch);
   if (st == KVJIT_OK) st = check_index_array("dst_indices", a->dst_indices, index_bytes, p->dst_index_stride, a->batch);
   if (st != KVJIT_OK) return st;
-  /* Every byte offset the kernel forms must fit in 64 bits. */
-  if (!kvjit_args_extent_fits(a->src_num_slots - 1, p->src_k_stride, k_row) ||
-      !kvjit_args_extent_fits(a->src_num_slots - 1, p->src_v_stride, v_row)) {
+  /* Every byte offset the kernel forms must fit in 64 bits (a view's: kvjit_view_check_slots()). */
+  if (!src_laid && (!kvjit_args_extent_fits(a->src_num_slots - 1, p->src_k_stride, k_row) ||
+                    !kvjit_args_extent_fits(a->src_num_slots - 1, p->src_v_stride, v_row))) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "src_num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->src_num_slots,
                       (long long)(p->src_k_stride > p->src_v_stride ? p->src_k_stride : p->src_v_stride));
   }
-  if (!kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_k_stride, k_dst_row) ||
-      !kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_v_stride, v_dst_row)) {
+  if (!dst_laid && (!kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_k_stride, k_dst_row) ||
+                    !kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_v_stride, v_dst_row))) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "dst_num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->dst_num_slots,
                       (long long)(p->dst_k_stride > p->dst_v_stride ? p->dst_k_stride : p->dst_v_stride));
   }
   const int table = a->num_layers > 0;
-  uint64_t src_bits = (uint64_t)k_row | (uint64_t)v_row | (uint64_t)p->src_k_stride | (uint64_t)p->src_v_stride;
-  uint64_t dst_bits = (uint64_t)k_dst_row | (uint64_t)v_dst_row | (uint64_t)p->dst_k_stride | (uint64_t)p->dst_v_stride;
+  uint64_t src_bits = (uint64_t)k_row | (uint64_t)v_row |
+                      (src_laid ? view_bits[0] : (uint64_t)p->src_k_stride | (uint64_t)p->src_v_stride);
+  uint64_t dst_bits = (uint64_t)k_dst_row | (uint64_t)v_dst_row |
+                      (dst_laid ? view_bits[1] : (uint64_t)p->dst_k_stride | (uint64_t)p->dst_v_stride);
   const uintptr_t src_ptrs = (uintptr_t)a->src_k | (uintptr_t)a->src_v, dst_ptrs = (uintptr_t)a->dst_k | (uintptr_t)a->dst_v;
   if (table) {
     /* Tables of uint64 pointers; the caches they point at are checked per layer by the kernel. */

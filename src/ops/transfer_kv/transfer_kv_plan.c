@@ -60,6 +60,17 @@ void kvjit_transfer_kv_shape_plain(kvjit_transfer_kv_shape *out, int64_t k_row_b
   out->src_dtype = out->dst_dtype = KVJIT_DTYPE_BYTES;
   out->scale_kind = KVJIT_SCALE_NONE;
   out->ctas = KVJIT_TRANSFER_KV_CTAS_AUTO;
+  kvjit_view_flat(&out->src_view, 0, 0);
+  kvjit_view_flat(&out->dst_view, 0, 0);
+}
+
+/* A view's static part as the template takes it: page size, run bytes, extents (flat: all 0). */
+static void static_part(const kvjit_view *v, int64_t out[5]) {
+  memset(out, 0, 5 * sizeof out[0]);
+  if (kvjit_view_is_flat(v)) return;
+  out[0] = v->page_size;
+  out[1] = v->atom;
+  for (int d = 0; d < v->num_dims; d++) out[2 + d] = v->extents[d];
 }
 
 static int is_fp8(kvjit_dtype d) { return d == KVJIT_DTYPE_FP8_E4M3 || d == KVJIT_DTYPE_FP8_E5M2; }
@@ -150,8 +161,18 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
     if (st != KVJIT_OK) return st;
   }
   const int cpl = few ? FEW_CHUNKS_PER_LANE : chunks_per_lane(host_link, batch_class);
+  /* A view's accesses stay inside its runs: the source's in source bytes, the destination's in
+   * destination bytes (converting, as many source bytes as its elements). */
+  const int src_laid = !kvjit_view_is_flat(&shape->src_view), dst_laid = !kvjit_view_is_flat(&shape->dst_view);
+  if ((src_laid || dst_laid) && v_row_bytes != 0 && v_row_bytes != k_row_bytes) {
+    return kvjit_fail(KVJIT_ERR_UNSUPPORTED,
+                      "v_row_bytes: laid-out caches take V rows of K's size (one view per side), got %lld and %lld",
+                      (long long)v_row_bytes, (long long)k_row_bytes);
+  }
+  const uint64_t runs = (uint64_t)(shape->src_view.num_dims ? shape->src_view.atom : 0) |
+                        (uint64_t)(shape->dst_view.num_dims ? shape->dst_view.atom / ed * es : 0);
   int vec = kvjit_rows_vec_of((uint64_t)shape->vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes |
-                              (uint64_t)k_head | (uint64_t)v_head);
+                              (uint64_t)k_head | (uint64_t)v_head | runs);
   /* Dequantizing widens each byte: a destination access of at most 16 bytes. */
   if (ed > es && vec > 16 / ed * es) vec = 16 / ed * es;
   int split = shape->split;
@@ -182,8 +203,10 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->lanes = kvjit_rows_lanes(widest / split / vec, cpl);
   out->block = few ? KVJIT_TRANSFER_KV_FEW_BLOCK : KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
-  out->items =
-      !few && !host_link && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE && out->lanes <= 8 && one_access ? 2 : 1;
+  out->items = !few && !host_link && !src_laid && !dst_laid && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE &&
+                       out->lanes <= 8 && one_access
+                   ? 2
+                   : 1;
   out->index64 = shape->index_type == KVJIT_INDEX_INT64;
   const kvjit_pdl_mode pdl = shape->pdl;
   out->pdl = pdl == KVJIT_PDL_AUTO ? arch >= 90 : pdl == KVJIT_PDL_ON;
@@ -197,16 +220,23 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   /* cvt.rn.satfinite to fp8 is sm_89's; before, the integer encoding (the same bits). */
   out->fp8_soft = converting && ed < es && arch < 89;
   out->loop = few;
+  static_part(&shape->src_view, out->src_view);
+  static_part(&shape->dst_view, out->dst_view);
   return KVJIT_OK;
 }
 
 int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out, size_t capacity) {
   /* The template's arguments in its order (kernel_src/transfer_kv.cuh). */
-  int n = snprintf(out, capacity, KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d>",
+  const int64_t *sv = plan->src_view, *dv = plan->dst_view;
+  int n = snprintf(out, capacity,
+                   KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
+                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
                    plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, plan->table ? 1 : 0,
                    plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
-                   (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop);
+                   (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
+                   (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],
+                   (long long)dv[2], (long long)dv[3], (long long)dv[4]);
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kvjit_tools.h"
+#include "layout.h"
 #include "op_program.h"
 #include "rows.h"
 
@@ -48,6 +49,8 @@ typedef struct kvjit_transfer_kv_params {
   int64_t batch, src_num_slots, dst_num_slots;
   const float *k_scale, *v_scale; /* converting with a scale */
   int64_t scale_stride;           /* floats per layer (tables), else 0 */
+  /* laid-out caches: every cache's strides (a flat one's: {0, its stride}); unused when both sides are flat */
+  kvjit_view_strides src_k_view, src_v_view, dst_k_view, dst_v_view;
 } kvjit_transfer_kv_params;
 
 /** How a copy uses the SMs (the `ctas` field): as the direction says, few CTAs striding over the
@@ -71,6 +74,7 @@ typedef struct kvjit_transfer_kv_shape {
   kvjit_scale_kind scale_kind;      /* NONE for a plain copy */
   int64_t num_heads;                /* with KVJIT_SCALE_PER_HEAD, else 0 */
   kvjit_transfer_kv_ctas ctas;      /* resolved: FEW or ALL */
+  kvjit_view src_view, dst_view;    /* the static part of each side's views (layout.h; flat: all 0) */
 } kvjit_transfer_kv_shape;
 
 /** Every constant a compiled transfer_kv kernel depends on, and its launch geometry. */
@@ -92,6 +96,9 @@ typedef struct kvjit_transfer_kv_plan {
   int64_t k_head_bytes, v_head_bytes; /* source bytes of one head (per-head scales), else 0 */
   int fp8_soft;        /* 1: quantizing with the integer encoding (before sm_89) */
   int loop;            /* 1: few CTAs that stride over the batch (the launch's grid is capped) */
+  /* The views' static parts: page size, run bytes, the three extents (all 0: flat; both flat:
+   * today's addressing) -- the template's SPage .. SE2 and DPage .. DE2. */
+  int64_t src_view[5], dst_view[5];
 } kvjit_transfer_kv_plan;
 
 /** Batch class of a batch >= 1. */
