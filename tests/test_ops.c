@@ -175,8 +175,12 @@ static void test_line_errors(void **state) {
   expect_line_error("frobnicate arch=90", E, "store_kv_cache, transfer_kv");
   expect_line_error("", KVJIT_ERR_NOT_FOUND, "no variant");
   expect_line_error("transfer_kv arch=90 k_row_bytes=256" T_REST, E, "missing v_row_bytes");
+  expect_line_error("transfer_kv arch=90 k_row_bytes=256 v_row_bytes=256 cache_dtype=f16" T_REST, E,
+                    "unknown key \"cache_dtype\" for transfer_kv");
   expect_line_error("transfer_kv arch=90 k_row_bytes=256 v_row_bytes=256 num_heads=2" T_REST, E,
-                    "unknown key \"num_heads\" for transfer_kv");
+                    "num_heads: given without scale_kind=head");
+  expect_line_error("transfer_kv arch=90 k_row_bytes=256 v_row_bytes=256" T_REST " src_dtype=f16 dst_dtype=bf16",
+                    KVJIT_ERR_UNSUPPORTED, "transfer_kv converts fp8 to f16/bf16/f32");
   expect_line_error("transfer_kv arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 src=gpu dst=host layers=one "
                     "pdl=auto split=0 vec=16",
                     E, "src: bad value \"gpu\"");

@@ -210,37 +210,42 @@ static PyObject *c_store_args(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ---- transfer_kv ---------------------------------------------------------------------------- */
 
-static const char *const kTransferTensorNames[6] = {"src_k", "src_v", "dst_k", "dst_v", "src_indices",
-                                                    "dst_indices"};
+/* The op's tensors, in the order the request's views are read (kTransferArg: where each is). */
+enum { TRANSFER_TENSORS = 8 };
+static const char *const kTransferTensorNames[TRANSFER_TENSORS] = {"src_k",       "src_v",       "dst_k",   "dst_v",
+                                                                   "src_indices", "dst_indices", "k_scale", "v_scale"};
+static const int kTransferArg[TRANSFER_TENSORS] = {0, 1, 2, 3, 4, 5, 11, 12};
 
 /* transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots,
- * split, pdl, row_elements[, stream[, context[, batch]]]). */
+ * split, pdl, row_elements, k_scale, v_scale, max_ctas[, stream[, context[, batch]]]). */
 static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 11 || nargs > 14) {
-    PyErr_SetString(PyExc_TypeError, "transfer_kv takes the op's 11 arguments, then stream, context, batch");
+  if (nargs < 14 || nargs > 17) {
+    PyErr_SetString(PyExc_TypeError, "transfer_kv takes the op's 14 arguments, then stream, context, batch");
     return NULL;
   }
   if (!ready()) return NULL;
-  static const int optional[6] = {0, 1, 0, 1, 0, 0};
-  kvjit_door_tensor t[6];
+  static const int optional[TRANSFER_TENSORS] = {0, 1, 0, 1, 0, 0, 1, 1};
+  kvjit_door_tensor t[TRANSFER_TENSORS];
   kvjit_transfer_request req;
-  kvjit_tensor_view *views[6] = {&req.src_k, &req.src_v, &req.dst_k, &req.dst_v, &req.src_indices,
-                                 &req.dst_indices};
+  kvjit_tensor_view *views[TRANSFER_TENSORS] = {&req.src_k,       &req.src_v,       &req.dst_k,   &req.dst_v,
+                                                &req.src_indices, &req.dst_indices, &req.k_scale, &req.v_scale};
   PyObject *result = NULL;
   int n_read = 0;
-  for (; n_read < 6; n_read++) {
-    if (kvjit_door_read(args[n_read], kTransferTensorNames[n_read], optional[n_read], &t[n_read])) goto done;
+  for (; n_read < TRANSFER_TENSORS; n_read++) {
+    if (kvjit_door_read(args[kTransferArg[n_read]], kTransferTensorNames[n_read], optional[n_read], &t[n_read]))
+      goto done;
     *views[n_read] = t[n_read].buf.view;
   }
-  kvjit_door_fill_devices(views, 6);
+  kvjit_door_fill_devices(views, TRANSFER_TENSORS);
   if (int_arg(args[6], "src_num_slots", &req.src_num_slots) ||
       int_arg(args[7], "dst_num_slots", &req.dst_num_slots) || int_arg(args[8], "split", &req.split) ||
-      int_arg(args[9], "pdl", &req.pdl) || int_arg(args[10], "row_elements", &req.row_elements))
+      int_arg(args[9], "pdl", &req.pdl) || int_arg(args[10], "row_elements", &req.row_elements) ||
+      int_arg(args[13], "max_ctas", &req.max_ctas))
     goto done;
   int has_stream;
   void *stream = NULL;
   kvjit_context *ctx;
-  if (stream_and_context(nargs > 11 ? args[11] : NULL, nargs > 12 ? args[12] : NULL, &has_stream, &stream, &ctx))
+  if (stream_and_context(nargs > 14 ? args[14] : NULL, nargs > 15 ? args[15] : NULL, &has_stream, &stream, &ctx))
     goto done;
   char msg[512];
   kvjit_transfer_kv_args a;
@@ -251,7 +256,7 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   }
   int first = -1; /* the first device tensor: its framework's stream is the default */
-  for (int i = 0; i < 6 && first < 0; i++)
+  for (int i = 0; i < TRANSFER_TENSORS && first < 0; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
   if (has_stream)
     a.stream = stream;
@@ -259,9 +264,14 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   else
     a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 13 && args[13] != Py_None && int_arg(args[13], "batch", &a.batch)) goto done;
+  if (mode == MODE_PREPARE && nargs > 16 && args[16] != Py_None && int_arg(args[16], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
     result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
+    goto done;
+  }
+  if (first < 0 && a.batch > 0 && a.dst_dtype != KVJIT_DTYPE_BYTES && mode != MODE_ARGS) {
+    PyErr_SetString(PyExc_ValueError, "src_k: converting on the way runs on the GPU: no CUDA tensor among the "
+                    "arguments");
     goto done;
   }
   if (first < 0 && a.batch > 0 && mode != MODE_ARGS) {
@@ -273,14 +283,14 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   }
   int host = 0;
-  for (int i = 0; i < 6; i++) host |= views[i]->present && views[i]->device_type != KVJIT_DL_CUDA;
+  for (int i = 0; i < TRANSFER_TENSORS; i++) host |= views[i]->present && views[i]->device_type != KVJIT_DL_CUDA;
   kvjit_door_guard guard;
   if (kvjit_door_enter(device, host, &guard, msg, sizeof msg)) {
     PyErr_SetString(PyExc_RuntimeError, msg);
     goto done;
   }
   /* Host memory the GPU reads or writes must be pinned: pageable memory would fault there. */
-  for (int i = 0; i < 6 && mode == MODE_CALL && a.batch > 0; i++) {
+  for (int i = 0; i < TRANSFER_TENSORS && mode == MODE_CALL && a.batch > 0; i++) {
     if (!views[i]->present || views[i]->device_type == KVJIT_DL_CUDA) continue;
     if (kvjit_door_check_pinned(kTransferTensorNames[i], views[i], msg, sizeof msg)) {
       kvjit_door_leave(&guard);
@@ -419,7 +429,7 @@ static PyMethodDef methods[] = {
      "kvjit_layout they point at, as bytes."},
     {"transfer_kv", FASTCALL(c_transfer),
      "transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
-     "pdl, row_elements, stream=None, context=None)"},
+     "pdl, row_elements, k_scale, v_scale, max_ctas, stream=None, context=None)"},
     {"transfer_kv_prepare", FASTCALL(c_transfer_prepare),
      "transfer_kv_prepare(<transfer_kv's arguments>, stream, context, batch): load without launching."},
     {"transfer_kv_args", FASTCALL(c_transfer_args),

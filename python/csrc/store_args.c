@@ -102,30 +102,11 @@ static kvjit_request_error same_device(request_error *e, const char *name, const
   return KVJIT_REQUEST_OK;
 }
 
-/* An fp32 scale tensor: its pointer and element count. */
+/* An fp32 scale tensor beside k: its pointer and element count (view_rules.h). */
 static kvjit_request_error scale_of(request_error *e, const char *name, const kvjit_tensor_view *t,
                                     const kvjit_tensor_view *k, const float **ptr, int64_t *count) {
-  char a[96], b[96];
-  if (t->kind != KVJIT_TENSOR_F32)
-    return refuse(e, KVJIT_REQUEST_TYPE_ERROR, "%s: dtype must be float32, got %s", name, dtype_of(t).text);
-  kvjit_request_error r = same_device(e, name, t, k);
-  if (r) return r;
-  int64_t n = 1;
-  for (int64_t i = 0; i < t->ndim; i++) n *= t->sizes[i];
-  if (n == 0) return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: empty", name);
-  int64_t expected = 1;
-  for (int64_t i = t->ndim - 1; i >= 0; i--) {
-    if (t->sizes[i] != 1 && t->strides[i] != expected)
-      return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: the %lld scales must be contiguous (shape %s, strides %s)",
-                    name, (long long)n, dims(a, sizeof a, t->sizes, t->ndim), dims(b, sizeof b, t->strides, t->ndim));
-    expected *= t->sizes[i];
-  }
-  if (t->data % 4)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: pointer %#llx is not 4-byte aligned", name,
-                  (unsigned long long)t->data);
-  *ptr = (const float *)t->data;
-  *count = n;
-  return KVJIT_REQUEST_OK;
+  kvjit_request_error r = kvjit_request_scale(e, name, t, ptr, count);
+  return r ? r : same_device(e, name, t, k);
 }
 
 /* The fp8 cache type a request stores into, or BYTES for a plain copy. */

@@ -189,3 +189,29 @@ kvjit_request_error kvjit_request_cache_slots(kvjit_request_msg *e, const char *
   *stride_bytes = v.slot_stride;
   return KVJIT_REQUEST_OK;
 }
+
+kvjit_request_error kvjit_request_scale(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                        const float **ptr, int64_t *count) {
+  char a[96], b[96];
+  if (t->kind != KVJIT_TENSOR_F32)
+    return kvjit_request_refuse(e, KVJIT_REQUEST_TYPE_ERROR, "%s: dtype must be float32, got %s", name,
+                                kvjit_request_dtype(t).text);
+  int64_t n = 1;
+  for (int64_t i = 0; i < t->ndim; i++) n *= t->sizes[i];
+  if (n == 0) return kvjit_request_refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: empty", name);
+  int64_t expected = 1;
+  for (int64_t i = t->ndim - 1; i >= 0; i--) {
+    if (t->sizes[i] != 1 && t->strides[i] != expected)
+      return kvjit_request_refuse(e, KVJIT_REQUEST_VALUE_ERROR,
+                                  "%s: the %lld scales must be contiguous (shape %s, strides %s)", name, (long long)n,
+                                  kvjit_request_dims(a, sizeof a, t->sizes, t->ndim),
+                                  kvjit_request_dims(b, sizeof b, t->strides, t->ndim));
+    expected *= t->sizes[i];
+  }
+  if (t->data % 4)
+    return kvjit_request_refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: pointer %#llx is not 4-byte aligned", name,
+                                (unsigned long long)t->data);
+  *ptr = (const float *)t->data;
+  *count = n;
+  return KVJIT_REQUEST_OK;
+}

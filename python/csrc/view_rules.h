@@ -88,6 +88,13 @@ kvjit_request_error kvjit_request_cache_slots(kvjit_request_msg *e, const char *
                                               int64_t row_bytes, const char *source, int64_t *slots_out,
                                               int64_t *stride_bytes);
 
+/**
+ * An fp32 scale tensor (a store's or a transfer's k_scale / v_scale): contiguous, 4-byte aligned,
+ * not empty; its pointer and element count. Where it lives is the caller's check.
+ */
+kvjit_request_error kvjit_request_scale(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                        const float **ptr, int64_t *count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -344,7 +344,7 @@ class StoreKvArgs(ctypes.Structure):
 
 # ---- transfer_kv (helper C's block) ---------------------------------------------------------
 
-TRANSFER_KV_ARGS_VERSION = 1
+TRANSFER_KV_ARGS_VERSION = 2
 LOCATION_DEVICE = 0
 LOCATION_HOST = 1
 TRANSFER_KV_MAX_LAYERS = 65535
@@ -353,8 +353,10 @@ TRANSFER_KV_MAX_LAYERS = 65535
 # gives it), for transfer_kv_all_layers: version, src_k, src_v, dst_k, dst_v,
 # src_indices, dst_indices, index_type, src_index_stride, dst_index_stride, batch, k_row_bytes,
 # v_row_bytes, src_k_stride, src_v_stride, dst_k_stride, dst_v_stride, src_num_slots,
-# dst_num_slots, num_layers, src, dst, split, pdl, stream.
-TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiP")
+# dst_num_slots, num_layers, src, dst, split, pdl, stream; version 2: src_dtype, dst_dtype,
+# scale_kind, k_scale, v_scale, num_heads, max_ctas, src_k_layout, src_v_layout, dst_k_layout,
+# dst_v_layout.
+TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiPiiiPPqi4P")
 
 
 STORE_KV_VARIANT_VERSION = 1

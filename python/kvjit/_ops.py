@@ -125,11 +125,14 @@ def store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout=None):
             layout_code(layout))
 
 
-def transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements):
-    """The op's scalar arguments from transfer_kv()'s keywords."""
+def transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale=None, v_scale=None,
+                       max_ctas=0):
+    """The op's arguments after the six tensors, from transfer_kv()'s keywords (max_ctas: its
+    range is the native module's rule, python/csrc/transfer_args.c)."""
     return (int_arg(src_num_slots, "src_num_slots", 1, none=-1), int_arg(dst_num_slots, "dst_num_slots", 1, none=-1),
             int_arg(split, "split", 0, 2**31 - 1), pdl_mode(pdl), int_arg(row_elements, "row_elements", 1, 2**31,
-                                                                          none=-1))
+                                                                          none=-1),
+            k_scale, v_scale, int_arg(max_ctas, "max_ctas", -2**63, 2**63 - 1))
 
 
 # ---- the native module ---------------------------------------------------------------------------
@@ -292,7 +295,8 @@ def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip
 
 
 def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num_slots=None, dst_num_slots=None,
-                split=0, pdl="auto", row_elements=None, stream=None, context=None):
+                split=0, pdl="auto", row_elements=None, k_scale=None, v_scale=None, max_ctas=0, stream=None,
+                context=None):
     """``dst_k[dst_indices] = src_k[src_indices]; dst_v[dst_indices] = src_v[src_indices]`` in one
     kernel on the current stream, between any two caches on the GPU or in pinned host memory.
 
@@ -302,6 +306,14 @@ def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num
     everything after a cache's first dim unless ``row_elements`` says how many trailing
     elements make one; slot strides are free.
 
+    Converting on the way: an fp8 (float8_e4m3fn / float8_e5m2) source into a float16, bfloat16
+    or float32 destination writes ``x * scale``; the other way ``fp8(x / scale)`` as
+    :func:`store_kv_cache` quantizes. ``k_scale`` / ``v_scale``: float32 CUDA tensors of 1 (per
+    tensor) or H (per head) scales, read when the kernel runs (graph-capturable); None: no scale.
+
+    ``max_ctas``: 0 the plan's budget (at most 4 CTAs over the host link, the model keeps its
+    SMs), N at most N CTAs, -1 every SM the batch can use.
+
     Raises:
         ValueError, TypeError: a bad argument, named first in the message.
         Error: the library failed.
@@ -310,11 +322,13 @@ def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num
     break) unless ``stream`` or ``context`` is given.
     """
     if (src_num_slots is None and dst_num_slots is None and split is _ZERO and pdl is _AUTO and row_elements is None
-            and stream is None and context is None):
+            and k_scale is None and v_scale is None and max_ctas is _ZERO and stream is None and context is None):
         if _compiling():
-            return _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, -1, -1, 0, 0, -1)
-        return _transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, -1, -1, 0, 0, -1)  # pdl 0: auto
-    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements)
+            return _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, -1, -1, 0, 0, -1, None, None,
+                                    0)
+        # pdl 0: auto
+        return _transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, -1, -1, 0, 0, -1, None, None, 0)
+    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas)
     if stream is None and context is None:
         if _compiling():
             return _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars)
@@ -324,10 +338,11 @@ def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num
 
 
 def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, batch=None, src_num_slots=None,
-                        dst_num_slots=None, split=0, pdl="auto", row_elements=None, stream=None, context=None):
+                        dst_num_slots=None, split=0, pdl="auto", row_elements=None, k_scale=None, v_scale=None,
+                        max_ctas=0, stream=None, context=None):
     """Load the kernel :func:`transfer_kv` uses for these arguments without launching (before CUDA
     graph capture). ``batch``: None for the indices' batch, 0 for every size class."""
-    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements)
+    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas)
     batch = int_arg(batch, "batch", 0, none=-1)
     native().transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars,
                                  stream_handle(stream), context_handle(context), None if batch < 0 else batch)
@@ -382,12 +397,14 @@ def _indices(name, d, batch):
 
 def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_indices, dst_indices, *, k_row_bytes,
                            v_row_bytes=None, src_stride=None, dst_stride=None, src_num_slots, dst_num_slots,
-                           src="device", dst="host", split=0, pdl="auto", stream=None, context=None, prepare=False):
+                           src="device", dst="host", split=0, pdl="auto", max_ctas=0, stream=None, context=None,
+                           prepare=False):
     """Every layer in one launch: the ``*_ptrs`` are ``[L]`` int64 CUDA tensors holding each
     layer's cache pointer (a layer's caches are not visible here, so rows, strides in bytes, slot
     counts and the sides, "device" or "host", are given). A NULL or misaligned layer pointer is
     skipped and counted. ``src_v_ptrs`` and ``dst_v_ptrs`` may both be None (K only).
-    ``prepare=True`` loads without launching."""
+    ``max_ctas`` as for :func:`transfer_kv` (checked by the library). ``prepare=True`` loads
+    without launching."""
     ctx = _context.context_arg(context)
     skd = _table("src_k_ptrs", src_k_ptrs, None)
     layers = skd[1][0]
@@ -422,7 +439,8 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
         index_type, src_index_stride, dst_index_stride, b, k_row_bytes, v_row_bytes, src_stride,
         src_stride if svd is not None else 0, dst_stride, dst_stride if svd is not None else 0, src_num_slots,
         dst_num_slots, layers, _LOCATIONS[src], _LOCATIONS[dst], split, pdl_mode(pdl),
-        skd[7] if handle is None else handle)
+        skd[7] if handle is None else handle, _lib.DTYPE_BYTES, _lib.DTYPE_BYTES, _lib.SCALE_NONE, 0, 0, 0,
+        int_arg(max_ctas, "max_ctas", -2**31, 2**31 - 1), 0, 0, 0, 0)
     ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_prepare" if prepare else "kvjit_transfer_kv"](ctx.handle, args))
 
 
@@ -430,6 +448,7 @@ def transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, **key
     """The kvjit_transfer_kv_args the rules make of these arguments (bytes, _lib.TRANSFER_KV_PACKER's
     layout), without calling the library."""
     scalars = transfer_arguments(keywords.get("src_num_slots"), keywords.get("dst_num_slots"),
-                                 keywords.get("split", 0), keywords.get("pdl", "auto"), keywords.get("row_elements"))
+                                 keywords.get("split", 0), keywords.get("pdl", "auto"), keywords.get("row_elements"),
+                                 keywords.get("k_scale"), keywords.get("v_scale"), keywords.get("max_ctas", 0))
     return native().transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars,
                                      stream_handle(keywords.get("stream")))

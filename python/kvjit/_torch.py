@@ -24,7 +24,8 @@ STORE_SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(
                 "Tensor? v_scale=None, int cache_dtype=0, int layout=0) -> ()")
 TRANSFER_SCHEMA = ("transfer_kv(Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, "
                    "Tensor src_indices, Tensor dst_indices, int src_num_slots=-1, int dst_num_slots=-1, "
-                   "int split=0, int pdl=0, int row_elements=-1) -> ()")
+                   "int split=0, int pdl=0, int row_elements=-1, Tensor? k_scale=None, Tensor? v_scale=None, "
+                   "int max_ctas=0) -> ()")
 
 _lock = threading.Lock()
 _keep = []  # torch.library.Library objects: dropping one would unregister what it holds
@@ -39,7 +40,7 @@ def _store_fake(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, spl
 
 
 def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
-                   split=0, pdl=0, row_elements=-1):
+                   split=0, pdl=0, row_elements=-1, k_scale=None, v_scale=None, max_ctas=0):
     """Shapes only: the op mutates its destination caches in place and returns nothing."""
     return None
 
@@ -53,9 +54,9 @@ def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, spli
 
 
 def _transfer_cpu(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
-                  split=0, pdl=0, row_elements=-1):
+                  split=0, pdl=0, row_elements=-1, k_scale=None, v_scale=None, max_ctas=0):
     _ops.native().transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots,
-                              split, pdl, row_elements)
+                              split, pdl, row_elements, k_scale, v_scale, max_ctas)
 
 
 def define(torch, ns, cpu_path=True):

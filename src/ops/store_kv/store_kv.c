@@ -257,7 +257,7 @@ kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_store_kv_args 
   kvjit_store_kv_request r;
   kvjit_status st = kvjit_store_kv_validate(ctx, args, &r);
   if (st != KVJIT_OK) return st;
-  return kvjit_op_call(ctx, &kvjit_op_store_kv, r.values, r.batch_class, args->batch, 1, args->stream, &r.params);
+  return kvjit_op_call(ctx, &kvjit_op_store_kv, r.values, r.batch_class, args->batch, 1, 0, args->stream, &r.params);
 }
 
 kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_kv_args *args) {
