@@ -170,8 +170,8 @@ def main():
     candidates.append(("kvjit.store_kv_cache (kvjit._C's keyword C function)", "shipped",
                        lambda: friendly(k, v, kc, vc, loc)))
     native = _ops.native()
-    candidates.append(("kvjit._C.store_kv_cache_op, the op's 12 arguments (METH_FASTCALL + DLPack)", "ext",
-                       lambda: native.store_kv_cache_op(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0)))
+    candidates.append(("kvjit._C.store_kv_cache_op, the op's 13 arguments (METH_FASTCALL + DLPack)", "ext",
+                       lambda: native.store_kv_cache_op(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0)))
     binding_so = os.path.join(build, "bench", "libkvjit_bench_binding.so")
     cbench = ctypes.CDLL(binding_so)
     cbench.kvjit_bench_store_loop.restype = ctypes.c_double
@@ -200,8 +200,9 @@ def main():
     candidates.append(("kvjit_transfer_kv in a C loop, prepared args", "tbound", None))
     candidates.append(("kvjit.transfer_kv (kvjit._C's keyword C function)", "tshipped",
                        lambda: kvjit.transfer_kv(kc, vc, dst_k, dst_v, loc, dst_loc)))
-    candidates.append(("kvjit._C.transfer_kv_op, the op's 11 arguments", "text",
-                       lambda: native.transfer_kv_op(kc, vc, dst_k, dst_v, loc, dst_loc, -1, -1, 0, 0, -1)))
+    candidates.append(("kvjit._C.transfer_kv_op, the op's 14 arguments", "text",
+                       lambda: native.transfer_kv_op(kc, vc, dst_k, dst_v, loc, dst_loc, -1, -1, 0, 0, -1, None, None,
+                                                     0)))
     top = torch.ops.kvjit.transfer_kv.default if gpu else None
     candidates.append(("torch op: torch.ops.kvjit.transfer_kv.default", "top",
                        (lambda: top(kc, vc, dst_k, dst_v, loc, dst_loc)) if gpu else None))

@@ -61,8 +61,10 @@ static void *store_prepare(kvjit_context *ctx, const void *c, const check_world 
   check_launch l = {KVJIT_PDL_AUTO, NULL, 0, 0};
   check_store_args(c, w, &l, &a);
   const store_case *sc = c;
-  /* The reference copies bytes, K and V rows of one size, a multiple of 4 B. */
-  if (a.dtype != KVJIT_DTYPE_BYTES || a.v == NULL || a.v_row_bytes != a.k_row_bytes || a.k_row_bytes % 4) return NULL;
+  /* The reference copies bytes, K and V rows of one size, a multiple of 4 B, into flat caches. */
+  if (a.dtype != KVJIT_DTYPE_BYTES || a.v == NULL || a.v_row_bytes != a.k_row_bytes || a.k_row_bytes % 4 ||
+      a.k_cache_layout != NULL)
+    return NULL;
   store_state *s = calloc(1, sizeof *s);
   if (s == NULL) abort();
   s->split = bench_ref_split(a.k_row_bytes);

@@ -3,9 +3,10 @@
 kvjit.store_kv_cache and kvjit.transfer_kv are the native module's (kvjit._C) own C functions: a
 call costs no Python frame. The module reads the tensors of any framework, applies the one copy
 of the layout rules and calls the library, raising ValueError/TypeError naming the argument or
-kvjit.Error. Keywords left to their defaults cost nothing; any other is normalised here, once
-(store_scalars, transfer_scalars), into the op's arguments. Under torch.compile Dynamo traces
-_torch.py's twins of the two calls instead, which send the same arguments to torch.ops.kvjit.*.
+kvjit.Error. Keywords left to their defaults (or in the spellings of _FAST_CACHE_DTYPE and
+_FAST_LAYOUT) cost nothing; any other is normalised here, once (store_scalars, transfer_scalars),
+into the op's arguments. Under torch.compile Dynamo traces _torch.py's twins of the two calls
+instead, which send the same arguments to torch.ops.kvjit.*.
 """
 
 import ctypes
@@ -105,30 +106,55 @@ def context_handle(context):
     return None if context is None else _context.context_arg(context).handle
 
 
-def store_arguments(num_slots, skip_slot, split, pdl, cache_dtype):
-    """The op's scalar arguments from store_kv_cache()'s keywords."""
+# store_kv_cache's layout= (python/csrc/store_args.h's kvjit_store_layout_kind).
+_LAYOUTS = {"auto": 0, "vllm_paged": 1}
+
+
+def layout_code(layout):
+    """layout: None or "auto" (from the tensors) or "vllm_paged", as the op's int."""
+    if layout is None:
+        return 0
+    code = _LAYOUTS.get(layout) if type(layout) is str else None
+    if code is None:
+        raise ValueError(f"layout: expected None, 'auto' or 'vllm_paged', got {layout!r}")
+    return code
+
+
+def store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout=None):
+    """The op's scalar arguments from store_kv_cache()'s keywords: num_slots, skip_slot, split,
+    pdl (the op's ints before k_scale, v_scale), then cache_dtype and layout (after them)."""
     return (int_arg(num_slots, "num_slots", 1, none=-1), int_arg(skip_slot, "skip_slot", 0, none=-1),
-            int_arg(split, "split", 0, 2**31 - 1), pdl_mode(pdl), cache_dtype_code(cache_dtype))
+            int_arg(split, "split", 0, 2**31 - 1), pdl_mode(pdl), cache_dtype_code(cache_dtype),
+            layout_code(layout))
 
 
-def transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements):
-    """The op's scalar arguments from transfer_kv()'s keywords."""
+def transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale=None, v_scale=None,
+                       max_ctas=0):
+    """The op's arguments after the six tensors, from transfer_kv()'s keywords (max_ctas: its
+    range is the native module's rule, python/csrc/transfer_args.c)."""
     return (int_arg(src_num_slots, "src_num_slots", 1, none=-1), int_arg(dst_num_slots, "dst_num_slots", 1, none=-1),
             int_arg(split, "split", 0, 2**31 - 1), pdl_mode(pdl), int_arg(row_elements, "row_elements", 1, 2**31,
-                                                                          none=-1))
+                                                                          none=-1),
+            k_scale, v_scale, int_arg(max_ctas, "max_ctas", -2**63, 2**63 - 1))
 
 
-def store_scalars(num_slots, skip_slot, split, pdl, cache_dtype, stream, context):
-    """kvjit._C's store_kv_cache, for keywords not all left to their defaults: the op's five ints,
-    the stream handle and the context handle (None: the defaults)."""
-    return (*store_arguments(num_slots, skip_slot, split, pdl, cache_dtype), stream_handle(stream),
+# The canonical spellings of cache_dtype= and layout=, which kvjit._C maps without normalising: an
+# fp8 or a laid-out store skips store_arguments() (0.4-0.8 us); any other spelling takes the long way.
+_FAST_CACHE_DTYPE = {"fp8_e4m3": _lib.DTYPE_FP8_E4M3, "fp8_e5m2": _lib.DTYPE_FP8_E5M2}
+_FAST_LAYOUT = {"vllm_paged": 1}
+
+
+def store_scalars(num_slots, skip_slot, split, pdl, cache_dtype, layout, stream, context):
+    """kvjit._C's store_kv_cache, for keywords it does not map itself: the op's six ints, the
+    stream handle and the context handle (None: the defaults)."""
+    return (*store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout), stream_handle(stream),
             context_handle(context))
 
 
-def transfer_scalars(src_num_slots, dst_num_slots, split, pdl, row_elements, stream, context):
-    """As store_scalars, for transfer_kv."""
-    return (*transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements), stream_handle(stream),
-            context_handle(context))
+def transfer_scalars(src_num_slots, dst_num_slots, split, pdl, row_elements, max_ctas, stream, context):
+    """As store_scalars, for transfer_kv (its scales are tensors, read by kvjit._C)."""
+    n = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, None, None, max_ctas)
+    return (*n[:5], n[7], stream_handle(stream), context_handle(context))
 
 
 # ---- the native module ---------------------------------------------------------------------------
@@ -164,7 +190,7 @@ def native():
             loader.exec_module(module)
             module.init(lib.path, _context.default_context().handle,
                         lambda status, name, message: _lib.error_for(status, message, name), store_scalars,
-                        transfer_scalars)
+                        transfer_scalars, _FAST_CACHE_DTYPE, _FAST_LAYOUT)
             _native = module
     return _native
 
@@ -187,21 +213,22 @@ def entry_point(name):
 
 
 def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip_slot=None, split=0, pdl="auto",
-            k_scale=None, v_scale=None, cache_dtype=None, stream=None, context=None):
+            k_scale=None, v_scale=None, cache_dtype=None, layout=None, stream=None, context=None):
     """Load the kernel :func:`store_kv_cache` uses for these arguments, without launching: call it
     before CUDA graph capture. ``batch``: None for k's batch, another size for its size class, 0
     for every size class. Pointers are not dereferenced, but their alignment counts."""
-    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
+    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout)
     batch = int_arg(batch, "batch", 0, none=-1)
-    native().store_kv_cache_prepare(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, scalars[4],
+    native().store_kv_cache_prepare(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:],
                                     stream_handle(stream), context_handle(context), None if batch < 0 else batch)
 
 
 def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, batch=None, src_num_slots=None,
-                        dst_num_slots=None, split=0, pdl="auto", row_elements=None, stream=None, context=None):
+                        dst_num_slots=None, split=0, pdl="auto", row_elements=None, k_scale=None, v_scale=None,
+                        max_ctas=0, stream=None, context=None):
     """Load the kernel :func:`transfer_kv` uses for these arguments without launching (before CUDA
     graph capture). ``batch``: None for the indices' batch, 0 for every size class."""
-    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements)
+    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas)
     batch = int_arg(batch, "batch", 0, none=-1)
     native().transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars,
                                  stream_handle(stream), context_handle(context), None if batch < 0 else batch)
@@ -209,12 +236,18 @@ def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *,
 
 def store_kv_args(k, v, k_cache, v_cache, indices, **keywords):
     """The kvjit_store_kv_args the rules make of these arguments (a _lib.StoreKvArgs), without
-    calling the library: what tests and benchmarks read."""
+    calling the library: what tests and benchmarks read. Its ``k_layout`` and ``v_layout`` are
+    the caches' inferred layouts (_lib.Layout), or None for flat caches."""
     scalars = store_arguments(keywords.get("num_slots"), keywords.get("skip_slot"), keywords.get("split", 0),
-                              keywords.get("pdl", "auto"), keywords.get("cache_dtype"))
+                              keywords.get("pdl", "auto"), keywords.get("cache_dtype"), keywords.get("layout"))
     raw = native().store_kv_args(k, v, k_cache, v_cache, indices, *scalars[:4], keywords.get("k_scale"),
-                                 keywords.get("v_scale"), scalars[4], stream_handle(keywords.get("stream")))
-    return _lib.StoreKvArgs.from_buffer_copy(raw)
+                                 keywords.get("v_scale"), *scalars[4:], stream_handle(keywords.get("stream")))
+    args = _lib.StoreKvArgs.from_buffer_copy(raw)
+    layouts = raw[ctypes.sizeof(_lib.StoreKvArgs):]
+    size = ctypes.sizeof(_lib.Layout)
+    args.k_layout = _lib.Layout.from_buffer_copy(layouts[:size]) if args.k_cache_layout else None
+    args.v_layout = _lib.Layout.from_buffer_copy(layouts[size:2 * size]) if args.v_cache_layout else None
+    return args
 
 
 # ---- every layer in one launch (tables of layer pointers) -------------------------------------------
@@ -250,12 +283,14 @@ def _indices(name, d, batch):
 
 def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_indices, dst_indices, *, k_row_bytes,
                            v_row_bytes=None, src_stride=None, dst_stride=None, src_num_slots, dst_num_slots,
-                           src="device", dst="host", split=0, pdl="auto", stream=None, context=None, prepare=False):
+                           src="device", dst="host", split=0, pdl="auto", max_ctas=0, stream=None, context=None,
+                           prepare=False):
     """Every layer in one launch: the ``*_ptrs`` are ``[L]`` int64 CUDA tensors holding each
     layer's cache pointer (a layer's caches are not visible here, so rows, strides in bytes, slot
     counts and the sides, "device" or "host", are given). A NULL or misaligned layer pointer is
     skipped and counted. ``src_v_ptrs`` and ``dst_v_ptrs`` may both be None (K only).
-    ``prepare=True`` loads without launching."""
+    ``max_ctas`` as for :func:`transfer_kv` (checked by the library). ``prepare=True`` loads
+    without launching."""
     ctx = _context.context_arg(context)
     skd = _table("src_k_ptrs", src_k_ptrs, None)
     layers = skd[1][0]
@@ -290,7 +325,8 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
         index_type, src_index_stride, dst_index_stride, b, k_row_bytes, v_row_bytes, src_stride,
         src_stride if svd is not None else 0, dst_stride, dst_stride if svd is not None else 0, src_num_slots,
         dst_num_slots, layers, _LOCATIONS[src], _LOCATIONS[dst], split, pdl_mode(pdl),
-        skd[7] if handle is None else handle)
+        skd[7] if handle is None else handle, _lib.DTYPE_BYTES, _lib.DTYPE_BYTES, _lib.SCALE_NONE, 0, 0, 0,
+        int_arg(max_ctas, "max_ctas", -2**31, 2**31 - 1), 0, 0, 0, 0)
     ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_prepare" if prepare else "kvjit_transfer_kv"](ctx.handle, args))
 
 
@@ -298,6 +334,7 @@ def transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, **key
     """The kvjit_transfer_kv_args the rules make of these arguments (bytes, _lib.TRANSFER_KV_PACKER's
     layout), without calling the library."""
     scalars = transfer_arguments(keywords.get("src_num_slots"), keywords.get("dst_num_slots"),
-                                 keywords.get("split", 0), keywords.get("pdl", "auto"), keywords.get("row_elements"))
+                                 keywords.get("split", 0), keywords.get("pdl", "auto"), keywords.get("row_elements"),
+                                 keywords.get("k_scale"), keywords.get("v_scale"), keywords.get("max_ctas", 0))
     return native().transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars,
                                      stream_handle(keywords.get("stream")))

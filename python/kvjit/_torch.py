@@ -27,10 +27,11 @@ from . import _ops
 NAMESPACE = "kvjit"
 STORE_SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v_cache, Tensor indices, "
                 "int num_slots=-1, int skip_slot=-1, int split=0, int pdl=0, Tensor? k_scale=None, "
-                "Tensor? v_scale=None, int cache_dtype=0) -> ()")
+                "Tensor? v_scale=None, int cache_dtype=0, int layout=0) -> ()")
 TRANSFER_SCHEMA = ("transfer_kv(Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, "
                    "Tensor src_indices, Tensor dst_indices, int src_num_slots=-1, int dst_num_slots=-1, "
-                   "int split=0, int pdl=0, int row_elements=-1) -> ()")
+                   "int split=0, int pdl=0, int row_elements=-1, Tensor? k_scale=None, Tensor? v_scale=None, "
+                   "int max_ctas=0) -> ()")
 
 _lock = threading.Lock()
 _keep = []  # torch.library.Library objects: dropping one would unregister what it holds
@@ -42,13 +43,13 @@ _compile_rule = False  # the rule installed
 
 
 def _store_fake(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None,
-                v_scale=None, cache_dtype=0):
+                v_scale=None, cache_dtype=0, layout=0):
     """Shapes only: the op mutates its caches in place and returns nothing."""
     return None
 
 
 def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
-                   split=0, pdl=0, row_elements=-1):
+                   split=0, pdl=0, row_elements=-1, k_scale=None, v_scale=None, max_ctas=0):
     """Shapes only: the op mutates its destination caches in place and returns nothing."""
     return None
 
@@ -56,15 +57,15 @@ def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num
 # The CPU path: the native module with every argument (the dispatcher leaves out trailing ones
 # that equal their defaults when it calls a Python kernel).
 def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None,
-               v_scale=None, cache_dtype=0):
+               v_scale=None, cache_dtype=0, layout=0):
     _ops.native().store_kv_cache_op(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
-                                    v_scale, cache_dtype)
+                                    v_scale, cache_dtype, layout)
 
 
 def _transfer_cpu(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,
-                  split=0, pdl=0, row_elements=-1):
+                  split=0, pdl=0, row_elements=-1, k_scale=None, v_scale=None, max_ctas=0):
     _ops.native().transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
-                                 dst_num_slots, split, pdl, row_elements)
+                                 dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas)
 
 
 def define(torch, ns, cpu_path=True):
@@ -124,20 +125,22 @@ def register():
 
 
 def _traceable_store(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
-                     k_scale=None, v_scale=None, cache_dtype=None, stream=None, context=None):
+                     k_scale=None, v_scale=None, cache_dtype=None, layout=None, stream=None, context=None):
     """kvjit.store_kv_cache as Dynamo traces it: the op, unless stream or context is given (a
     graph break then, into the op-argument C call)."""
-    n = _ops.store_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
+    n = _ops.store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout)
     if stream is None and context is None:
-        return store_op(k, v, k_cache, v_cache, indices, n[0], n[1], n[2], n[3], k_scale, v_scale, n[4])
+        return store_op(k, v, k_cache, v_cache, indices, n[0], n[1], n[2], n[3], k_scale, v_scale, n[4], n[5])
     return _ops.native().store_kv_cache_op(k, v, k_cache, v_cache, indices, n[0], n[1], n[2], n[3], k_scale,
-                                           v_scale, n[4], _ops.stream_handle(stream), _ops.context_handle(context))
+                                           v_scale, n[4], n[5], _ops.stream_handle(stream),
+                                           _ops.context_handle(context))
 
 
 def _traceable_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num_slots=None,
-                        dst_num_slots=None, split=0, pdl="auto", row_elements=None, stream=None, context=None):
+                        dst_num_slots=None, split=0, pdl="auto", row_elements=None, k_scale=None, v_scale=None,
+                        max_ctas=0, stream=None, context=None):
     """kvjit.transfer_kv as Dynamo traces it (as _traceable_store)."""
-    n = _ops.transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements)
+    n = _ops.transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas)
     if stream is None and context is None:
         return transfer_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *n)
     return _ops.native().transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *n,

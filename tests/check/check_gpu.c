@@ -6,6 +6,7 @@
  *   KVJIT_TEST_QUICK=1 check_gpu   a deterministic sample (about one case in CHECK_QUICK_EVERY,
  *                                  the same on every machine), or --quick
  *   check_gpu --op transfer_kv     one op;  --case N: case N of it alone (what a failure prints)
+ *   check_gpu --group layout       the cases whose description starts with that group's name
  *   check_gpu --list [--quick]     the cases and their parameters, no GPU needed; --count: per op
  *                                  (and fails when an op of the library has no family here)
  *
@@ -26,6 +27,7 @@
 
 typedef struct options {
   const char *op;   /* NULL: every op */
+  const char *group; /* NULL: every group */
   long long index;  /* -1: every selected case */
   int quick, list, count;
   const char *program;
@@ -38,7 +40,7 @@ static double now_s(void) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: check_gpu [--op NAME] [--case N] [--quick | --full] [--list | --count]\n"
+  fprintf(f, "usage: check_gpu [--op NAME] [--case N] [--group NAME] [--quick | --full] [--list | --count]\n"
              "  ops:");
   for (size_t i = 0; i < check_num_ops; i++) fprintf(f, " %s", check_ops[i]->name);
   fprintf(f, "\n  KVJIT_TEST_QUICK=1 is --quick\n");
@@ -60,6 +62,8 @@ static int parse(int argc, char **argv, options *o) {
         fprintf(stderr, "check_gpu: --case: not a case number: \"%s\"\n", argv[i]);
         return 2;
       }
+    } else if (strcmp(argv[i], "--group") == 0 && i + 1 < argc) {
+      o->group = argv[++i];
     } else if (strcmp(argv[i], "--quick") == 0) {
       o->quick = 1;
     } else if (strcmp(argv[i], "--full") == 0) {
@@ -105,8 +109,19 @@ static size_t select_cases(const check_op *op, const options *o, size_t **out) {
   if (o->index >= 0) {
     if ((size_t)o->index < total) idx[n++] = (size_t)o->index;
   } else {
-    for (size_t i = 0; i < total; i++)
-      if (!o->quick || in_quick(op, i)) idx[n++] = i;
+    void *c = o->group ? malloc(op->case_size) : NULL;
+    char what[640];
+    const size_t glen = o->group ? strlen(o->group) : 0;
+    for (size_t i = 0; i < total; i++) {
+      if (o->quick && !in_quick(op, i)) continue;
+      if (o->group) { /* a case's description starts with its group's name */
+        op->get(i, c);
+        op->describe(c, what, sizeof what);
+        if (strncmp(what, o->group, glen) != 0 || (what[glen] != ' ' && what[glen] != '\0')) continue;
+      }
+      idx[n++] = i;
+    }
+    free(c);
   }
   *out = idx;
   return n;

@@ -33,6 +33,10 @@ typedef struct store_case {
   store_data data;
   int soft;                             /* the integer fp8 conversion (GPUs before sm_89), forced: check_store_soft.c */
   int chain;                            /* two stores, the second reading what the first wrote (PDL's order) */
+  /* a laid-out cache (tests/test_layouts.h), when layout > 0: kind layout - 1 of heads x head_dim
+   * elements, block_size slots per page; the cache pads and offsets then apply to its bases */
+  int layout;
+  int64_t heads_l, head_dim, block_size;
 } store_case;
 
 /** A plain copy of @p batch rows of @p row bytes, int64 ids, every other field at its default. */
@@ -41,6 +45,9 @@ store_case store_case_plain(const char *group, int64_t batch, int64_t row);
 /** The case space (check_store_cases.c). */
 size_t store_case_count(void);
 void store_case_get(size_t index, void *c);
+
+/** Source element @p p of dtype @p d (f16, bf16, f32) as fp32 (exact): what a quantizing store converts. */
+float check_store_source_value(kvjit_dtype d, const unsigned char *p);
 
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
