@@ -414,7 +414,7 @@ def test_entry_points_are_c_functions_that_bind_like_python():
         assert type(fn).__name__ == "builtin_function_or_method" and fn.__module__ == "kvjit", fn
     assert list(inspect.signature(kvjit.store_kv_cache).parameters) == [
         "k", "v", "k_cache", "v_cache", "indices", "num_slots", "skip_slot", "split", "pdl", "k_scale", "v_scale",
-        "cache_dtype", "stream", "context"]
+        "cache_dtype", "layout", "stream", "context"]
     assert "store_kv_cache" in dir(kvjit) and "transfer_kv" in dir(kvjit)
     t = tensors(batch=0)
     args = [t["k"], t["v"], t["k_cache"], t["v_cache"], t["indices"]]
