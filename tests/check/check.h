@@ -109,6 +109,9 @@ typedef struct check_op {
    *  the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch of the cell. */
   int bench_max_launches;
   int bench_launches_measured;
+  /** 1 for the cells whose host cost the driver also measures (the whole eager call against a raw
+   *  cuLaunchKernelEx of the kernel it launched); NULL: none. */
+  int (*bench_host_cost)(const void *c);
 } check_op;
 
 /** The table of ops (check_ops.c). */

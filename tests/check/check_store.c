@@ -303,6 +303,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
   const store_case *c = cv;
   kvjit_store_kv_args a = KVJIT_STORE_KV_ARGS_INIT;
   const int64_t set = w->sets > 1 ? l->step % w->sets : 0, first = set * c->batch; /* the set's first item */
+  const int64_t first_in = c->hot_inputs ? 0 : first;                                /* the rows it reads */
   a.batch = c->batch;
   a.num_slots = num_slots(c);
   a.pdl = l->pdl;
@@ -317,7 +318,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.indices = check_ptr(w, w->ids[second ? B_IDX2 : B_IDX]);
     a.k_row_bytes = c->k_row;
   } else {
-    a.k = (const char *)check_ptr(w, w->ids[B_K]) + first * (c->k_row + c->k_pad);
+    a.k = (const char *)check_ptr(w, w->ids[B_K]) + first_in * (c->k_row + c->k_pad);
     a.k_cache = check_ptr(w, w->ids[B_KC]);
     a.indices = (const char *)check_ptr(w, w->ids[B_IDX]) + (size_t)(first * c->index_stride) * id_bytes(c);
     a.index_type = c->index_type;
@@ -326,7 +327,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.k_stride = c->k_row + c->k_pad;
     a.k_cache_stride = cache_row(c, c->k_row) + c->kc_pad;
     if (c->v_row > 0) {
-      a.v = (const char *)check_ptr(w, w->ids[B_V]) + first * (c->v_row + c->v_pad);
+      a.v = (const char *)check_ptr(w, w->ids[B_V]) + first_in * (c->v_row + c->v_pad);
       a.v_cache = check_ptr(w, w->ids[B_VC]);
       a.v_row_bytes = c->v_row;
       a.v_stride = c->v_row + c->v_pad;
@@ -358,9 +359,10 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const store_case *c = cv;
-  snprintf(out, capacity, "%lld,%lld,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
+  snprintf(out, capacity, "%lld,%lld,%s,%s,%s%s,%s", (long long)c->k_row, (long long)c->batch,
            c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->common.pdl == KVJIT_PDL_OFF ? "off" : "on",
-           quantizing(c) ? "bf16>fp8_e4m3" : "bytes");
+           quantizing(c) ? "bf16>fp8_e4m3" : "bytes", c->scale == KVJIT_SCALE_PER_HEAD ? "/head" : "",
+           c->hot_inputs ? "hot" : "dram");
 }
 
 /* Each K and V row read once and written once (a quantized row is written at its cache size). */
@@ -378,6 +380,12 @@ static int bench_sets(const void *cv, int launches) {
   return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
 }
 
+/* bench_store's host-cost cell: a decode store of 1024 B rows, int64 ids, PDL on and off. */
+static int bench_host_cost(const void *cv) {
+  const store_case *c = cv;
+  return !quantizing(c) && !c->hot_inputs && c->k_row == 1024 && c->batch == 1 && c->index_type == KVJIT_INDEX_INT64;
+}
+
 const check_op check_store_op = {
     .name = "store_kv_cache",
     .case_size = sizeof(store_case),
@@ -390,8 +398,9 @@ const check_op check_store_op = {
     .launch = launch,
     .bench_count = store_bench_count,
     .bench_get = store_bench_get,
-    .bench_columns = "row_bytes,batch,index,pdl,dtype",
+    .bench_columns = "row_bytes,batch,index,pdl,dtype,inputs",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,
+    .bench_host_cost = bench_host_cost,
 };

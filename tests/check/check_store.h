@@ -33,6 +33,7 @@ typedef struct store_case {
   store_data data;
   int soft;                             /* the integer fp8 conversion (GPUs before sm_89), forced: check_store_soft.c */
   int chain;                            /* two stores, the second reading what the first wrote (PDL's order) */
+  int hot_inputs;                       /* bench: every launch reads input set 0 (L2-hot); ids still rotate */
 } store_case;
 
 /** A plain copy of @p batch rows of @p row bytes, int64 ids, every other field at its default. */
@@ -45,8 +46,8 @@ void store_case_get(size_t index, void *c);
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
 
-/** The bench driver's cells: rows x batches x index x PDL, plain copies and quantizing
- *  (check_store_cases.c). */
+/** The bench driver's cells: rows x batches x index x PDL, plain copies (inputs from DRAM, and
+ *  decode cells with L2-hot inputs) and quantizing (check_store_cases.c). */
 size_t store_bench_count(void);
 void store_bench_get(size_t index, void *c, int timing);
 

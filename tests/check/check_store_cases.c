@@ -375,30 +375,46 @@ void store_case_get(size_t index, void *out) {
 
 /* ---- the bench driver's cells --------------------------------------------------------------------- */
 
-/* bench_store's grid (rows 128..8192 B x batch 1..65536 x int32/int64 x PDL on/off) and
- * bench_fp8's (bf16 rows of 128..8192 B quantized to e4m3 with a per-tensor scale, int64, PDL on).
+/* bench_store's grid (rows 128..8192 B x batch 1..65536 x int32/int64 x PDL on/off), its decode
+ * cells with L2-hot inputs (batch 1 and 16, int64, PDL on: every launch reads the same rows, the
+ * slots still rotate) and bench_fp8's (bf16 rows of 128..8192 B quantized to e4m3 with a
+ * per-tensor and a per-head scale of 64-element heads, int64, PDL on, at both benches' batches).
  * As timed, 2 GiB / row slots per K and V cache, as the benchmarks of record had them (slots spread
  * over DRAM); checked first with small caches. */
 static const int64_t bench_rows[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 static const int64_t bench_batches[] = {1, 16, 128, 1024, 8192, 65536};
-enum { BENCH_CELLS = COUNT(bench_rows) * COUNT(bench_batches), BENCH_PLAIN = BENCH_CELLS * 4, BENCH_FP8 = BENCH_CELLS };
+static const int64_t hot_batches[] = {1, 16};
+static const int64_t fp8_batches[] = {1, 16, 128, 256, 1024, 4096, 8192, 65536};
+enum {
+  BENCH_ROWS = COUNT(bench_rows),
+  BENCH_PLAIN = BENCH_ROWS * COUNT(bench_batches) * 4,
+  BENCH_HOT = BENCH_ROWS * COUNT(hot_batches),
+  BENCH_FP8 = BENCH_ROWS * COUNT(fp8_batches) * 2,
+};
 
-size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_FP8; }
+size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_HOT + BENCH_FP8; }
 
 void store_bench_get(size_t i, void *out, int timing) {
   store_case *c = out;
-  int quant = i >= BENCH_PLAIN;
-  size_t k = quant ? i - BENCH_PLAIN : i;
-  size_t cell = quant ? k : k / 4;
-  int64_t row = bench_rows[cell / COUNT(bench_batches)], batch = bench_batches[cell % COUNT(bench_batches)];
-  *c = store_case_plain(quant ? "bench_fp8" : "bench", batch, row);
-  c->index_type = quant || (k / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
-  c->common.pdl = quant || k % 2 == 0 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
-  if (quant) {
+  if (i < BENCH_PLAIN) {
+    const size_t cell = i / 4;
+    *c = store_case_plain("bench", bench_batches[cell % COUNT(bench_batches)], bench_rows[cell / COUNT(bench_batches)]);
+    c->index_type = (i / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
+    c->common.pdl = i % 2 == 0 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
+  } else if (i < BENCH_PLAIN + BENCH_HOT) {
+    const size_t k = i - BENCH_PLAIN;
+    *c = store_case_plain("bench_hot", hot_batches[k % COUNT(hot_batches)], bench_rows[k / COUNT(hot_batches)]);
+    c->common.pdl = KVJIT_PDL_ON;
+    c->hot_inputs = 1;
+  } else {
+    const size_t k = i - BENCH_PLAIN - BENCH_HOT, cell = k / 2;
+    const int64_t row = bench_rows[cell / COUNT(fp8_batches)];
+    *c = store_case_plain("bench_fp8", fp8_batches[cell % COUNT(fp8_batches)], row);
+    c->common.pdl = KVJIT_PDL_ON;
     c->dtype = KVJIT_DTYPE_BF16;
     c->cache_dtype = KVJIT_DTYPE_FP8_E4M3;
-    c->scale = KVJIT_SCALE_PER_TENSOR;
-    c->heads = 8;
+    c->scale = k % 2 ? KVJIT_SCALE_PER_HEAD : KVJIT_SCALE_PER_TENSOR;
+    c->heads = k % 2 ? row / 2 / 64 : 8; /* bench_fp8's heads: 64 elements each */
   }
-  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)row) - batch; /* both benches: 2 GiB / source row */
+  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)c->k_row) - c->batch; /* 2 GiB / source row */
 }

@@ -13,21 +13,6 @@
 
 #include "check_transfer.h"
 
-typedef struct transfer_case {
-  check_common common;
-  const char *group;
-  int64_t batch;
-  int64_t k_row, v_row;         /* v_row 0: K only */
-  int64_t src_pad, dst_pad;     /* slot stride = row + pad, both tensors */
-  int64_t src_slots, dst_slots;
-  int64_t src_index_stride, dst_index_stride;
-  int layers;                   /* 0: one layer; N: tables of N */
-  kvjit_location src, dst;
-  kvjit_index_type index_type;
-  int split;
-  int bad;                      /* padding and out-of-range ids mixed in */
-  int bad_layer;                /* tables: the layer whose dst_k entry is NULL (-1: none) */
-} transfer_case;
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -353,31 +338,49 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 /* ---- the bench driver's cells: bench_transfer's grid ----------------------------------------------- */
 
 /* Rows 512..16384 B x batch 64..65536 x device->device, device->host, host->device; one layer,
- * int64 ids, PDL automatic; 131072 slots on both sides (twice the largest batch). */
+ * int64 ids, PDL automatic; 131072 slots on both sides (twice the largest batch). Then
+ * bench_transfer --layers 8's cells: 8 layers through pointer tables, rows 2048 and 4096 B x batch
+ * 1024..16384, 32768 slots per layer. */
 static const int64_t bench_rows[] = {512, 2048, 4096, 16384};
 static const int64_t bench_batches[] = {64, 1024, 4096, 16384, 65536};
-enum { BENCH_DIRS = 3 };
+static const int64_t layers_rows[] = {2048, 4096};
+static const int64_t layers_batches[] = {1024, 4096, 16384};
+enum {
+  BENCH_DIRS = 3,
+  BENCH_ONE = COUNT(bench_rows) * COUNT(bench_batches) * BENCH_DIRS,
+  BENCH_LAYERS = COUNT(layers_rows) * COUNT(layers_batches) * BENCH_DIRS,
+  BENCH_TABLE_LAYERS = 8,
+};
 
-static size_t bench_count(void) { return COUNT(bench_rows) * COUNT(bench_batches) * BENCH_DIRS; }
+static size_t bench_count(void) { return BENCH_ONE + BENCH_LAYERS; }
 
 static void bench_get(size_t i, void *out, int timing) {
   transfer_case *c = out;
-  size_t cells = COUNT(bench_rows) * COUNT(bench_batches);
-  int dir = (int)(i / cells);
-  *c = base("bench", bench_batches[i % COUNT(bench_batches)], bench_rows[(i % cells) / COUNT(bench_batches)], dir);
-  c->src_slots = c->dst_slots = timing ? 2 * 65536 : c->batch + c->batch / 3 + 5;
+  if (i < BENCH_ONE) {
+    size_t cells = COUNT(bench_rows) * COUNT(bench_batches);
+    int dir = (int)(i / cells);
+    *c = base("bench", bench_batches[i % COUNT(bench_batches)], bench_rows[(i % cells) / COUNT(bench_batches)], dir);
+    c->src_slots = c->dst_slots = timing ? 2 * 65536 : c->batch + c->batch / 3 + 5;
+    return;
+  }
+  size_t k = i - BENCH_ONE, cells = COUNT(layers_rows) * COUNT(layers_batches);
+  *c = base("bench_layers", layers_batches[k % COUNT(layers_batches)], layers_rows[(k % cells) / COUNT(layers_batches)],
+            (int)(k / cells));
+  c->layers = BENCH_TABLE_LAYERS;
+  c->src_slots = c->dst_slots = timing ? 2 * 16384 : c->batch + c->batch / 3 + 5;
 }
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const transfer_case *c = cv;
-  snprintf(out, capacity, "%s2%s,%lld,%lld", c->src == KVJIT_LOCATION_HOST ? "h" : "d",
-           c->dst == KVJIT_LOCATION_HOST ? "h" : "d", (long long)c->k_row, (long long)c->batch);
+  snprintf(out, capacity, "%s2%s,%lld,%lld,%d", c->src == KVJIT_LOCATION_HOST ? "h" : "d",
+           c->dst == KVJIT_LOCATION_HOST ? "h" : "d", (long long)c->k_row, (long long)c->batch,
+           c->layers > 0 ? c->layers : 1);
 }
 
 /* Each K and V row read once and written once. */
 static double bench_bytes(const void *cv) {
   const transfer_case *c = cv;
-  return 2.0 * (double)c->batch * (double)(c->k_row + c->v_row);
+  return 2.0 * (double)c->batch * (double)(c->k_row + c->v_row) * (c->layers > 0 ? c->layers : 1);
 }
 
 /* Ids rotate through permutations of the slots (distinct within a set and across sets). */
@@ -399,7 +402,7 @@ const check_op check_transfer_op = {
     .launch = launch,
     .bench_count = bench_count,
     .bench_get = bench_get,
-    .bench_columns = "direction,row_bytes,batch",
+    .bench_columns = "direction,row_bytes,batch,layers",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,
