@@ -29,6 +29,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--md-append", help="append the table to this Markdown file")
     ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--csv", help="write every timing here (bf16 row bytes, batch, impl, µs; peer_rows.py reads it)")
     opt = ap.parse_args()
     t0 = time.monotonic()
     dev = torch.device("cuda")
@@ -45,6 +46,7 @@ def main():
              "| heads × dim | bf16 row B | batch | PyTorch µs | kvjit µs | kvjit / PyTorch | check |",
              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     failures = 0
+    timings = []
     k_scale = torch.tensor([0.37], dtype=torch.float32, device=dev)
     v_scale = torch.tensor([1.9], dtype=torch.float32, device=dev)
     for heads, dim in shapes:
@@ -84,14 +86,22 @@ def main():
             ok = torch.equal(got[0], k_cache[locs[0]].view(torch.uint8)) and \
                 torch.equal(got[1], v_cache[locs[0]].view(torch.uint8))
             failures += not ok
-            t_torch = time_graph(torch_op, n, opt.reps)[0]  # (median, min, max)
-            t_kvjit = time_graph(kvjit_op, n, opt.reps)[0]
+            s_torch = time_graph(torch_op, n, opt.reps)  # (median, min, max)
+            s_kvjit = time_graph(kvjit_op, n, opt.reps)
+            t_torch, t_kvjit = s_torch[0], s_kvjit[0]
+            for name, st in (("torch_div_cast_index_put", s_torch), ("kvjit_python", s_kvjit)):
+                timings.append((row * 2, batch, name, n, opt.reps, st[0], st[1], st[2], "ok" if ok else "FAIL"))
             lines.append(f"| {heads} × {dim} | {row * 2} | {batch} | {t_torch:.2f} | {t_kvjit:.2f} | "
                          f"{t_kvjit / t_torch:.3f} | {'ok' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
         del k_cache, v_cache, k_pool, v_pool
         torch.cuda.empty_cache()
     lines.append(f"\nchecks failed: {failures}; {time.monotonic() - t0:.1f} s\n")
+    if opt.csv:
+        with open(opt.csv, "w") as f:
+            f.write("row_bytes,batch,impl,launches,reps,us_median,us_min,us_max,check\n")
+            for t in timings:
+                f.write("%d,%d,%s,%d,%d,%.4f,%.4f,%.4f,%s\n" % t)
     report("\n".join(lines), opt.md_append)
     return 1 if failures else 0
 
