@@ -2,7 +2,9 @@
 # --hot-inputs run, bench_fp8, bench_transfer and its --layers run) and the driver (bench_ops) on
 # the same cells, one after the other in one run on one GPU, then ops_rows.py compare: every old
 # cell must be in the driver's rows, and new / old of each median is listed (issue 28: within 3 %).
-# Writes $OUT/old/*.csv, $OUT/new/*/OP.csv and $OUT/compare.md. Uses BUILD, OUT, HERE, LOG, cap, say.
+# Then, with what is left, the PyTorch peers (quick) joined to the driver's CSVs and the tables
+# (ops_rows.py torch, ops_table.py): the whole path of run_gpu.sh on these cells.
+# Writes $OUT/old/*.csv, $OUT/new/*/OP.csv (+ .md) and $OUT/compare.md. Uses BUILD, OUT, HERE, LOG, cap, say.
 
 OLD="$OUT/old"
 mkdir -p "$OLD"
@@ -56,3 +58,17 @@ python3 "$HERE/ops_rows.py" compare "${NEW[@]}" --store "$OLD/store.csv" --hot "
   --transfer "$OLD/transfer.csv" --layers "$OLD/layers.csv" > "$OUT/compare.md" 2>&1
 echo "ops_rows compare exit: $?" | tee -a "$LOG"
 cat "$OUT/compare.md"
+
+step "torch_peer.py --quick" 40 40 python3 "$HERE/torch_peer.py" --lib "$KVJIT_LIB" --quick --csv "$OUT/torch.csv" \
+  --deadline 30
+step "torch_fp8_peer.py --quick" 30 15 env PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}" \
+  python3 "$HERE/torch_fp8_peer.py" --quick --csv "$OUT/torch_fp8.csv"
+step "torch_transfer_peer.py --quick" 15 0 python3 "$HERE/torch_transfer_peer.py" --quick \
+  --csv "$OUT/torch_transfer.csv" --deadline 10
+python3 "$HERE/ops_rows.py" torch "$OUT/new/store" --store "$OUT/torch.csv" 2>&1 | tee -a "$LOG"
+python3 "$HERE/ops_rows.py" torch "$OUT/new/fp8" --fp8 "$OUT/torch_fp8.csv" 2>&1 | tee -a "$LOG"
+python3 "$HERE/ops_rows.py" torch "$OUT/new/transfer" --transfer "$OUT/torch_transfer.csv" 2>&1 | tee -a "$LOG"
+for f in "${NEW[@]}"; do
+  python3 "$HERE/ops_table.py" "$f" --md "${f%.csv}.md" --title "$GPU_TITLE" 2>&1 | tee -a "$LOG"
+done
+sed -n '/^## Host cost/,/^## Cells/p' "$OUT/new/store/store_kv_cache.md" 2>/dev/null

@@ -12,6 +12,7 @@ the one before wrote. Before timing, both write launch 0 and the caches are comp
 (values stay inside the fp8 range, where PyTorch's cast and kvjit's saturating one agree).
 
 usage: PYTHONPATH=python KVJIT_LIB=build/src/libkvjit.so python3 bench/torch_fp8_peer.py [--md-append f.md]
+       [--csv f.csv] [--quick]
 """
 import argparse
 import sys
@@ -29,6 +30,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--md-append", help="append the table to this Markdown file")
     ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--quick", action="store_true", help="batches 1, 16, 65536 only")
     ap.add_argument("--csv", help="write every timing here (bf16 row bytes, batch, impl, µs; peer_rows.py reads it)")
     opt = ap.parse_args()
     t0 = time.monotonic()
@@ -37,7 +39,7 @@ def main():
     print(f"torch_fp8_peer: torch {torch.__version__} on {torch.cuda.get_device_name(dev)}, "
           f"kvjit {kvjit.version()} from {kvjit.library_path()}")
     shapes = [(1, 128), (8, 128), (8, 512)]  # (KV heads, head dim): bf16 rows of 256, 2048, 8192 B
-    batches = [1, 16, 256, 4096, 65536]
+    batches = [1, 16, 65536] if opt.quick else [1, 16, 256, 4096, 65536]
     gen = torch.Generator(device=dev)
     gen.manual_seed(7)
     lines = ["", "## Quantize on store vs PyTorch (torch_fp8_peer.py, same process, CUDA graph, µs per store)", "",
