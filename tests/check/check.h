@@ -112,6 +112,13 @@ typedef struct check_op {
   /** 1 for the cells whose host cost the driver also measures (the whole eager call against a raw
    *  cuLaunchKernelEx of the kernel it launched); NULL: none. */
   int (*bench_host_cost)(const void *c);
+  /* The variant space from the op's field table (check/check_space.h): its cases of group "fields". */
+  /** The op's space: check_space_get() with the op's bases; *dropped as there (may be NULL). */
+  size_t (*space)(const kvjit_variant **out, size_t *dropped);
+  /** The case of variant @p v (@p index picks its batch among a few of every class). */
+  void (*from_variant)(const kvjit_variant *v, size_t index, void *c);
+  /** The variant case @p c uses with its own PDL mode, arch 0, canonical. @return 0 when it has none. */
+  int (*to_variant)(const void *c, kvjit_variant *out);
 } check_op;
 
 /** The table of ops (check_ops.c). */

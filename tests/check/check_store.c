@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_space.h"
 #include "check_store.h"
 #include "fp8_ref.h"
 
@@ -51,13 +52,21 @@ static void describe(const void *cv, char *out, size_t cap) {
 }
 
 /* The widest access (<= 16 B) every pointer and stride allows: what the call will key on. */
-static int vector_bytes(const store_case *c) {
-  const int64_t parts[] = {c->k_off, c->v_off, c->kc_off, c->vc_off, c->k_row, c->v_row,
-                           c->k_row + c->k_pad, c->v_row + c->v_pad, c->k_row + c->kc_pad, c->v_row + c->vc_pad};
+static int widest(const int64_t *parts, size_t n) {
   int vec = 16;
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+  for (size_t i = 0; i < n; i++)
     while (vec > 1 && parts[i] % vec != 0) vec /= 2;
   return vec;
+}
+
+/* The widest access (<= 16 source bytes) every pointer and stride allows: what the call keys on
+ * (store_kv_args.c). Quantizing, an access of vec source bytes writes vec / element-size cache bytes. */
+static int vector_bytes(const store_case *c) {
+  const int64_t src[] = {c->k_off, c->v_off, c->k_row, c->v_row, c->k_row + c->k_pad, c->v_row + c->v_pad};
+  const int64_t kcr = cache_row(c, c->k_row), vcr = cache_row(c, c->v_row);
+  const int64_t cache[] = {c->kc_off, c->vc_off, kcr, vcr, kcr + c->kc_pad, vcr + c->vc_pad};
+  const int src_vec = widest(src, 6), cache_vec = widest(cache, 6) * elem_bytes(c);
+  return src_vec < cache_vec ? src_vec : cache_vec;
 }
 
 static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, size_t capacity) {
@@ -72,6 +81,22 @@ static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, 
   v.split = c->split;
   v.vector_bytes = vector_bytes(c);
   return kvjit_store_kv_variant_format(&v, out, capacity) == KVJIT_OK;
+}
+
+int store_case_variant(const void *cv, kvjit_variant *out) {
+  const store_case *c = cv;
+  if (kvjit_variant_init(out, kvjit_op_find("store_kv_cache")) != KVJIT_OK) return 0;
+  check_variant_set(out, "k_row_bytes", c->k_row);
+  check_variant_set(out, "v_row_bytes", c->v_row);
+  check_variant_set(out, "index", c->index_type);
+  check_variant_set(out, "pdl", c->common.pdl);
+  check_variant_set(out, "split", c->split);
+  check_variant_set(out, "vec", vector_bytes(c));
+  check_variant_set(out, "dtype", c->dtype);
+  check_variant_set(out, "cache_dtype", c->cache_dtype);
+  check_variant_set(out, "scale", c->scale);
+  check_variant_set(out, "num_heads", c->scale == KVJIT_SCALE_PER_HEAD ? c->heads : 0);
+  return kvjit_variant_check(out) == KVJIT_OK;
 }
 
 static void layout(const void *cv, check_world *w) {
@@ -403,4 +428,7 @@ const check_op check_store_op = {
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,
     .bench_host_cost = bench_host_cost,
+    .space = store_space,
+    .from_variant = store_case_from_variant,
+    .to_variant = store_case_variant,
 };

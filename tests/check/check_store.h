@@ -43,6 +43,12 @@ store_case store_case_plain(const char *group, int64_t batch, int64_t row);
 size_t store_case_count(void);
 void store_case_get(size_t index, void *c);
 
+/** The variant space from the op's field table, a case of one of its variants, and a case's
+ *  variant (check_store_cases.c, check_store.c; check_op's space hooks). */
+size_t store_space(const kvjit_variant **out, size_t *dropped);
+void store_case_from_variant(const kvjit_variant *v, size_t index, void *c);
+int store_case_variant(const void *c, kvjit_variant *out);
+
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
 

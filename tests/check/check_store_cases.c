@@ -6,10 +6,12 @@
  * bases, bad ids with the counter, batch 0, a chain of two stores. Quantizing: all 65536 f16
  * patterns, the fp8 edges from bf16 and f32, random values of every dtype x fp8 kind x scale kind,
  * the features (bad ids, K only, asymmetric, strides, misaligned caches, splits, the round path)
- * and a graph that reads new scales at replay; the integer conversion path as well.
+ * and a graph that reads new scales at replay; the integer conversion path as well. Then the
+ * variant space from the op's field table (check_space.h: every value of every field).
  */
 #include <string.h>
 
+#include "check_space.h"
 #include "check_store.h"
 
 static const int64_t batch_sizes[] = {1,   2,   3,   4,   5,   7,   8,   15,   16,   17,   31,   32,   33,   63,   64,
@@ -340,6 +342,53 @@ static void fp8_graph_make(size_t i, store_case *c) {
   c->common.graph = 3;
 }
 
+/* ---- the variant space from the op's field table ------------------------------------------------- */
+
+/* Where the space starts: a plain copy and a quantizing store; every field is varied from each. */
+static const char *const space_bases[] = {
+    "store_kv_cache arch=0 k_row_bytes=1024 v_row_bytes=1024 index=int64 pdl=auto split=0 vec=16",
+    "store_kv_cache arch=0 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 dtype=bf16 "
+    "cache_dtype=fp8_e4m3 scale=head num_heads=8",
+};
+
+size_t store_space(const kvjit_variant **out, size_t *dropped) {
+  static const check_space_map map = {sizeof(store_case), store_case_from_variant, store_case_variant};
+  return check_space_get("store_kv_cache", space_bases, COUNT(space_bases), &map, out, dropped);
+}
+
+void store_case_from_variant(const kvjit_variant *v, size_t index, void *out) {
+  static const int64_t batches[] = {1, 7, 33, 300, 4097};
+  const int64_t k_row = check_variant_value(v, "k_row_bytes"), v_row = check_variant_value(v, "v_row_bytes");
+  int64_t batch = batches[index % COUNT(batches)];
+  while (batch > 1 && batch * (k_row + v_row) > ((int64_t)64 << 20)) batch /= 4; /* <= 64 MiB of rows */
+  store_case *c = out;
+  *c = store_case_plain("fields", batch, k_row);
+  c->v_row = v_row;
+  c->index_type = (kvjit_index_type)check_variant_value(v, "index");
+  c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
+  c->split = (int)check_variant_value(v, "split");
+  c->dtype = (kvjit_dtype)check_variant_value(v, "dtype");
+  c->cache_dtype = (kvjit_dtype)check_variant_value(v, "cache_dtype");
+  /* A base aligned to exactly vec bytes: the K rows' (a plain copy), or the K cache's (quantizing:
+   * source rows stay aligned to their elements; one cache byte takes one source element). */
+  const int64_t vec = check_variant_value(v, "vec");
+  const int64_t elem = c->cache_dtype == KVJIT_DTYPE_BYTES ? 1 : c->dtype == KVJIT_DTYPE_F32 ? 4 : 2;
+  if (vec < 16 && elem == 1) c->k_off = (unsigned)vec;
+  else if (vec < 16) c->kc_off = (unsigned)(vec / elem);
+  c->scale = (kvjit_scale_kind)check_variant_value(v, "scale");
+  c->heads = check_variant_value(v, "num_heads");
+}
+
+static size_t fields_count(void) {
+  const kvjit_variant *v;
+  return store_space(&v, NULL);
+}
+static void fields_make(size_t i, store_case *c) {
+  const kvjit_variant *v;
+  store_space(&v, NULL);
+  store_case_from_variant(&v[i], i, c);
+}
+
 /* ---- the table ----------------------------------------------------------------------------------- */
 
 static const struct {
@@ -352,6 +401,7 @@ static const struct {
     {paired_count, paired_make},     {zero_count, zero_make},         {chain_count, chain_make},
     {f16_count, f16_make},           {edges_count, edges_make},       {fp8_random_count, fp8_random_make},
     {fp8_features_count, fp8_features_make}, {fp8_graph_count, fp8_graph_make},
+    {fields_count, fields_make},
 };
 
 size_t store_case_count(void) {

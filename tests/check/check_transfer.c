@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_space.h"
 #include "check_transfer.h"
 
 
@@ -120,11 +121,58 @@ static void graph_make(size_t i, transfer_case *c) {
   c->common.graph = 3;
 }
 
+/* The variant space from the op's field table (check_space.h): every value of every field, from
+ * one base; cases of a few batches of every class, up to 64 MiB per device cache (16 MiB host). */
+static const char *const space_bases[] = {
+    "transfer_kv arch=0 k_row_bytes=1024 v_row_bytes=1024 index=int64 src=device dst=device layers=one pdl=auto "
+    "split=0 vec=16",
+};
+
+static void from_variant(const kvjit_variant *v, size_t index, void *out);
+static int to_variant(const void *c, kvjit_variant *out);
+
+static size_t space(const kvjit_variant **out, size_t *dropped) {
+  static const check_space_map map = {sizeof(transfer_case), from_variant, to_variant};
+  return check_space_get("transfer_kv", space_bases, COUNT(space_bases), &map, out, dropped);
+}
+
+static void from_variant(const kvjit_variant *v, size_t index, void *out) {
+  static const int64_t batches[] = {1, 7, 65, 1000, 4097};
+  transfer_case *c = out;
+  const int64_t k_row = check_variant_value(v, "k_row_bytes"), v_row = check_variant_value(v, "v_row_bytes");
+  const kvjit_location src = (kvjit_location)check_variant_value(v, "src"),
+                       dst = (kvjit_location)check_variant_value(v, "dst");
+  const int host = src == KVJIT_LOCATION_HOST || dst == KVJIT_LOCATION_HOST;
+  int64_t batch = batches[index % COUNT(batches)];
+  while (batch > 1 && batch * (k_row + v_row) > ((int64_t)(host ? 16 : 64) << 20)) batch /= 4;
+  *c = base("fields", batch, k_row, 0);
+  c->v_row = v_row;
+  c->src = src;
+  c->dst = dst;
+  c->index_type = (kvjit_index_type)check_variant_value(v, "index");
+  c->layers = check_variant_value(v, "layers") ? 3 : 0; /* "table": three layers */
+  c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
+  c->split = (int)check_variant_value(v, "split");
+  const int64_t vec = check_variant_value(v, "vec");
+  c->src_pad = vec < 16 ? vec : 0; /* source slots vec bytes past a row: strides aligned to exactly vec */
+  c->src_slots = c->dst_slots = batch + batch / 3 + 5;
+}
+
+static size_t fields_count(void) {
+  const kvjit_variant *v;
+  return space(&v, NULL);
+}
+static void fields_make(size_t i, transfer_case *c) {
+  const kvjit_variant *v;
+  space(&v, NULL);
+  from_variant(&v[i], i, c);
+}
+
 static const struct {
   size_t (*count)(void);
   void (*make)(size_t i, transfer_case *c);
 } groups[] = {{matrix_count, matrix_make}, {shapes_count, shapes_make}, {bad_count, bad_make},
-              {zero_count, zero_make},     {graph_count, graph_make}};
+              {zero_count, zero_make},     {graph_count, graph_make},   {fields_count, fields_make}};
 
 static size_t case_count(void) {
   static size_t n;
@@ -188,6 +236,13 @@ static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, 
                    c->layers > 0 ? "table" : "one", pdl == KVJIT_PDL_ON ? "on" : pdl == KVJIT_PDL_OFF ? "off" : "auto",
                    c->split, vec);
   return c->batch > 0 && n > 0 && (size_t)n < capacity;
+}
+
+/* The variant a case uses: its manifest line, read back. */
+static int to_variant(const void *c, kvjit_variant *out) {
+  char line[256];
+  return manifest_line(c, 0, ((const check_common *)c)->pdl, line, sizeof line) &&
+         kvjit_variant_parse(out, line) == KVJIT_OK;
 }
 
 static void layout(const void *cv, check_world *w) {
@@ -409,4 +464,7 @@ const check_op check_transfer_op = {
     /* bench_transfer's rule: host-link cells run at ~55 GB/s, not at the device's bandwidth. */
     .bench_max_launches = 64,
     .bench_launches_measured = 1,
+    .space = space,
+    .from_variant = from_variant,
+    .to_variant = to_variant,
 };
