@@ -404,6 +404,7 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     return 1;
   }
   if (csv) {
+    setvbuf(csv, NULL, _IOLBF, 0); /* a run cut short by a timeout keeps every row it measured */
     fprintf(csv, "section,impl,split,%s,mode,launches,reps,us_median,us_min,us_max,bytes_per_launch,tbps_median,"
                  "check\n", op->bench_columns);
     bounds_rows(csv, op, b, o->reps);
