@@ -46,6 +46,7 @@ typedef struct options {
 
 typedef struct bounds {
   bench_stats dtod_us, h2d_us, d2h_us; /* one copy of DTOD_BYTES / LINK_BYTES */
+  bench_stats ctx_device_us;           /* one cuCtxGetDevice: the driver call an op call makes besides the launch */
   bench_stats empty_us[2][2];          /* [pdl][graph] */
 } bounds;
 
@@ -210,6 +211,15 @@ static void measure_bounds(kvjit_context *ctx, int reps, bounds *b) {
   b->d2h_us = time_copies(2, a, 0, pinned, LINK_BYTES, reps);
   CU(env->drv->cuMemFreeHost(pinned));
   gpu_free(a);
+  /* What one current-device query costs on this host (an op call picks its arch's variant by it). */
+  double ns[HOST_GROUPS];
+  for (int g = 0; g < HOST_GROUPS; g++) {
+    CUdevice dev;
+    const uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < HOST_CALLS; i++) CU(env->drv->cuCtxGetDevice(&dev));
+    ns[g] = (double)(bench_now_ns() - t0) / HOST_CALLS * 1e-3;
+  }
+  b->ctx_device_us = bench_summarize(ns, HOST_GROUPS);
   /* The launch floor: an empty kernel, with and without the PDL attribute, in a graph and on a stream. */
   static const char *const names[] = {"bench_empty", "bench_empty_pdl"};
   static const char *const nvrtc_options[] = {"-std=c++17"};
@@ -361,6 +371,7 @@ static void bounds_rows(FILE *f, const check_op *op, const bounds *b, int reps) 
   csv_row(f, op, "bound", "memcpy_dtod", NULL, "stream", 1, reps, &b->dtod_us, 2.0 * (double)DTOD_BYTES, "ok");
   csv_row(f, op, "bound", "memcpy_htod_pinned", NULL, "stream", 1, reps, &b->h2d_us, (double)LINK_BYTES, "ok");
   csv_row(f, op, "bound", "memcpy_dtoh_pinned", NULL, "stream", 1, reps, &b->d2h_us, (double)LINK_BYTES, "ok");
+  csv_row(f, op, "bound", "cuCtxGetDevice", NULL, "cpu", HOST_CALLS, HOST_GROUPS, &b->ctx_device_us, 0, "ok");
   static const char *const modes[2] = {"stream", "graph"};
   for (int pdl = 0; pdl < 2; pdl++)
     for (int g = 0; g < 2; g++)

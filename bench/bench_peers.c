@@ -177,18 +177,12 @@ static kvjit_status transfer_launch(void *state, const void *c, const check_worl
  * pass, its bounds, bench_fp8's peers and bench_transfer's are all here. */
 const bench_peer bench_peers[] = {
     {"store_kv_cache", "ref_reimpl", "cell", store_applies, store_prepare, store_launch, NULL, 0, 0, 0},
-    {"store_kv_cache", "kvjit_auto_again", "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,
-     store_peer_release, 0, 0, 0},
-    {"store_kv_cache", "kvjit_split1", "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,
-     store_peer_release, 0, 0, 1},
-    {"store_kv_cache", "kvjit_split2", "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,
-     store_peer_release, 0, 0, 2},
-    {"store_kv_cache", "kvjit_split4", "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,
-     store_peer_release, 0, 0, 4},
-    {"store_kv_cache", "kvjit_split8", "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,
-     store_peer_release, 0, 0, 8},
-    {"store_kv_cache", "kvjit_split16", "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,
-     store_peer_release, 0, 0, 16},
+/* kvjit with split N (0: its automatic choice, timed again next to the fixed ones). */
+#define STORE_SPLIT_PEER(impl, n)                                                                                      \
+  {"store_kv_cache", impl, "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,                \
+   store_peer_release, 0, 0, n}
+    STORE_SPLIT_PEER("kvjit_auto_again", 0), STORE_SPLIT_PEER("kvjit_split1", 1), STORE_SPLIT_PEER("kvjit_split2", 2),
+    STORE_SPLIT_PEER("kvjit_split4", 4),     STORE_SPLIT_PEER("kvjit_split8", 8), STORE_SPLIT_PEER("kvjit_split16", 16),
     {"store_kv_cache", "unfused_x3", "cell", store_peer_fp8, store_peer_unfused_prepare, store_peer_unfused_launch,
      store_peer_release, 0, 0, 0},
     {"store_kv_cache", "plain_fp8", "cell", store_peer_fp8, store_peer_plain_fp8_prepare, store_peer_plain_fp8_launch,
