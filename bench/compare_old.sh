@@ -34,25 +34,25 @@ ops() {
 
 ROWS='row_bytes=128|1024|8192'
 # Each old bench, then the driver on its cells (the reps each old bench used). Each step: at most
-# its cap, leaving ~8 s for each step after it.
-step "bench_store --rows 128,1024,8192 --batches 1,128,65536 --index 64 --pdl on" 45 80 \
-  "$BUILD/bench/bench_store" --rows 128,1024,8192 --batches 1,128,65536 --index 64 --pdl on --deadline 38 \
+# its cap, leaving ~6 s for each step after it (an H200, 2026-12-01: the whole takes ~2.5 min).
+step "bench_store --rows 128,1024,8192 --batches 1,128,65536 --index 64 --pdl on" 35 60 \
+  "$BUILD/bench/bench_store" --rows 128,1024,8192 --batches 1,128,65536 --index 64 --pdl on --deadline 30 \
   --csv "$OLD/store.csv"
-ops store store_kv_cache 45 72 15 "$ROWS" 'batch=1|128|65536' index=int64 pdl=on dtype=bytes inputs=dram
+ops store store_kv_cache 30 54 15 "$ROWS" 'batch=1|128|65536' index=int64 pdl=on dtype=bytes inputs=dram
 # bench_store measures the host cost with PDL on and off whatever the grid: the driver's cell with PDL off.
-ops store_host_off store_kv_cache 14 64 15 row_bytes=1024 batch=1 index=int64 pdl=off dtype=bytes inputs=dram
-step "bench_store --hot-inputs --rows 128,1024,8192 --batches 1,16 --index 64 --pdl on" 20 56 \
-  "$BUILD/bench/bench_store" --hot-inputs --rows 128,1024,8192 --batches 1,16 --index 64 --pdl on --deadline 14 \
+ops store_host_off store_kv_cache 12 48 15 row_bytes=1024 batch=1 index=int64 pdl=off dtype=bytes inputs=dram
+step "bench_store --hot-inputs --rows 128,1024,8192 --batches 1,16 --index 64 --pdl on" 15 42 \
+  "$BUILD/bench/bench_store" --hot-inputs --rows 128,1024,8192 --batches 1,16 --index 64 --pdl on --deadline 10 \
   --csv "$OLD/hot.csv"
-ops hot store_kv_cache 20 48 15 "$ROWS" 'batch=1|16' inputs=hot
-step "bench_fp8 --quick" 25 40 "$BUILD/bench/bench_fp8" --quick --csv "$OLD/fp8.csv"
-ops fp8 store_kv_cache 25 32 7 'row_bytes=128|2048|8192' 'batch=1|16|65536' 'dtype=bf16>fp8_e4m3|bf16>fp8_e4m3/head'
-step "bench_transfer --rows 2048,16384 --batches 1024,65536 --dirs d2d" 15 24 \
-  "$BUILD/bench/bench_transfer" --rows 2048,16384 --batches 1024,65536 --dirs d2d --deadline 10 --csv "$OLD/transfer.csv"
-ops transfer transfer_kv 18 16 7 direction=d2d 'row_bytes=2048|16384' 'batch=1024|65536' layers=1
-step "bench_transfer --layers 8 --rows 2048 --batches 1024 --dirs d2h" 12 8 \
+ops hot store_kv_cache 15 36 15 "$ROWS" 'batch=1|16' inputs=hot
+step "bench_fp8 --quick" 15 30 "$BUILD/bench/bench_fp8" --quick --csv "$OLD/fp8.csv"
+ops fp8 store_kv_cache 50 24 7 'row_bytes=128|2048|8192' 'batch=1|16|65536' 'dtype=bf16>fp8_e4m3|bf16>fp8_e4m3/head'
+step "bench_transfer --rows 2048,16384 --batches 1024,65536 --dirs d2d" 12 18 \
+  "$BUILD/bench/bench_transfer" --rows 2048,16384 --batches 1024,65536 --dirs d2d --deadline 8 --csv "$OLD/transfer.csv"
+ops transfer transfer_kv 25 12 7 direction=d2d 'row_bytes=2048|16384' 'batch=1024|65536' layers=1
+step "bench_transfer --layers 8 --rows 2048 --batches 1024 --dirs d2h" 10 6 \
   "$BUILD/bench/bench_transfer" --layers 8 --rows 2048 --batches 1024 --dirs d2h --csv "$OLD/layers.csv"
-ops layers transfer_kv 14 0 7 direction=d2h row_bytes=2048 batch=1024 layers=8
+ops layers transfer_kv 10 0 7 direction=d2h row_bytes=2048 batch=1024 layers=8
 
 say "ops_rows.py compare"
 python3 "$HERE/ops_rows.py" compare "${NEW[@]}" --store "$OLD/store.csv" --hot "$OLD/hot.csv" --fp8 "$OLD/fp8.csv" \
