@@ -8,10 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Embedded at build time from ref_store_kv.cuh and bench_kernels.cuh (see embed_cuh.py). */
+/* Embedded at build time from ref_store_kv.cuh and bench_kernels.cuh (see embed_cuh.py): the
+ * store's reference and the empty kernels. */
 extern const char bench_src_ref_store_kv[];
 extern const char bench_src_kernels[];
-/* From ref_transfer_kv.cuh: SGLang's hierarchical-cache transfer algorithm, for bench_transfer. */
+/* From ref_transfer_kv.cuh: SGLang's hierarchical-cache transfer algorithm (bench_ops' peer). */
 extern const char bench_src_ref_transfer_kv[];
 
 /** Monotonic clock, nanoseconds. */
@@ -50,8 +51,5 @@ void bench_die_cuda(const char *program, int result, const char *what, int line)
     int cu_res_ = (int)(call);                                                                                         \
     if (cu_res_ != 0) bench_die_cuda(BENCH_PROGRAM, cu_res_, #call, __LINE__);                                         \
   } while (0)
-
-/** Parse a comma-separated list of positive integers; the count, or 0 on a bad list. */
-size_t bench_parse_list(const char *text, int64_t *out, size_t capacity);
 
 #endif

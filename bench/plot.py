@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot bench_ops' store_kv_cache.csv (or bench_store's CSV): achieved bandwidth vs batch, one panel per row size, kvjit against the
+"""Plot bench_ops' store_kv_cache.csv (or an old bench_store CSV of bench/results/): achieved bandwidth vs batch, one panel per row size, kvjit against the
 reference (reimplemented) per launch in a CUDA graph, with the cuMemcpyDtoD line; PyTorch's
 fallback too when torch_peer.py's CSV is given.
 

@@ -14,8 +14,6 @@
 # BENCH_ONLY=store: every step but transfer_kv's; BENCH_ONLY=transfer: transfer_kv's alone (two
 # calls of a machine's time limit each). BENCH_WHERE='COLUMN=V1|V2 ...': the driver's cells
 # picked by column (bench_ops --where), e.g. BENCH_WHERE='row_bytes=128|1024|8192 batch=1|128|65536'.
-# BENCH_ONLY=compare: the old per-op benches and the driver on the same cells in one run, then
-# ops_rows.py compare (every old cell present, new/old of each median): see compare_old.sh.
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd) || exit 2
@@ -52,13 +50,6 @@ GPU_TITLE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>
 if [ ! -x "$BUILD/bench/bench_ops" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
   say "building bench targets in $BUILD"
   timeout 120 ninja -C "$BUILD" >> "$LOG" 2>&1 || echo "ninja failed (see log)" | tee -a "$LOG"
-fi
-
-if [ "${BENCH_ONLY:-}" = compare ]; then
-  . "$HERE/compare_old.sh"
-  rm -rf "$KVJIT_CACHE_DIR"
-  say "done"
-  exit 0
 fi
 
 WHERE=()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of bench_fp8: what a runtime does without kvjit to fill an fp8 KV cache from bf16
+"""PyTorch peer of bench_ops' quantizing store_kv_cache cells: what a runtime does without kvjit to fill an fp8 KV cache from bf16
 rows (SGLang's path: divide by the scale, cast to fp8, store through indexing),
 
     k_cache[loc] = (k / k_scale).to(torch.float8_e4m3fn); v_cache[loc] = (v / v_scale).to(...)
