@@ -60,8 +60,15 @@ int check_variant_same(const kvjit_variant *a, const kvjit_variant *b) {
   return 1;
 }
 
+int check_space_fixed(const check_space_map *map, const char *name) {
+  for (size_t i = 0; i < map->num_fixed; i++)
+    if (strcmp(map->fixed[i], name) == 0) return 1;
+  return 0;
+}
+
 typedef struct space {
   const char *name;
+  const check_space_map *map;
   kvjit_variant *v;
   size_t n, cap, dropped;
   char (*lines)[256];
@@ -119,6 +126,7 @@ static void space_make(space *s, const char *const *bases, size_t num_bases, con
     kvjit_variant use;
     if (reachable(map, &base, &use)) space_add(s, &use);
     for (size_t f = 0; f < base.op->num_fields; f++) {
+      if (check_space_fixed(map, base.op->fields[f].name)) continue;
       int64_t values[MAX_VALUES];
       size_t n = check_field_values(base.op, f, values, MAX_VALUES);
       for (size_t i = 0; i < n && i < MAX_VALUES; i++) {
@@ -132,11 +140,18 @@ static void space_make(space *s, const char *const *bases, size_t num_bases, con
   }
 }
 
+/* Made once per op and kept: case_get(i) asks for it once per case. Single-threaded (the harness). */
+static space spaces[MAX_SPACES];
+static size_t num_spaces;
+
+const check_space_map *check_space_map_of(const char *name) {
+  for (size_t i = 0; i < num_spaces; i++)
+    if (strcmp(spaces[i].name, name) == 0) return spaces[i].map;
+  return NULL;
+}
+
 size_t check_space_get(const char *name, const char *const *bases, size_t num_bases, const check_space_map *map,
                        const kvjit_variant **out, size_t *dropped) {
-  /* Made once per op and kept: case_get(i) asks for it once per case. Single-threaded (the harness). */
-  static space spaces[MAX_SPACES];
-  static size_t num_spaces;
   for (size_t i = 0; i < num_spaces; i++)
     if (strcmp(spaces[i].name, name) == 0) {
       *out = spaces[i].v;
@@ -146,6 +161,7 @@ size_t check_space_get(const char *name, const char *const *bases, size_t num_ba
   if (num_spaces == MAX_SPACES) abort();
   space *s = &spaces[num_spaces++];
   s->name = name;
+  s->map = map;
   space_make(s, bases, num_bases, map);
   *out = s->v;
   if (dropped) *dropped = s->dropped;

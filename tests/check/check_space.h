@@ -31,7 +31,15 @@ typedef struct check_space_map {
   size_t case_size;
   void (*from_variant)(const kvjit_variant *v, size_t index, void *c);
   int (*to_variant)(const void *c, kvjit_variant *out);
+  /** Fields the mapping does not carry yet, each named on purpose: they stay at the bases' values
+   *  here (their cases are hand-written groups); check_space_test.c names them. Any other field
+   *  is varied, and fails the test when the mapping drops it. */
+  const char *const *fixed;
+  size_t num_fixed;
 } check_space_map;
+
+/** 1 when field @p name is one of @p map's fixed fields. */
+int check_space_fixed(const check_space_map *map, const char *name);
 
 /**
  * The space of op @p name: from each base (a manifest line of the op, every field given), every
@@ -43,6 +51,9 @@ typedef struct check_space_map {
  */
 size_t check_space_get(const char *name, const char *const *bases, size_t num_bases, const check_space_map *map,
                        const kvjit_variant **out, size_t *dropped);
+
+/** The map op @p name's space was made with (NULL before check_space_get() made it). */
+const check_space_map *check_space_map_of(const char *name);
 
 /** 1 when @p a and @p b are the same variant in every field but the arch. */
 int check_variant_same(const kvjit_variant *a, const kvjit_variant *b);

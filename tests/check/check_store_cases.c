@@ -352,7 +352,7 @@ static const char *const space_bases[] = {
 };
 
 size_t store_space(const kvjit_variant **out, size_t *dropped) {
-  static const check_space_map map = {sizeof(store_case), store_case_from_variant, store_case_variant};
+  static const check_space_map map = {sizeof(store_case), store_case_from_variant, store_case_variant, NULL, 0};
   return check_space_get("store_kv_cache", space_bases, COUNT(space_bases), &map, out, dropped);
 }
 

@@ -132,7 +132,7 @@ static void from_variant(const kvjit_variant *v, size_t index, void *out);
 static int to_variant(const void *c, kvjit_variant *out);
 
 static size_t space(const kvjit_variant **out, size_t *dropped) {
-  static const check_space_map map = {sizeof(transfer_case), from_variant, to_variant};
+  static const check_space_map map = {sizeof(transfer_case), from_variant, to_variant, NULL, 0};
   return check_space_get("transfer_kv", space_bases, COUNT(space_bases), &map, out, dropped);
 }
 
