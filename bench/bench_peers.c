@@ -60,7 +60,7 @@ typedef struct store_state {
 static int store_applies(const bench_peer *self, const void *cv) {
   (void)self;
   const store_case *c = cv;
-  return c->cache_dtype == KVJIT_DTYPE_BYTES && c->v_row == c->k_row && c->k_row % 4 == 0;
+  return c->cache_dtype == KVJIT_DTYPE_BYTES && c->v_row == c->k_row && c->k_row % 4 == 0 && !c->layout;
 }
 
 static void *store_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {
@@ -69,8 +69,10 @@ static void *store_prepare(const bench_peer *self, kvjit_context *ctx, const voi
   check_launch l = {KVJIT_PDL_AUTO, NULL, 0, 0};
   check_store_args(c, w, &l, &a);
   const store_case *sc = c;
-  /* The reference copies bytes, K and V rows of one size, a multiple of 4 B. */
-  if (a.dtype != KVJIT_DTYPE_BYTES || a.v == NULL || a.v_row_bytes != a.k_row_bytes || a.k_row_bytes % 4) return NULL;
+  /* The reference copies bytes, K and V rows of one size, a multiple of 4 B, into flat caches. */
+  if (a.dtype != KVJIT_DTYPE_BYTES || a.v == NULL || a.v_row_bytes != a.k_row_bytes || a.k_row_bytes % 4 ||
+      a.k_cache_layout != NULL)
+    return NULL;
   store_state *s = calloc(1, sizeof *s);
   if (s == NULL) abort();
   s->split = bench_ref_split(a.k_row_bytes);
@@ -130,7 +132,8 @@ static int transfer_applies(const bench_peer *self, const void *cv) {
   (void)self;
   const transfer_case *c = cv;
   return c->index_type == KVJIT_INDEX_INT64 && c->k_row % 128 == 0 && c->v_row == c->k_row && c->src_pad == 0 &&
-         c->dst_pad == 0 && c->src_index_stride == 1 && c->dst_index_stride == 1;
+         c->dst_pad == 0 && c->src_index_stride == 1 && c->dst_index_stride == 1 && c->src_dtype == c->dst_dtype &&
+         c->host.kind == KVJIT_HOST_FLAT;
 }
 
 /* SGLang's default block quota (arg 2), or one that fills the GPU (arg 0: two 1024-thread blocks
@@ -173,8 +176,8 @@ static kvjit_status transfer_launch(void *state, const void *c, const check_worl
   return kvjit_launch(s->kernel, &cfg, args);
 }
 
-/* The table: per op, in the order the driver times them after kvjit. bench_store's fixed-split
- * pass, its bounds, bench_fp8's peers and bench_transfer's are all here. */
+/* The table: per op, in the order the driver times them after kvjit. The old bench_store's
+ * fixed-split pass and bounds, bench_fp8's peers and bench_transfer's are all here. */
 const bench_peer bench_peers[] = {
     {"store_kv_cache", "ref_reimpl", "cell", store_applies, store_prepare, store_launch, NULL, 0, 0, 0},
 /* kvjit with split N (0: its automatic choice, timed again next to the fixed ones). */
@@ -195,6 +198,8 @@ const bench_peer bench_peers[] = {
      store_peer_copy_launch, store_peer_release, 0, 0, 0},
     {"transfer_kv", "ref_quota2", "cell", transfer_applies, transfer_prepare, transfer_launch, NULL, 0, 0, 2},
     {"transfer_kv", "ref_quota_full", "cell", transfer_applies, transfer_prepare, transfer_launch, NULL, 0, 0, 0},
+    {"transfer_kv", "kvjit_all_sms", "cell", transfer_peer_host, transfer_peer_all_sms_prepare,
+     transfer_peer_all_sms_launch, transfer_peer_release, 0, 0, 0},
     {"transfer_kv", "memcpy_per_row", "cell", transfer_peer_per_row, transfer_peer_per_row_prepare,
      transfer_peer_per_row_launch, transfer_peer_release, 1, 1, 0},
     {"transfer_kv", "kvjit_consecutive_slots", "bound", transfer_peer_any, transfer_peer_consecutive_prepare,

@@ -56,6 +56,9 @@ int transfer_peer_any(const bench_peer *self, const void *c);
 void *transfer_peer_consecutive_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w);
 kvjit_status transfer_peer_consecutive_launch(void *state, const void *c, const check_world *w,
                                               const check_launch *l);
+int transfer_peer_host(const bench_peer *self, const void *c);
+void *transfer_peer_all_sms_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w);
+kvjit_status transfer_peer_all_sms_launch(void *state, const void *c, const check_world *w, const check_launch *l);
 int transfer_peer_per_row(const bench_peer *self, const void *c);
 void *transfer_peer_per_row_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w);
 kvjit_status transfer_peer_per_row_launch(void *state, const void *c, const check_world *w, const check_launch *l);

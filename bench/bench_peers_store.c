@@ -28,6 +28,8 @@ typedef struct store_peer {
 } store_peer;
 
 static int quantizing(const store_case *c) { return c->cache_dtype != KVJIT_DTYPE_BYTES; }
+/* The peers stand beside the flat cells (a laid-out cache's have vLLM's kernels: bench_layouts.py). */
+static int flat(const store_case *c) { return !c->layout; }
 
 static store_peer *peer_new(kvjit_context *ctx) {
   store_peer *p = calloc(1, sizeof *p);
@@ -56,7 +58,7 @@ static int set_of(const check_world *w, const check_launch *l) { return w->sets 
 
 int store_peer_split(const bench_peer *self, const void *cv) {
   const store_case *c = cv;
-  return !quantizing(c) && (self->arg == 0 || c->k_row % self->arg == 0);
+  return flat(c) && !quantizing(c) && (self->arg == 0 || c->k_row % self->arg == 0);
 }
 
 void *store_peer_split_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {
@@ -87,7 +89,7 @@ kvjit_status store_peer_split_launch(void *state, const void *c, const check_wor
 int store_peer_largest(const bench_peer *self, const void *cv) {
   (void)self;
   const store_case *c = cv;
-  return !quantizing(c) && !c->hot_inputs && c->batch == LARGEST_BATCH && c->index_type == KVJIT_INDEX_INT64 &&
+  return flat(c) && !quantizing(c) && !c->hot_inputs && c->batch == LARGEST_BATCH && c->index_type == KVJIT_INDEX_INT64 &&
          c->common.pdl == KVJIT_PDL_ON && c->v_row == c->k_row;
 }
 
@@ -149,7 +151,7 @@ kvjit_status store_peer_copy_launch(void *state, const void *c, const check_worl
 int store_peer_fp8(const bench_peer *self, const void *cv) {
   (void)self;
   const store_case *c = cv;
-  return quantizing(c) && c->dtype == KVJIT_DTYPE_BF16 && c->scale == KVJIT_SCALE_PER_TENSOR && c->v_row == c->k_row;
+  return flat(c) && quantizing(c) && c->dtype == KVJIT_DTYPE_BF16 && c->scale == KVJIT_SCALE_PER_TENSOR && c->v_row == c->k_row;
 }
 
 /* 8 bf16 per thread (16-byte loads), grid-stride; the cast is the saturating nearest-even one of

@@ -2,6 +2,8 @@
  * transfer_kv's peers beyond the reference (bench_peers.c's table), on the cell's own buffers:
  *  - the bound: kvjit's own kernel with consecutive slots on both sides (set s moves slots
  *    s * batch .. on both), every cell: what the same kernel does when nothing is scattered;
+ *  - over the host link, kvjit with every SM the batch needs (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS)
+ *    beside its default of few CTAs (issue 29: the default keeps >= 97 % of it);
  *  - per-row copies: what a backend without a kernel does with the ids on the host (SGLang's
  *    "direct" backend): two cuMemcpyAsync per item and layer, enqueued back to back on the stream
  *    (host-bound: timed on the stream, one launch per round, up to 16384 copies of each tensor).
@@ -31,10 +33,43 @@ void transfer_peer_release(void *state) {
   free(p);
 }
 
+/* Plain copies between flat caches (the converting and host-layout cases are the harness's). */
+static int plain(const transfer_case *c) { return c->src_dtype == c->dst_dtype && c->host.kind == KVJIT_HOST_FLAT; }
+
 int transfer_peer_any(const bench_peer *self, const void *c) {
   (void)self;
-  (void)c;
-  return 1;
+  return plain(c);
+}
+
+int transfer_peer_host(const bench_peer *self, const void *cv) {
+  (void)self;
+  const transfer_case *c = cv;
+  return plain(c) && (c->src == KVJIT_LOCATION_HOST || c->dst == KVJIT_LOCATION_HOST);
+}
+
+void *transfer_peer_all_sms_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {
+  (void)self;
+  transfer_peer *p = calloc(1, sizeof *p);
+  if (p == NULL) abort();
+  p->ctx = ctx;
+  kvjit_transfer_kv_args a;
+  check_launch l = {((const check_common *)c)->pdl, NULL, 0, 1};
+  check_transfer_args(c, w, &l, &a);
+  a.max_ctas = KVJIT_TRANSFER_KV_ALL_CTAS;
+  if (kvjit_transfer_kv_prepare(ctx, &a) != KVJIT_OK) {
+    fprintf(stderr, "bench_ops: all SMs: %s\n", kvjit_last_error());
+    transfer_peer_release(p);
+    return NULL;
+  }
+  return p;
+}
+
+kvjit_status transfer_peer_all_sms_launch(void *state, const void *c, const check_world *w, const check_launch *l) {
+  const transfer_peer *p = state;
+  kvjit_transfer_kv_args a;
+  check_transfer_args(c, w, l, &a);
+  a.max_ctas = KVJIT_TRANSFER_KV_ALL_CTAS;
+  return kvjit_transfer_kv(p->ctx, &a);
 }
 
 static void consecutive_args(const transfer_peer *p, const void *c, const check_world *w, const check_launch *l,
@@ -86,7 +121,7 @@ int transfer_peer_per_row(const bench_peer *self, const void *c) {
   (void)self;
   const transfer_case *tc = c;
   const int layers = tc->layers > 0 ? tc->layers : 1;
-  return tc->batch * layers <= PER_ROW_MAX_ITEMS && tc->v_row == tc->k_row && layers <= 64 &&
+  return plain(tc) && tc->batch * layers <= PER_ROW_MAX_ITEMS && tc->v_row == tc->k_row && layers <= 64 &&
          tc->index_type == KVJIT_INDEX_INT64 && tc->src_index_stride == 1 && tc->dst_index_stride == 1;
 }
 

@@ -64,3 +64,18 @@ void bench_die_cuda(const char *program, int result, const char *what, int line)
   fprintf(stderr, "%s: line %d: %s: %s\n", program, line, what, name);
   exit(2);
 }
+
+size_t bench_parse_list(const char *text, int64_t *out, size_t capacity) {
+  size_t n = 0;
+  const char *p = text;
+  while (*p) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v <= 0 || n == capacity) return 0;
+    out[n++] = v;
+    if (*end == ',') end++;
+    else if (*end) return 0;
+    p = end;
+  }
+  return n;
+}

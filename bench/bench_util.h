@@ -52,4 +52,7 @@ void bench_die_cuda(const char *program, int result, const char *what, int line)
     if (cu_res_ != 0) bench_die_cuda(BENCH_PROGRAM, cu_res_, #call, __LINE__);                                         \
   } while (0)
 
+/** Parse a comma-separated list of positive integers; the count, or 0 on a bad list. */
+size_t bench_parse_list(const char *text, int64_t *out, size_t capacity);
+
 #endif

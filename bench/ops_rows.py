@@ -25,15 +25,15 @@ import math
 import os
 import sys
 
-STORE_COLS = ("row_bytes", "batch", "index", "pdl", "dtype", "inputs")
+STORE_COLS = ("row_bytes", "batch", "index", "pdl", "dtype", "inputs", "layout")
 TRANSFER_COLS = ("direction", "row_bytes", "batch", "layers")
 SCHEMA_TAIL = ("mode", "launches", "reps", "us_median", "us_min", "us_max", "bytes_per_launch", "tbps_median",
                "check")
 STORE_ROWS = (128, 256, 512, 1024, 2048, 4096, 8192)
 
 
-def store_cell(row, batch, index="int64", pdl="on", dtype="bytes", inputs="dram"):
-    return ",".join(str(x) for x in (row, batch, index, pdl, dtype, inputs))
+def store_cell(row, batch, index="int64", pdl="on", dtype="bytes", inputs="dram", layout="flat"):
+    return ",".join(str(x) for x in (row, batch, index, pdl, dtype, inputs, layout))
 
 
 def transfer_cell(direction, row, batch, layers=1):
@@ -226,13 +226,16 @@ def old_grid():
         for batch in (1, 16, 256, 4096, 65536):
             for impl, (name, scale) in FP8_IMPLS.items():
                 out.append(("store_kv_cache", store_cell(2 * elems, batch, dtype="bf16>fp8_e4m3" + scale), name))
-    # bench_transfer (d2d, d2h, h2d) and --layers 8 --rows 2048,4096 --batches 1024,4096,16384
+    # bench_transfer (d2d, d2h, h2d; over the host link also all SMs) and --layers 8 --rows 2048,4096
+    # --batches 1024,4096,16384
     for d in ("d2d", "d2h", "h2d"):
         for row in (512, 2048, 4096, 16384):
             for batch in (64, 1024, 4096, 16384, 65536):
                 cell = transfer_cell(d, row, batch)
                 out += [("transfer_kv", cell, i) for i in ("kvjit", "kvjit_consecutive_slots", "ref_quota2",
                                                              "ref_quota_full")]
+                if d != "d2d":
+                    out.append(("transfer_kv", cell, "kvjit_all_sms"))
                 if batch <= 16384:
                     out.append(("transfer_kv", cell, "memcpy_per_row"))
         for row in (2048, 4096):
@@ -240,6 +243,8 @@ def old_grid():
                 cell = transfer_cell(d, row, batch, 8)
                 out += [("transfer_kv", cell, i) for i in ("kvjit", "kvjit_consecutive_slots", "ref_quota2",
                                                              "ref_quota_full")]
+                if d != "d2d":
+                    out.append(("transfer_kv", cell, "kvjit_all_sms"))
                 if batch * 8 <= 16384:
                     out.append(("transfer_kv", cell, "memcpy_per_row"))
     return out

@@ -38,7 +38,8 @@ def main():
     # bench_store's CSV ("store" rows) or bench_ops' (store_kv_cache.csv: "cell" rows, plain copies only)
     store = [r for r in rows if r["section"] in ("store", "cell") and r["mode"] == opt.mode
              and r["index"] == opt.index and r["pdl"] == opt.pdl and r["check"] == "ok"
-             and r.get("dtype", "bytes") == "bytes" and r.get("inputs", "dram") == "dram"]
+             and r.get("dtype", "bytes") == "bytes" and r.get("inputs", "dram") == "dram"
+             and r.get("layout", "flat") == "flat"]
     series = {
         "kvjit (automatic)": [r for r in store if r["impl"] == "kvjit" and r["split"] == "auto"],
         "reference (reimplemented)": [r for r in store if r["impl"] == "ref_reimpl"],

@@ -424,6 +424,53 @@ KVJIT_API kvjit_status kvjit_launch_config_init(kvjit_launch_config *out, unsign
 KVJIT_API kvjit_status kvjit_launch(const kvjit_kernel *kernel, const kvjit_launch_config *config, void **args);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Cache layouts                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+#define KVJIT_LAYOUT_VERSION 1
+/** Most row dims a layout has. */
+#define KVJIT_LAYOUT_MAX_ROW_DIMS 3
+
+/**
+ * A cache as a strided view of slots and rows (the shape-and-stride model of CuTe's layouts):
+ *
+ *     slot s -> page p = s / page_size, position q = s % page_size   (page_size 0 or 1: p = 0, q = s)
+ *     row of s at        base + p * page_stride + q * slot_stride
+ *     element (i0, i1, i2) of that row at  + i0 * row_strides[0] + i1 * row_strides[1] + i2 * row_strides[2]
+ *
+ * Row dims are outermost first and count elements of element_bytes bytes; their extents multiply
+ * to the row's elements, and element (i0, i1, i2) holds the bytes of element (i0 * e1 + i1) * e2 + i2
+ * of the (contiguous) source row. All strides are in bytes, none negative. A stride of 0 means
+ * packed: row_strides[last] = element_bytes, row_strides[d] = row_extents[d + 1] * row_strides[d + 1],
+ * slot_stride = the row's span, page_stride = page_size * slot_stride. One row dim of extent 0 is
+ * the whole row.
+ *
+ * vLLM's FlashAttention cache `[blocks, H, block_size, 2 * D]` of bf16, K view: page_size = block_size,
+ * page_stride = H * block_size * 4 * D, slot_stride = 4 * D, row dims (H, D) strides
+ * (block_size * 4 * D, 2); its V view the same at base + 2 * D bytes.
+ *
+ * The parts that shape the kernel (page_size, the row extents, the element size, which inner dim is
+ * contiguous) are keyed; the strides are kernel arguments. Views where two elements (or the K
+ * and V views of one call) could share a byte are refused.
+ */
+typedef struct kvjit_layout {
+  unsigned version;      /**< KVJIT_LAYOUT_VERSION */
+  int64_t page_size;     /**< slots per page; 0 or 1: flat slots */
+  int64_t page_stride;   /**< bytes between pages (page_size > 1); 0: page_size * slot_stride */
+  int64_t slot_stride;   /**< bytes between the slots of a page (flat: between slots); 0: packed */
+  int64_t element_bytes; /**< bytes of the element the row dims count: 1, 2, 4, 8 or 16 */
+  int num_row_dims;      /**< 1 .. KVJIT_LAYOUT_MAX_ROW_DIMS */
+  int64_t row_extents[KVJIT_LAYOUT_MAX_ROW_DIMS]; /**< elements, outermost first */
+  int64_t row_strides[KVJIT_LAYOUT_MAX_ROW_DIMS]; /**< bytes; 0: packed */
+} kvjit_layout;
+
+/** One packed row per slot (the layout of a NULL layout pointer). */
+#define KVJIT_LAYOUT_INIT { KVJIT_LAYOUT_VERSION, 0, 0, 0, 1, 1, { 0, 0, 0 }, { 0, 0, 0 } }
+
+/** @p out = KVJIT_LAYOUT_INIT of @p version (1 .. KVJIT_LAYOUT_VERSION; a binding passes the version its layout has). */
+KVJIT_API kvjit_status kvjit_layout_init(kvjit_layout *out, unsigned version);
+
+/* ------------------------------------------------------------------------------------------ */
 /* store_kv_cache                                                                              */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -458,8 +505,9 @@ typedef enum kvjit_scale_kind {
   KVJIT_SCALE_PER_HEAD = 2    /**< a row is num_heads heads; value j of a K row uses k_scale[j / (K elements / num_heads)] */
 } kvjit_scale_kind;
 
-/** Version 2 added dtype .. num_heads (quantize on store); version 1 structs are still accepted. */
-#define KVJIT_STORE_KV_ARGS_VERSION 2
+/** Version 2 added dtype .. num_heads (quantize on store), version 3 the cache layouts; older
+ *  structs are still accepted. */
+#define KVJIT_STORE_KV_ARGS_VERSION 3
 
 /**
  * Arguments of kvjit_store_kv_cache(): for each i < batch with s = indices[i * index_stride],
@@ -501,12 +549,19 @@ typedef struct kvjit_store_kv_args {
   const float *k_scale;       /**< device pointer: 1 (per tensor) or num_heads (per head) floats */
   const float *v_scale;       /**< the same for V (NULL when K only) */
   int64_t num_heads;          /**< heads per K row and per V row, for KVJIT_SCALE_PER_HEAD */
+  /* version 3 */
+  /** The K cache as a strided view (kvjit_layout), or NULL: row s at k_cache + s * k_cache_stride.
+   *  With a layout, k_cache_stride must be 0; row dims count cache elements (fp8 bytes when
+   *  quantizing), and with KVJIT_SCALE_PER_HEAD and two or more row dims the outermost is the
+   *  head (its extent num_heads). Read during the call only. */
+  const kvjit_layout *k_cache_layout;
+  const kvjit_layout *v_cache_layout; /**< the same for the V cache (NULL when K only) */
 } kvjit_store_kv_args;
 
 #define KVJIT_STORE_KV_ARGS_INIT                                                                 \
   { KVJIT_STORE_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 0, 0, 0, 0, 0, \
     0, 0, 0, KVJIT_NO_SKIP_SLOT, 0, KVJIT_PDL_AUTO, NULL, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES,      \
-    KVJIT_SCALE_NONE, NULL, NULL, 0 }
+    KVJIT_SCALE_NONE, NULL, NULL, 0, NULL, NULL }
 
 /** @p out = KVJIT_STORE_KV_ARGS_INIT of @p version (1 .. KVJIT_STORE_KV_ARGS_VERSION; a binding passes the version its layout has). */
 KVJIT_API kvjit_status kvjit_store_kv_args_init(kvjit_store_kv_args *out, unsigned version);
@@ -547,7 +602,15 @@ typedef enum kvjit_location {
   KVJIT_LOCATION_HOST = 1    /**< pinned, device-accessible host memory */
 } kvjit_location;
 
-#define KVJIT_TRANSFER_KV_ARGS_VERSION 1
+/** Version 2 added src_dtype .. dst_v_layout (convert on the way, the CTA budget, layouts); version 1
+ *  structs are still accepted. */
+#define KVJIT_TRANSFER_KV_ARGS_VERSION 2
+
+/** max_ctas: no cap, the grid the batch needs (the all-SM plan), over the host link too. */
+#define KVJIT_TRANSFER_KV_ALL_CTAS (-1)
+/** max_ctas 0 over the host link: this many CTAs at most (the link, not the SMs, is the bound). */
+#define KVJIT_TRANSFER_KV_HOST_CTAS 4
+
 
 /** Most layers one kvjit_transfer_kv() call moves (the launch's grid.y). */
 #define KVJIT_TRANSFER_KV_MAX_LAYERS 65535
@@ -563,6 +626,21 @@ typedef enum kvjit_location {
  * (num_layers N >= 1): each is a device pointer to an array of N uint64 cache pointers, one per
  * layer (as SGLang's hierarchical cache keeps them), all moved in one launch; a NULL entry or one
  * not aligned to the access width is skipped and counted like a bad slot, per item and layer.
+ *
+ * Convert on the way (version 2): src_dtype fp8 (E4M3 / E5M2) and dst_dtype F16 / BF16 / F32
+ * dequantizes each value as x * scale (fp32 product, round to nearest even into dst_dtype, what
+ * vLLM's gather_and_maybe_dequant_cache does); src_dtype F16 / BF16 / F32 and dst_dtype fp8
+ * quantizes as fp8(x / scale), exactly as kvjit_store_kv_cache() does (round to nearest even,
+ * saturated to the finite range, NaN stays NaN). k_row_bytes / v_row_bytes then count source
+ * bytes, source strides source bytes and destination strides destination bytes (a destination row
+ * is row bytes / source element size x destination element size). Scales are fp32 in device
+ * memory read at run time (a captured graph sees new values); with layer tables, layer l reads
+ * k_scale[l * n .. ] (n = 1 per tensor, num_heads per head).
+ *
+ * The CTA budget (version 2): over the host link the copy runs on at most
+ * KVJIT_TRANSFER_KV_HOST_CTAS CTAs that stride over the batch, leaving the SMs to the model
+ * (the link, not the SMs, bounds it); max_ctas N caps any direction at N CTAs,
+ * KVJIT_TRANSFER_KV_ALL_CTAS asks for the grid the batch needs.
  */
 typedef struct kvjit_transfer_kv_args {
   unsigned version;          /**< KVJIT_TRANSFER_KV_ARGS_VERSION */
@@ -590,11 +668,26 @@ typedef struct kvjit_transfer_kv_args {
   int split;                 /**< parts each row is split into across lane groups; 0: automatic */
   kvjit_pdl_mode pdl;
   struct CUstream_st *stream; /**< NULL: the legacy default stream */
+  /* version 2 */
+  kvjit_dtype src_dtype;     /**< element type of the source rows; BYTES: rows are copied as they are */
+  kvjit_dtype dst_dtype;     /**< BYTES or src_dtype: a plain copy; else the conversion (see above) */
+  kvjit_scale_kind scale_kind; /**< with a conversion only */
+  const float *k_scale;      /**< device pointer: 1 (per tensor) or num_heads (per head) floats (per layer) */
+  const float *v_scale;      /**< the same for V (NULL when K only) */
+  int64_t num_heads;         /**< heads per K row and per V row, for KVJIT_SCALE_PER_HEAD */
+  int max_ctas;              /**< 0: the plan's budget; N: at most N CTAs; KVJIT_TRANSFER_KV_ALL_CTAS: no cap */
+  /** The caches as strided views (kvjit_layout), or NULL: row s at the cache + s * its stride
+   *  (which must then be 0 with a layout: its slot_stride says it). Row dims count bytes of the
+   *  side's rows (converting: the destination's in its own type). The two caches of a side share
+   *  page size, runs and row dims (their strides may differ); V rows of K's size. With layer tables
+   *  every layer's pointer is the base of its view. Read during the call only. */
+  const kvjit_layout *src_k_layout, *src_v_layout, *dst_k_layout, *dst_v_layout;
 } kvjit_transfer_kv_args;
 
 #define KVJIT_TRANSFER_KV_ARGS_INIT                                                              \
   { KVJIT_TRANSFER_KV_ARGS_VERSION, NULL, NULL, NULL, NULL, NULL, NULL, KVJIT_INDEX_INT64, 1, 1, 0, 0, 0, \
-    0, 0, 0, 0, 0, 0, 0, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE, 0, KVJIT_PDL_AUTO, NULL }
+    0, 0, 0, 0, 0, 0, 0, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE, 0, KVJIT_PDL_AUTO, NULL,     \
+    KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL }
 
 /** @p out = KVJIT_TRANSFER_KV_ARGS_INIT of @p version (1 .. KVJIT_TRANSFER_KV_ARGS_VERSION; a binding passes the version its layout has). */
 KVJIT_API kvjit_status kvjit_transfer_kv_args_init(kvjit_transfer_kv_args *out, unsigned version);

@@ -3,7 +3,8 @@
  * e5m2, round to nearest even, saturated to the finite range (Inf included), NaN -> 0x7f. Written
  * from the formats' definitions (value = 2^(e - bias) x 1.m, subnormals 2^(1 - bias) x 0.m) with
  * a search over the 256 codes, so that it does not share the kernel's bit tricks; plus the
- * f16/bf16 -> fp32 widening and the fp32 division the kernel does first.
+ * f16/bf16 -> fp32 widening and the fp32 division the kernel does first. And the other way
+ * (transfer_kv's load): fp8 -> fp32 exactly, times a scale, rounded into f16 / bf16 / f32.
  */
 #ifndef KVJIT_TEST_FP8_REF_H
 #define KVJIT_TEST_FP8_REF_H
@@ -94,5 +95,52 @@ static inline float fp8_ref_f16_to_float(uint16_t h) {
 }
 
 static inline float fp8_ref_bf16_to_float(uint16_t h) { return fp8_ref_bits_to_float((uint32_t)h << 16); }
+
+/* fp32 -> a binary format of @p mant_bits stored mantissa bits and exponent bias @p bias (f16: 10,
+ * 15; bf16: 7, 127), round to nearest even from the value (double arithmetic, nearbyint in the
+ * default rounding mode), overflow to infinity, every NaN -> 0x7fff: what the GPU's conversions
+ * (cvt.rn.f16.f32, cvt.rn.bf16.f32) and PyTorch's CUDA conversions produce. */
+static inline uint16_t fp8_ref_float_to_binary16(float x, int mant_bits, int bias) {
+  if (isnan(x)) return 0x7fff;
+  const int exp_bits = 15 - mant_bits;
+  const uint16_t sign = signbit(x) ? 0x8000 : 0, inf = (uint16_t)(((1u << exp_bits) - 1) << mant_bits);
+  double a = fabs((double)x);
+  if (isinf(a)) return (uint16_t)(sign | inf);
+  const int min_exp = 1 - bias; /* the smallest normal is 2^min_exp */
+  if (a < ldexp(1.0, min_exp)) {
+    /* Subnormal: whole steps of 2^(min_exp - mant_bits); the largest result is the smallest normal's code. */
+    return (uint16_t)(sign | (uint16_t)nearbyint(ldexp(a, mant_bits - min_exp)));
+  }
+  int e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  int exponent = e - 1;
+  double q = nearbyint(ldexp(a, mant_bits - exponent)); /* in [2^m, 2^(m+1)] */
+  if (q >= ldexp(1.0, mant_bits + 1)) {
+    q /= 2;
+    exponent++;
+  }
+  if (exponent + bias >= (1 << exp_bits) - 1) return (uint16_t)(sign | inf);
+  return (uint16_t)(sign | (uint16_t)((exponent + bias) << mant_bits) | (uint16_t)(q - ldexp(1.0, mant_bits)));
+}
+
+static inline uint16_t fp8_ref_float_to_f16(float x) { return fp8_ref_float_to_binary16(x, 10, 15); }
+static inline uint16_t fp8_ref_float_to_bf16(float x) { return fp8_ref_float_to_binary16(x, 7, 127); }
+
+/* fp32 bits, every NaN as the GPU's canonical 0x7fffffff. */
+static inline uint32_t fp8_ref_float_bits(float x) {
+  uint32_t u;
+  if (isnan(x)) return 0x7fffffffu;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+/* What transfer_kv's dequantizing copy writes for fp8 @p code (e4m3 when @p e4m3) times @p scale
+ * (@p scaled 0: no multiplication), as destination bits (@p dst: 1 f16, 2 bf16, 3 f32): the
+ * value widened exactly, one fp32 multiplication, rounded to nearest even into the destination. */
+static inline uint32_t fp8_ref_dequant(uint8_t code, int e4m3, int scaled, float scale, int dst) {
+  float x = (float)fp8_ref_decode(code, e4m3);
+  if (scaled) x = x * scale;
+  return dst == 1 ? fp8_ref_float_to_f16(x) : dst == 2 ? fp8_ref_float_to_bf16(x) : fp8_ref_float_bits(x);
+}
 
 #endif

@@ -93,6 +93,39 @@ static void run_on_the_gpu(void) {
   kvjit_program_handle_destroy(h);
   gpu_free(sums);
   gpu_free(x);
+
+  /* The FlashAttention store: 5 tokens (one padding) into 4 blocks; every byte of the cache checked. */
+  enum { HEADS = 8, DIM = 128, BLOCK = 16, BLOCKS_ = 4, ROW = HEADS * DIM * 2, TOKENS = 5 };
+  static unsigned char cache[BLOCKS_ * HEADS * BLOCK * 2 * DIM * 2], want[sizeof cache], kv[2][TOKENS * ROW];
+  const int64_t slots[TOKENS] = {5, 17, -1, 63, 40};
+  gpu_fill_random(cache, sizeof cache, &seed);
+  gpu_fill_random(kv, sizeof kv, &seed);
+  memcpy(want, cache, sizeof cache);
+  for (int i = 0; i < TOKENS; i++) {
+    if (slots[i] < 0) continue;
+    const int64_t blk = slots[i] / BLOCK, pos = slots[i] % BLOCK;
+    for (int t = 0; t < 2; t++)
+      for (int hd = 0; hd < HEADS; hd++)
+        memcpy(want + (((blk * HEADS + hd) * BLOCK + pos) * 2 * DIM + t * DIM) * 2, kv[t] + i * ROW + hd * DIM * 2,
+               DIM * 2);
+  }
+  CUdeviceptr dc = gpu_alloc(sizeof cache), dk = gpu_alloc(sizeof kv[0]), dv = gpu_alloc(sizeof kv[1]),
+              ds = gpu_alloc(sizeof slots);
+  gpu_upload(dc, cache, sizeof cache);
+  gpu_upload(dk, kv[0], sizeof kv[0]);
+  gpu_upload(dv, kv[1], sizeof kv[1]);
+  gpu_upload(ds, slots, sizeof slots);
+  assert_int_equal(example_store_flash(ctx, (void *)(uintptr_t)dc, (const void *)(uintptr_t)dk,
+                                       (const void *)(uintptr_t)dv, (const int64_t *)(uintptr_t)ds, TOKENS, BLOCKS_,
+                                       NULL),
+                   KVJIT_OK);
+  gpu_sync();
+  gpu_download(cache, dc, sizeof cache);
+  assert_memory_equal(cache, want, sizeof cache);
+  gpu_free(dc);
+  gpu_free(dk);
+  gpu_free(dv);
+  gpu_free(ds);
   printf("the launching examples ran on %s (sm_%d)\n", gpu_current()->name, gpu_current()->sm);
 }
 
@@ -113,6 +146,11 @@ static void test_launching_examples(void **state) {
   assert_int_equal(example_block_sum_prepare(ctx, &h), KVJIT_OK); /* preparing needs no driver */
   assert_int_equal(example_block_sum(h, NULL, NULL, 1, 1024, 64 * 1024, NULL), KVJIT_ERR_NO_DRIVER);
   kvjit_program_handle_destroy(h);
+  /* The FlashAttention store's arguments pass validation (views apart), then need the driver. */
+  assert_int_equal(example_store_flash(ctx, (void *)(uintptr_t)0x7f0000000000ull, (const void *)(uintptr_t)0x7f1000000000ull,
+                                       (const void *)(uintptr_t)0x7f2000000000ull,
+                                       (const int64_t *)(uintptr_t)0x7f3000000000ull, 5, 4, NULL),
+                   KVJIT_ERR_NO_DRIVER);
 }
 
 int main(void) {

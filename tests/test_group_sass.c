@@ -46,14 +46,34 @@ static void add_store(plan_set *s, int arch, int64_t k, int64_t v, int vec, kvji
   assert_int_equal(kvjit_store_kv_program(&plan, &s->store[s->num_store++]), KVJIT_OK);
 }
 
-static void add_transfer(plan_set *s, int arch, int64_t k, int64_t v, kvjit_location src, kvjit_location dst,
-                         int table, int split, int cls) {
+static void add_transfer_shape(plan_set *s, int arch, const kvjit_transfer_kv_shape *shape, int cls) {
   kvjit_transfer_kv_plan plan;
-  assert_int_equal(kvjit_transfer_kv_plan_make(&plan, arch, k, v, 16, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, split, src,
-                                               dst, table, cls),
-                   KVJIT_OK);
+  if (kvjit_transfer_kv_plan_make(&plan, arch, shape, cls) != KVJIT_OK) fail_msg("transfer plan: %s", kvjit_last_error());
   assert_true(s->num_transfer < MAX_PLANS);
   assert_int_equal(kvjit_transfer_kv_program(&plan, &s->transfer[s->num_transfer++]), KVJIT_OK);
+}
+
+static void add_transfer(plan_set *s, int arch, int64_t k, int64_t v, kvjit_location src, kvjit_location dst,
+                         int table, int split, int cls) {
+  kvjit_transfer_kv_shape shape;
+  kvjit_transfer_kv_shape_plain(&shape, k, v, src, dst);
+  shape.index_type = KVJIT_INDEX_INT32;
+  shape.split = split;
+  shape.table = table;
+  add_transfer_shape(s, arch, &shape, cls);
+}
+
+/* A converting transfer (issue 29): dequantizing fp8 on a load, quantizing on an offload. */
+static void add_transfer_convert(plan_set *s, int arch, kvjit_dtype from, kvjit_dtype to, kvjit_scale_kind scale,
+                                 int64_t heads, kvjit_location src, kvjit_location dst) {
+  kvjit_transfer_kv_shape shape;
+  kvjit_transfer_kv_shape_plain(&shape, 1024, 1024, src, dst);
+  shape.src_dtype = from;
+  shape.dst_dtype = to;
+  shape.scale_kind = scale;
+  shape.num_heads = heads;
+  assert_int_equal(kvjit_transfer_kv_convert_resolve(&shape), KVJIT_OK);
+  add_transfer_shape(s, arch, &shape, KVJIT_TRANSFER_KV_CLASS_MID);
 }
 
 /* Plans of every kind the store has (plain with and without PDL, evict-first, pairs, K only, a
@@ -80,6 +100,10 @@ static void make_plans(plan_set *s, int arch) {
   add_transfer(s, arch, 2048, 2048, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_HOST, 0, 0, 1);
   add_transfer(s, arch, 128, 128, KVJIT_LOCATION_DEVICE, KVJIT_LOCATION_DEVICE, 1, 0, 2);
   add_transfer(s, arch, 16384, 0, KVJIT_LOCATION_HOST, KVJIT_LOCATION_DEVICE, 1, 1, 0);
+  add_transfer_convert(s, arch, KVJIT_DTYPE_FP8_E4M3, KVJIT_DTYPE_BF16, KVJIT_SCALE_PER_TENSOR, 0, KVJIT_LOCATION_HOST,
+                       KVJIT_LOCATION_DEVICE);
+  add_transfer_convert(s, arch, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8, KVJIT_LOCATION_DEVICE,
+                       KVJIT_LOCATION_HOST);
 }
 
 /* Compile @p n kernels of @p progs (one template) as one program, with @p extra options after the

@@ -15,6 +15,7 @@
 
 #include "kvjit.h"
 #include "kvjit_tools.h"
+#include "test_layouts.h"
 
 /* The first field of every kvjit_store_kv_variant initialiser below. */
 #define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
@@ -98,7 +99,7 @@ static void test_null_objects(void **state) {
 static void test_bad_arguments(void **state) {
   (void)state;
   BAD(a.version = 0, "args->version");
-  BAD(a.version = 3, "got 3");
+  BAD(a.version = 4, "got 4");
   BAD(a.batch = -1, "batch: must be >= 0, got -1");
   BAD(a.k_row_bytes = 0, "k_row_bytes");
   BAD(a.k_row_bytes = -256, "got -256");
@@ -224,6 +225,197 @@ static void test_fp8_valid_and_version_1(void **state) {
   memcpy(v1 + offsetof(kvjit_store_kv_args, k_stride), &bad_stride, sizeof bad_stride);
   assert_int_equal(kvjit_store_kv_cache(ctx, (const kvjit_store_kv_args *)(void *)v1), KVJIT_ERR_INVALID_ARGUMENT);
   free(v1);
+}
+
+/* Version 3: the caches as views (kvjit_layout). @p spec's caches at FAKE(3) (and FAKE(4) when
+ * separate), bf16 rows, quantizing to fp8 when @p fp8. */
+static kvjit_store_kv_args layout_args(const kvjit_test_layout *t, int fp8) {
+  kvjit_store_kv_args a = good_args();
+  a.k_row_bytes = t->k_row * (fp8 ? 2 : 1);
+  a.v_row_bytes = t->v_row * (fp8 ? 2 : 1);
+  a.v_cache = t->one_cache ? (char *)a.k_cache + t->v_base : a.v_cache;
+  a.num_slots = 4 * t->page_size;
+  a.k_cache_layout = &t->k;
+  a.v_cache_layout = &t->v;
+  if (fp8) {
+    a.dtype = KVJIT_DTYPE_BF16;
+    a.cache_dtype = KVJIT_DTYPE_FP8_E4M3;
+    a.scale_kind = KVJIT_SCALE_PER_TENSOR;
+    a.k_scale = (const float *)FAKE(6);
+    a.v_scale = (const float *)FAKE(7);
+  }
+  return a;
+}
+
+static int needs_driver(kvjit_status st) { return st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE; }
+
+static void test_layout_arguments(void **state) {
+  (void)state;
+  /* Every named layout passes validation (what is left is the missing driver), plain and fp8. */
+  for (size_t i = 0; i < kvjit_test_num_layouts; i++) {
+    kvjit_test_layout t;
+    kvjit_test_layout_make(&t, &kvjit_test_layouts[i]);
+    kvjit_store_kv_args a = layout_args(&t, t.element_bytes == 1);
+    kvjit_status st = kvjit_store_kv_cache(ctx, &a);
+    if (!needs_driver(st)) fail_msg("%s: %s \"%s\"", t.name, kvjit_status_name(st), kvjit_last_error());
+  }
+  kvjit_test_layout flash, chunked, hnd;
+  kvjit_test_layout_make(&flash, &kvjit_test_layouts[2]);
+  kvjit_test_layout_make(&chunked, &kvjit_test_layouts[3]);
+  kvjit_test_layout_make(&hnd, &kvjit_test_layouts[1]);
+  const struct {
+    kvjit_store_kv_args a;
+    const char *needle;
+  } bad[] = {
+      {layout_args(&flash, 0), "k_cache_stride: must be 0 with k_cache_layout"},
+      {layout_args(&flash, 0), "k_cache, v_cache: the two views may share bytes"},
+      {layout_args(&hnd, 0), "v_cache_layout->row_extents"},
+      {layout_args(&hnd, 1), "k_cache_layout->element_bytes: must be 1 (the cache's element), got 2"},
+      {layout_args(&chunked, 0), "v_cache_layout: given for a K-only store"},
+      {layout_args(&flash, 0), "k_cache_layout->version"},
+      {layout_args(&hnd, 0), "num_heads 2) for per-head scales"},
+  };
+  kvjit_store_kv_args cases[sizeof bad / sizeof bad[0]];
+  kvjit_layout spoilt[sizeof bad / sizeof bad[0]];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) cases[i] = bad[i].a;
+  cases[0].k_cache_stride = 4096;
+  cases[1].v_cache = cases[1].k_cache; /* V on top of K */
+  spoilt[2] = hnd.v;
+  spoilt[2].row_extents[1] = 32;
+  cases[2].v_cache_layout = &spoilt[2];
+  cases[4].v = cases[4].v_cache = NULL;
+  spoilt[5] = flash.k;
+  spoilt[5].version = 7;
+  cases[5].k_cache_layout = &spoilt[5];
+  cases[6] = layout_args(&hnd, 1);
+  cases[6].scale_kind = KVJIT_SCALE_PER_HEAD;
+  cases[6].num_heads = 2; /* the layouts' outer dim is 4 heads */
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (i == 3 || i == 6) {
+      /* HND with bf16 elements read as an fp8 cache (3); fp8 HND of 4 heads with 2 scales (6). */
+      if (i == 6) {
+        spoilt[6] = hnd.k;
+        spoilt[6].element_bytes = 1;
+        spoilt[6].row_extents[1] = 128;
+        spoilt[6].row_strides[0] = 16 * 128;
+        spoilt[6].row_strides[1] = 1;
+        spoilt[6].slot_stride = 128;
+        cases[6].k_cache_layout = cases[6].v_cache_layout = &spoilt[6];
+      }
+    }
+    bad_case c = {bad[i].needle, KVJIT_ERR_INVALID_ARGUMENT, bad[i].needle};
+    expect_bad(&cases[i], &c);
+  }
+  /* One layout struct for both views (checked once): V half a head on: fine; V on K: refused. */
+  kvjit_store_kv_args same = layout_args(&flash, 0);
+  same.v_cache_layout = same.k_cache_layout;
+  assert_true(needs_driver(kvjit_store_kv_cache(ctx, &same)));
+  same.v_cache = same.k_cache;
+  assert_int_equal(kvjit_store_kv_cache(ctx, &same), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "k_cache, v_cache: the two views may share bytes"));
+  same.v_cache = (char *)same.k_cache + 64 * 2;
+  same.v_cache_stride = 512;
+  assert_int_equal(kvjit_store_kv_cache(ctx, &same), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "v_cache_stride: must be 0 with v_cache_layout"));
+  /* A version-2 caller's struct ends before the layouts: they are never read. */
+  kvjit_store_kv_args v2 = good_args();
+  v2.version = 2;
+  v2.k_cache_layout = (const kvjit_layout *)FAKE(9); /* would crash if read */
+  assert_true(needs_driver(kvjit_store_kv_cache(ctx, &v2)));
+  /* NULL layouts in version 3: today's flat rows. */
+  kvjit_store_kv_args v3 = good_args();
+  assert_true(needs_driver(kvjit_store_kv_cache(ctx, &v3)));
+}
+
+/* Laid-out caches' manifest lines: their static part round-trips; lines that describe no view
+ * of the row are refused naming the key; the deprecated struct refuses what it cannot hold. */
+static void test_layout_lines(void **state) {
+  (void)state;
+  static const char *const good[] = {
+      "store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+      "k_atom=256 v_page=16 v_atom=256",
+      "store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+      "k_atom=16 v_page=16 v_atom=2 v_vec=2",
+      "store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int32 pdl=auto split=0 vec=16 dtype=bf16 "
+      "cache_dtype=fp8_e4m3 scale=head num_heads=8 k_page=5 k_atom=16 k_dim0=8 v_page=5 v_atom=1 v_dim0=8 v_vec=2",
+      "store_kv_cache arch=80 k_row_bytes=576 v_row_bytes=0 index=int64 pdl=auto split=0 vec=16 k_atom=32 k_dim0=3 "
+      "k_dim1=3",
+  };
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    kvjit_variant v;
+    if (kvjit_variant_parse(&v, good[i]) != KVJIT_OK) fail_msg("\"%s\": %s", good[i], kvjit_last_error());
+    char back[512];
+    assert_int_equal(kvjit_variant_format(&v, back, sizeof back), KVJIT_OK);
+    assert_string_equal(back, good[i]);
+    kvjit_store_kv_variant old;
+    assert_int_equal(kvjit_store_kv_variant_parse(&old, good[i]), KVJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(kvjit_last_error(), "kvjit_variant_parse"));
+  }
+  static const struct {
+    const char *line, *needle;
+  } bad[] = {
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=1",
+       "k_page: must be 0 (flat) or 2..65535, got 1"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_atom=96",
+       "k_atom: must divide the row's 2048 bytes"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 v_dim0=8",
+       "v_dim0, v_dim1: need v_atom"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=0 index=int64 pdl=auto split=0 vec=16 v_page=16",
+       "v_page: given for a K-only store"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+       "v_vec=16",
+       "v_vec: must be 0 (= vec) or a power of two other than vec 16, got 16"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 v_vec=2",
+       "v_vec: 2 given for flat caches"},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 k_page=16 "
+       "k_atom=256 k_dim0=8",
+       "k_dim0, k_dim1: 8, 0 must be 0 or >= 2 and leave a last dim >= 2"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    kvjit_variant v;
+    kvjit_status st = kvjit_variant_parse(&v, bad[i].line);
+    if (st == KVJIT_OK || strstr(kvjit_last_error(), bad[i].needle) == NULL) {
+      fail_msg("\"%s\": %s \"%s\", expected an error naming \"%s\"", bad[i].line, kvjit_status_name(st),
+               kvjit_last_error(), bad[i].needle);
+    }
+  }
+}
+
+/* kvjit_variant_set_layouts(): a variant keyed as a call with those layouts (the prewarm door). */
+static void test_variant_set_layouts(void **state) {
+  (void)state;
+  kvjit_test_layout flash, chunked;
+  kvjit_test_layout_make(&flash, &kvjit_test_layouts[2]);
+  kvjit_test_layout_make(&chunked, &kvjit_test_layouts[3]);
+  kvjit_variant v;
+  assert_int_equal(kvjit_variant_parse(&v, "store_kv_cache arch=90 k_row_bytes=512 v_row_bytes=512 index=int64 "
+                                           "pdl=auto split=0 vec=16"),
+                   KVJIT_OK);
+  const kvjit_layout *fl[2] = {&flash.k, &flash.v}, *ch[2] = {&chunked.k, &chunked.v}, *none[2] = {NULL, NULL};
+  char line[512];
+  kvjit_variant w = v;
+  assert_int_equal(kvjit_variant_set_layouts(&w, fl, 2), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&w, line, sizeof line), KVJIT_OK);
+  assert_non_null(strstr(line, " vec=16 k_page=16 k_atom=128 v_page=16 v_atom=128"));
+  w = v;
+  assert_int_equal(kvjit_variant_set_layouts(&w, ch, 2), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&w, line, sizeof line), KVJIT_OK);
+  assert_non_null(strstr(line, " vec=16 k_page=16 k_atom=16 v_page=16 v_atom=2 v_vec=2"));
+  assert_int_equal(kvjit_variant_set_layouts(&w, none, 2), KVJIT_OK); /* back to flat */
+  assert_int_equal(kvjit_variant_format(&w, line, sizeof line), KVJIT_OK);
+  assert_string_equal(line, "store_kv_cache arch=90 k_row_bytes=512 v_row_bytes=512 index=int64 pdl=auto split=0 vec=16");
+  assert_int_equal(kvjit_variant_set_layouts(&w, fl, 1), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "count: store_kv_cache takes 2 layouts"));
+  kvjit_layout bad = flash.k;
+  bad.row_extents[1] = 100;
+  const kvjit_layout *badl[2] = {&bad, NULL};
+  assert_int_equal(kvjit_variant_set_layouts(&w, badl, 2), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "layouts[0] (K cache)->row_extents"));
+  kvjit_variant t;
+  assert_int_equal(kvjit_variant_init(&t, kvjit_op_find("transfer_kv")), KVJIT_OK);
+  t.values[0] = 90;
+  t.values[1] = 256;
+  assert_true(kvjit_variant_set_layouts(&t, none, 2) != KVJIT_OK);
 }
 
 /* Argument errors come first, with or without a driver; batch 0 needs no driver at all. */
@@ -435,7 +627,8 @@ int main(void) {
       cmocka_unit_test(test_variant_round_trip),    cmocka_unit_test(test_variant_parse_forms),
       cmocka_unit_test(test_variant_parse_errors),  cmocka_unit_test(test_variant_format_errors),
       cmocka_unit_test(test_fp8_bad_arguments),     cmocka_unit_test(test_fp8_valid_and_version_1),
-      cmocka_unit_test(test_fp8_variant_lines),
+      cmocka_unit_test(test_fp8_variant_lines),     cmocka_unit_test(test_layout_arguments),
+      cmocka_unit_test(test_layout_lines),          cmocka_unit_test(test_variant_set_layouts),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

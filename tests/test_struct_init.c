@@ -39,6 +39,7 @@ static void test_every_struct_matches_its_init_macro(void **state) {
   SAME_AS_INIT(kvjit_op_stats, KVJIT_OP_STATS_INIT, kvjit_op_stats_init, KVJIT_OP_STATS_VERSION);
   SAME_AS_INIT(kvjit_store_kv_variant, KVJIT_STORE_KV_VARIANT_INIT, kvjit_store_kv_variant_init,
                KVJIT_STORE_KV_VARIANT_VERSION);
+  SAME_AS_INIT(kvjit_layout, KVJIT_LAYOUT_INIT, kvjit_layout_init, KVJIT_LAYOUT_VERSION);
 }
 
 /* A caller of an older version has a smaller struct: not a byte past it is written. */
@@ -69,6 +70,11 @@ static void test_an_older_version_writes_only_its_fields(void **state) {
   assert_int_equal(kvjit_store_kv_args_init(&a, 1), KVJIT_OK);
   assert_int_equal(a.version, 1);
   assert_int_equal(((const unsigned char *)&a)[offsetof(kvjit_store_kv_args, dtype)], 0x5a);
+  memset(&a, 0x5a, sizeof a);
+  assert_int_equal(kvjit_store_kv_args_init(&a, 2), KVJIT_OK);
+  assert_int_equal(a.version, 2);
+  assert_int_equal(a.num_heads, 0);
+  assert_int_equal(((const unsigned char *)&a)[offsetof(kvjit_store_kv_args, k_cache_layout)], 0x5a);
 }
 
 int main(void) {

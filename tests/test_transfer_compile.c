@@ -42,6 +42,35 @@ static const char *const lines[] = {
     "vec=1",
     "k_row_bytes=258 v_row_bytes=0 index=int32 src=host dst=device layers=one pdl=off split=0 "
     "vec=2",
+    /* issue 29: the all-SM plan over the link, few CTAs on the device, conversions on the way
+     * (fp8 -> bf16/f32/f16 on a load, f16/bf16/f32 -> fp8 on an offload, per head and per tensor,
+     * the round-by-round path converting) */
+    "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16 "
+    "ctas=all",
+    "k_row_bytes=512 v_row_bytes=512 index=int64 src=device dst=device layers=one pdl=off split=0 vec=16 "
+    "ctas=few",
+    "k_row_bytes=1024 v_row_bytes=1024 index=int64 src=host dst=device layers=table pdl=auto split=0 vec=16 "
+    "src_dtype=fp8_e4m3 dst_dtype=bf16 scale_kind=head num_heads=8",
+    "k_row_bytes=576 v_row_bytes=0 index=int32 src=host dst=device layers=one pdl=off split=0 vec=16 "
+    "src_dtype=fp8_e5m2 dst_dtype=f32 scale_kind=tensor",
+    "k_row_bytes=256 v_row_bytes=256 index=int64 src=device dst=device layers=one pdl=off split=0 vec=16 "
+    "src_dtype=fp8_e4m3 dst_dtype=f16",
+    "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16 "
+    "src_dtype=f16 dst_dtype=fp8_e4m3 scale_kind=head num_heads=8",
+    "k_row_bytes=4096 v_row_bytes=4096 index=int64 src=device dst=host layers=table pdl=off split=0 vec=16 "
+    "src_dtype=f32 dst_dtype=fp8_e5m2 scale_kind=tensor",
+    "k_row_bytes=16384 v_row_bytes=16384 index=int64 src=device dst=device layers=one pdl=off split=1 vec=16 "
+    "src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=tensor",
+    /* SGLang's host layouts: page_head (pages of 16, runs of one 256 B head) and page_first_direct
+     * (pages of 64 contiguous rows) on either side, one layer and tables, converting too */
+    "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=host dst=device layers=table pdl=auto split=0 vec=16 "
+    "src_page=16 src_atom=256",
+    "k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto split=0 vec=16 "
+    "dst_page=16 dst_atom=256",
+    "k_row_bytes=4096 v_row_bytes=4096 index=int64 src=device dst=host layers=table pdl=auto split=0 vec=16 "
+    "dst_page=64",
+    "k_row_bytes=2048 v_row_bytes=2048 index=int32 src=device dst=host layers=one pdl=off split=0 vec=16 "
+    "src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=head num_heads=8 dst_page=16 dst_atom=128",
 };
 /* The same, with PDL forced on (sm_90 and newer only). */
 static const char *const pdl_line =

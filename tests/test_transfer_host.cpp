@@ -2,9 +2,12 @@
 // but for a few CUDA built-ins (emulated below), so every thread of every block runs in turn
 // (the kernel has no barrier) and the result is compared byte for byte with a model: which rows
 // land where, the bad-slot policy and its counter, tails, splits, two items per group, layer
-// tables with a NULL entry. The GPU tests check the same on the device; this catches indexing
-// mistakes on machines without one. Each configuration is one build (tests/meson.build), whose
-// -D values are the template's arguments.
+// tables with a NULL entry, a grid capped at a few CTAs striding over the batch, and the
+// conversions on the way (fp8 <-> bf16/f32, per-tensor and per-head scales per layer, the
+// integer fp8 encoding) against tests/fp8_ref.h. The GPU tests check the same on the device;
+// this catches indexing and conversion mistakes on machines without one. Each configuration is
+// one build (tests/meson.build), whose -D values are the template's arguments.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +24,81 @@ static dim3_ threadIdx, blockIdx, blockDim, gridDim;
 #define __launch_bounds__(x)
 #define __grid_constant__
 #define __align__(n) alignas(n)
+#define __noinline__ __attribute__((noinline))
 static unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
   unsigned long long o = *p;
   *p += v;
   return o;
 }
+static unsigned int __float_as_uint(float f) {
+  unsigned int u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+static float __uint_as_float(unsigned int u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static float __frcp_rn(float x) { return 1.0f / x; }
+static float __fmul_rn(float a, float b) { return a * b; }
+static float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
+#ifndef KVJIT_SRC_DTYPE
+#define KVJIT_SRC_DTYPE 0
+#define KVJIT_DST_DTYPE 0
+#define KVJIT_SCALE 0
+#define KVJIT_HEADS 0
+#endif
+#ifndef KVJIT_LOOP_CTAS
+#define KVJIT_LOOP_CTAS 0 /* > 0: Loop, the grid capped at this many blocks */
+#endif
+/* SGLang's host layouts on one side (issue 29): 0 flat rows; 1 layer_first (2, L, size, H, D);
+ * 2 page_first (2, size, L, H, D); 3 page_first_direct (2, pages, L, page, H, D); 4 page_head (2,
+ * pages, H, page, L, D). KVJIT_HOST_SIDE: 0 the source, 1 the destination; KVJIT_HOST_HEADS: H
+ * (a row is H heads); KVJIT_HOST_PAGE: slots per page; KVJIT_HOST_LAYERS: L of the host tensor. */
+#ifndef KVJIT_HOST_LAYOUT
+#define KVJIT_HOST_LAYOUT 0
+#define KVJIT_HOST_SIDE 0
+#define KVJIT_HOST_HEADS 1
+#define KVJIT_HOST_PAGE 1
+#define KVJIT_HOST_LAYERS 1
+#endif
+#include "fp8_ref.h"
+// The op's source is store_kv_cache.cuh, layout.cuh, transfer_kv.cuh (src/ops/transfer_kv/meson.build).
+#include "store_kv_cache.cuh"
+#include "layout.cuh"
 #include "transfer_kv.cuh"
+static const int ES = KVJIT_SRC_DTYPE == 3 ? 4 : KVJIT_SRC_DTYPE == 1 || KVJIT_SRC_DTYPE == 2 ? 2 : 1;
+static const int ED = KVJIT_DST_DTYPE == 3 ? 4 : KVJIT_DST_DTYPE == 1 || KVJIT_DST_DTYPE == 2 ? 2 : 1;
+static const bool QUANT = KVJIT_SRC_DTYPE >= 1 && KVJIT_SRC_DTYPE <= 3 && KVJIT_DST_DTYPE >= 4;
+static const bool DEQUANT = KVJIT_SRC_DTYPE >= 4 && KVJIT_DST_DTYPE >= 1 && KVJIT_DST_DTYPE <= 3;
+
+// One row converted as the reference says: src_row_bytes source bytes into dst.
+static void ref_row(unsigned char *dst, const unsigned char *src, int64_t src_row_bytes, const float *scales) {
+  if (!QUANT && !DEQUANT) {
+    memcpy(dst, src, (size_t)src_row_bytes);
+    return;
+  }
+  const int64_t elems = src_row_bytes / ES, head_elems = KVJIT_HEADS ? elems / KVJIT_HEADS : elems;
+  for (int64_t e = 0; e < elems; e++) {
+    const float scale = KVJIT_SCALE == 2 ? scales[e / head_elems] : KVJIT_SCALE == 1 ? scales[0] : 1.0f;
+    if (QUANT) {
+      float x;
+      if (ES == 4) {
+        memcpy(&x, src + 4 * e, 4);
+      } else {
+        uint16_t h;
+        memcpy(&h, src + 2 * e, 2);
+        x = KVJIT_SRC_DTYPE == 2 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
+      }
+      if (KVJIT_SCALE) x = x / scale;
+      dst[e] = fp8_ref_encode(x, KVJIT_DST_DTYPE == 4);
+    } else {
+      const uint32_t bits = fp8_ref_dequant(src[e], KVJIT_SRC_DTYPE == 4, KVJIT_SCALE != 0, scale, KVJIT_DST_DTYPE);
+      memcpy(dst + ED * e, &bits, (size_t)ED); /* little endian: the low bytes */
+    }
+  }
+}
 static uint64_t rs = 88172645463325252ull;
 static uint64_t rnd() {
   rs ^= rs << 13;
@@ -34,23 +106,81 @@ static uint64_t rnd() {
   rs ^= rs << 17;
   return rs;
 }
+
+/* One side's caches (K or V): one buffer holding every layer, and where byte b of slot s's row of
+ * layer l is, written from the layouts' shapes (not from layout.cuh's arithmetic). */
+struct side_geometry {
+  int kind;                 /* KVJIT_HOST_LAYOUT's values, 0 on the flat side */
+  int64_t row, stride;      /* bytes of a row; flat: bytes between slots */
+  int64_t slots, layers;    /* layers the buffer holds */
+  int64_t heads, page;
+  int64_t bytes() const {
+    if (kind == 0) return layers * slots * stride;
+    const int64_t pages = (slots + page - 1) / page;
+    return 2 * layers * pages * page * row; /* generous: every layout fits */
+  }
+  int64_t at(int64_t l, int64_t s, int64_t b) const {
+    const int64_t L = layers, P = page, H = heads, hd = row / heads, pg = s / page, q = s % page;
+    switch (kind) {
+    case 0: return (l * slots + s) * stride + b;
+    case 1: return (l * slots + s) * row + b;                 /* [L, size, H, D] */
+    case 2: return (s * L + l) * row + b;                     /* [size, L, H, D] */
+    case 3: return ((pg * L + l) * P + q) * row + b;          /* [pages, L, P, H, D] */
+    default: return (((pg * H + b / hd) * P + q) * L + l) * hd + b % hd; /* [pages, H, P, L, D] */
+    }
+  }
+  /* The view of layer l's caches (its base: at(l, 0, 0)), as the library's canonical form has it. */
+  kvjit_view_strides view() const {
+    kvjit_view_strides v = {0, stride, {0, 0, 0}};
+    const int64_t L = layers, P = page, H = heads, hd = row / heads;
+    if (kind == 1) v.slot_stride = row;
+    if (kind == 2) v.slot_stride = L * row;
+    if (kind == 3) v = {L * P * row, row, {0, 0, 0}};
+    if (kind == 4) v = {H * P * L * hd, L * hd, {P * L * hd, 0, 0}};
+    return v;
+  }
+};
+/* The template's view arguments of a side: page, atom, E0 (flat once canonical: all 0). */
+#define SIDE_PAGE(k) ((k) >= 3 ? KVJIT_HOST_PAGE : 0)
+#define SIDE_ATOM(k, row) ((k) == 3 ? (row) : (k) == 4 ? (row) / KVJIT_HOST_HEADS : 0)
+#define SIDE_E0(k) ((k) == 4 ? KVJIT_HOST_HEADS : 0)
+
 int main() {
   const int64_t B = BATCH, SS = B + 9, DS = B + 13, KP = 2 * KVJIT_VEC, VP = KVJIT_VEC;
-  const int64_t KS = KVJIT_K_ROW_BYTES + KP, VS = KVJIT_V_ROW_BYTES + VP;
+  /* The destination's rows hold the source's elements in its own type; pads of whole vectors. */
+  const int64_t KD = KVJIT_K_ROW_BYTES / ES * ED, VD = KVJIT_V_ROW_BYTES / ES * ED;
   const int L = KVJIT_TABLE ? 3 : 1;
-  std::vector<std::vector<unsigned char>> sk(L), sv(L), dk(L), dv(L), wk(L), wv(L);
-  for (int l = 0; l < L; l++) {
-    sk[l].resize(SS * KS + 64);
-    sv[l].resize(SS * VS + 64);
-    dk[l].resize(DS * KS + 64);
-    dv[l].resize(DS * VS + 64);
-    for (auto &x : sk[l]) x = rnd();
-    for (auto &x : sv[l]) x = rnd();
-    for (auto &x : dk[l]) x = rnd();
-    for (auto &x : dv[l]) x = rnd();
-    wk[l] = dk[l];
-    wv[l] = dv[l];
+  const int SK_KIND = KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0, DK_KIND = KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0;
+  /* One layer of a laid-out host tensor of several: layer 1 (its base is not the tensor's). */
+  const int64_t HL = KVJIT_HOST_LAYOUT ? (L > KVJIT_HOST_LAYERS ? L : KVJIT_HOST_LAYERS) : L;
+  const int first_layer = KVJIT_HOST_LAYOUT && !KVJIT_TABLE && HL > 1 ? 1 : 0;
+  side_geometry g[2][2] = {
+      {{SK_KIND, KVJIT_K_ROW_BYTES, KVJIT_K_ROW_BYTES + KP, SS, HL, KVJIT_HOST_HEADS, KVJIT_HOST_PAGE},
+       {SK_KIND, KVJIT_V_ROW_BYTES, KVJIT_V_ROW_BYTES + VP, SS, HL, KVJIT_HOST_HEADS, KVJIT_HOST_PAGE}},
+      {{DK_KIND, KD, KD + KP / ES * ED, DS, HL, KVJIT_HOST_HEADS, KVJIT_HOST_PAGE},
+       {DK_KIND, VD, VD + VP / ES * ED, DS, HL, KVJIT_HOST_HEADS, KVJIT_HOST_PAGE}}};
+  /* Scales per layer: random in [1/64, 64), and per head a zero and a subnormal (the exact path). */
+  const int64_t NS = KVJIT_SCALE == 2 ? KVJIT_HEADS : 1;
+  std::vector<float> ks((size_t)(L * NS)), vs((size_t)(L * NS));
+  for (size_t i = 0; i < ks.size(); i++) {
+    ks[i] = std::ldexp(1.0f + (float)(rnd() % 1000) / 1000.0f, (int)(rnd() % 12) - 6);
+    vs[i] = std::ldexp(1.0f + (float)(rnd() % 1000) / 1000.0f, (int)(rnd() % 12) - 6);
   }
+  if (KVJIT_SCALE == 2 && KVJIT_HEADS >= 3) {
+    ks[1] = 0.0f;
+    vs[2] = 1e-40f;
+  }
+  /* buf[side][tensor], 16-aligned; want: the destination's expected bytes. */
+  std::vector<unsigned char> store[2][2], want[2];
+  unsigned char *buf[2][2];
+  for (int side = 0; side < 2; side++)
+    for (int t = 0; t < 2; t++) {
+      store[side][t].resize((size_t)g[side][t].bytes() + 64);
+      for (auto &x : store[side][t]) x = (unsigned char)rnd();
+      buf[side][t] = (unsigned char *)(((uintptr_t)store[side][t].data() + 15) & ~(uintptr_t)15);
+    }
+  for (int t = 0; t < 2; t++) want[t] = store[1][t];
+  auto want_at = [&](int t) { return want[t].data() + (buf[1][t] - store[1][t].data()); };
   std::vector<int64_t> si(B), di(B);
   std::vector<int64_t> perm(DS);
   for (int64_t i = 0; i < DS; i++) perm[i] = i;
@@ -65,18 +195,9 @@ int main() {
     if (rnd() % 7 == 0) si[i] = -1;
     if (rnd() % 9 == 0) di[i] = DS + 3;
   }
-  // align buffers to 16: use offsets
-  auto al = [](std::vector<unsigned char> &v) {
-    return (unsigned char *)(((uintptr_t)v.data() + 15) & ~(uintptr_t)15);
-  };
-  std::vector<const void *> tsk(L), tsv(L), tdk(L), tdv(L);
-  for (int l = 0; l < L; l++) {
-    tsk[l] = al(sk[l]);
-    tsv[l] = al(sv[l]);
-    tdk[l] = al(dk[l]);
-    tdv[l] = al(dv[l]);
-  }
   const int null_layer = KVJIT_TABLE ? 1 : -1; /* its destination K entry is NULL: skipped, counted */
+  const int64_t rows[2] = {KVJIT_K_ROW_BYTES, KVJIT_V_ROW_BYTES};
+  std::vector<unsigned char> src_row, dst_row;
   for (int64_t i = 0; i < B; i++) {
     if (si[i] < 0 || di[i] < 0) continue;
     if (si[i] >= SS || di[i] >= DS) {
@@ -88,11 +209,16 @@ int main() {
         expect++;
         continue;
       }
-      memcpy(al(wk[l]) + di[i] * KS, al(sk[l]) + si[i] * KS, KVJIT_K_ROW_BYTES);
-      if (KVJIT_V_ROW_BYTES) memcpy(al(wv[l]) + di[i] * VS, al(sv[l]) + si[i] * VS, KVJIT_V_ROW_BYTES);
+      const int64_t hl = l + first_layer;
+      for (int t = 0; t < (KVJIT_V_ROW_BYTES ? 2 : 1); t++) {
+        src_row.resize((size_t)rows[t]);
+        dst_row.resize((size_t)g[1][t].row);
+        for (int64_t b = 0; b < rows[t]; b++) src_row[(size_t)b] = buf[0][t][g[0][t].at(hl, si[i], b)];
+        ref_row(dst_row.data(), src_row.data(), rows[t], (t ? vs.data() : ks.data()) + l * NS);
+        for (int64_t b = 0; b < g[1][t].row; b++) want_at(t)[g[1][t].at(hl, di[i], b)] = dst_row[(size_t)b];
+      }
     }
   }
-  // wk offsets differ from dk since al() depends on data pointer; compare aligned regions instead
   std::vector<int64_t> idx64s(B), idx64d(B);
   std::vector<int> idx32s(B), idx32d(B);
   for (int64_t i = 0; i < B; i++) {
@@ -102,30 +228,30 @@ int main() {
     idx32d[i] = (int)di[i];
   }
   kvjit_transfer_kv_params p;
+  memset(&p, 0, sizeof p);
   std::vector<uint64_t> tab[4];
-  if (KVJIT_TABLE) {
+  const void **ptrs[4] = {&p.src_k, &p.src_v, &p.dst_k, &p.dst_v};
+  for (int c = 0; c < 4; c++) {
+    const int side = c / 2, t = c % 2;
     for (int l = 0; l < L; l++) {
-      tab[0].push_back((uint64_t)tsk[l]);
-      tab[1].push_back((uint64_t)tsv[l]);
-      tab[2].push_back(l == null_layer ? 0 : (uint64_t)tdk[l]);
-      tab[3].push_back((uint64_t)tdv[l]);
+      const bool null_entry = c == 2 && l == null_layer;
+      tab[c].push_back(null_entry ? 0 : (uint64_t)(buf[side][t] + g[side][t].at(l + first_layer, 0, 0)));
     }
-    p.src_k = tab[0].data();
-    p.src_v = tab[1].data();
-    p.dst_k = tab[2].data();
-    p.dst_v = tab[3].data();
-  } else {
-    p.src_k = tsk[0];
-    p.src_v = tsv[0];
-    p.dst_k = tdk[0];
-    p.dst_v = tdv[0];
+    *ptrs[c] = KVJIT_TABLE ? (const void *)tab[c].data() : (const void *)tab[c][0];
   }
   p.src_indices = KVJIT_INDEX_INT64 ? (const void *)idx64s.data() : (const void *)idx32s.data();
   p.dst_indices = KVJIT_INDEX_INT64 ? (const void *)idx64d.data() : (const void *)idx32d.data();
-  p.src_k_stride = KS;
-  p.src_v_stride = VS;
-  p.dst_k_stride = KS;
-  p.dst_v_stride = VS;
+  p.src_k_view = g[0][0].view();
+  p.src_v_view = g[0][1].view();
+  p.dst_k_view = g[1][0].view();
+  p.dst_v_view = g[1][1].view();
+  p.src_k_stride = p.src_k_view.slot_stride;
+  p.src_v_stride = p.src_v_view.slot_stride;
+  p.dst_k_stride = p.dst_k_view.slot_stride;
+  p.dst_v_stride = p.dst_v_view.slot_stride;
+  p.k_scale = ks.data();
+  p.v_scale = vs.data();
+  p.scale_stride = KVJIT_TABLE && KVJIT_SCALE ? NS : 0;
   p.src_index_stride = 1;
   p.dst_index_stride = 1;
   p.batch = B;
@@ -135,6 +261,7 @@ int main() {
   uint64_t units = (uint64_t)B * KVJIT_SPLIT, groups = KVJIT_ITEMS == 2 ? (units + 1) / 2 : units,
            per = KVJIT_BLOCK / KVJIT_LANES;
   unsigned blocks = (unsigned)((groups + per - 1) / per);
+  if (KVJIT_LOOP_CTAS > 0 && blocks > (unsigned)KVJIT_LOOP_CTAS) blocks = KVJIT_LOOP_CTAS; /* the op's cap */
   blockDim = {KVJIT_BLOCK, 1, 1};
   gridDim = {blocks, (unsigned)L, 1};
   for (unsigned y = 0; y < (unsigned)L; y++)
@@ -143,16 +270,22 @@ int main() {
         blockIdx = {b, y, 0};
         threadIdx = {t, 0, 0};
         kvjit_transfer_kv<KVJIT_K_ROW_BYTES, KVJIT_V_ROW_BYTES, KVJIT_SPLIT, KVJIT_VEC, KVJIT_LANES, KVJIT_BLOCK,
-                          KVJIT_ITEMS, KVJIT_INDEX_INT64, KVJIT_PDL, KVJIT_TABLE>(p);
+                          KVJIT_ITEMS, KVJIT_INDEX_INT64, KVJIT_PDL, KVJIT_TABLE, KVJIT_SRC_DTYPE, KVJIT_DST_DTYPE,
+                          KVJIT_SCALE, KVJIT_HEADS ? KVJIT_K_ROW_BYTES / KVJIT_HEADS : 0,
+                          KVJIT_HEADS ? KVJIT_V_ROW_BYTES / KVJIT_HEADS : 0, 1, (KVJIT_LOOP_CTAS > 0),
+                          SIDE_PAGE(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0),
+                          SIDE_ATOM(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0, KVJIT_K_ROW_BYTES),
+                          SIDE_E0(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0), 0, 0,
+                          SIDE_PAGE(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0),
+                          SIDE_ATOM(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0, KVJIT_K_ROW_BYTES / ES * ED),
+                          SIDE_E0(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0), 0, 0>(p);
       }
   int bad = 0;
-  for (int l = 0; l < L; l++) {
-    if (memcmp(al(dk[l]), al(wk[l]), DS * KS)) {
-      printf("K layer %d differs\n", l);
-      bad = 1;
-    }
-    if (KVJIT_V_ROW_BYTES && memcmp(al(dv[l]), al(wv[l]), DS * VS)) {
-      printf("V layer %d differs\n", l);
+  for (int t = 0; t < (KVJIT_V_ROW_BYTES ? 2 : 1); t++) {
+    if (memcmp(store[1][t].data(), want[t].data(), store[1][t].size())) {
+      size_t at = 0;
+      while (store[1][t][at] == want[t][at]) at++;
+      printf("%s differs first at byte %zu of its buffer\n", t ? "V" : "K", at);
       bad = 1;
     }
   }

@@ -104,10 +104,10 @@ enum door_mode { MODE_CALL, MODE_PREPARE, MODE_ARGS };
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
 
 /* store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
- * v_scale, cache_dtype[, stream[, context[, batch]]]): the op's arguments, then the door's. */
+ * v_scale, cache_dtype, layout[, stream[, context[, batch]]]): the op's arguments, then the door's. */
 static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 12 || nargs > 15) {
-    PyErr_SetString(PyExc_TypeError, "store_kv_cache takes the op's 12 arguments, then stream, context, batch");
+  if (nargs < 13 || nargs > 16) {
+    PyErr_SetString(PyExc_TypeError, "store_kv_cache takes the op's 13 arguments, then stream, context, batch");
     return NULL;
   }
   if (!ready()) return NULL;
@@ -126,15 +126,16 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
   kvjit_door_fill_devices(views, 7);
   if (int_arg(args[5], "num_slots", &req.num_slots) || int_arg(args[6], "skip_slot", &req.skip_slot) ||
       int_arg(args[7], "split", &req.split) || int_arg(args[8], "pdl", &req.pdl) ||
-      int_arg(args[11], "cache_dtype", &req.cache_dtype))
+      int_arg(args[11], "cache_dtype", &req.cache_dtype) || int_arg(args[12], "layout", &req.layout))
     goto done;
   int has_stream;
   void *stream = NULL;
   kvjit_context *ctx;
-  if (stream_and_context(nargs > 12 ? args[12] : NULL, nargs > 13 ? args[13] : NULL, &has_stream, &stream, &ctx))
+  if (stream_and_context(nargs > 13 ? args[13] : NULL, nargs > 14 ? args[14] : NULL, &has_stream, &stream, &ctx))
     goto done;
   char msg[512];
   kvjit_store_kv_args a;
+  kvjit_store_layouts layouts; /* what a's layout pointers point at */
   /* On CUDA, or all on the CPU (a plain loop there; the rules are the same). */
   kvjit_request_error refused = kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", msg, sizeof msg);
   int on_cuda = !refused;
@@ -142,11 +143,18 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     raise_refusal(refused, msg);
     goto done;
   }
-  if ((refused = kvjit_store_request_args(&req, &a, msg, sizeof msg))) {
+  if (mode == MODE_ARGS) memset(&layouts, 0, sizeof layouts); /* returned whole, flat or not */
+  if ((refused = kvjit_store_request_args(&req, &a, &layouts, msg, sizeof msg))) {
     raise_refusal(refused, msg);
     goto done;
   }
   if (!on_cuda && a.batch > 0 && mode != MODE_ARGS) {
+    if (a.k_cache_layout != NULL || a.v_cache_layout != NULL) {
+      /* The host loop addresses flat rows only; the layout's address rule lives in the library. */
+      PyErr_Format(PyExc_ValueError, "%s: a strided cache (pages, or a row with strides) is stored on CUDA tensors "
+                   "only; on the CPU pass flat caches", a.k_cache_layout != NULL ? "k_cache" : "v_cache");
+      goto done;
+    }
     if (mode == MODE_CALL) kvjit_host_store(&a);
     result = call_result(KVJIT_OK);
     goto done;
@@ -157,9 +165,13 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     goto done;
   else
     a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 14 && args[14] != Py_None && int_arg(args[14], "batch", &a.batch)) goto done;
+  if (mode == MODE_PREPARE && nargs > 15 && args[15] != Py_None && int_arg(args[15], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
-    result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
+    /* The args, then the K and V layouts their pointers point at (pointers mean nothing outside). */
+    char raw[sizeof a + sizeof layouts];
+    memcpy(raw, &a, sizeof a);
+    memcpy(raw + sizeof a, &layouts, sizeof layouts);
+    result = PyBytes_FromStringAndSize(raw, sizeof raw);
     goto done;
   }
   kvjit_door_guard guard;
@@ -198,37 +210,42 @@ static PyObject *c_store_args(PyObject *self, PyObject *const *args, Py_ssize_t 
 
 /* ---- transfer_kv ---------------------------------------------------------------------------- */
 
-static const char *const kTransferTensorNames[6] = {"src_k", "src_v", "dst_k", "dst_v", "src_indices",
-                                                    "dst_indices"};
+/* The op's tensors, in the order the request's views are read (kTransferArg: where each is). */
+enum { TRANSFER_TENSORS = 8 };
+static const char *const kTransferTensorNames[TRANSFER_TENSORS] = {"src_k",       "src_v",       "dst_k",   "dst_v",
+                                                                   "src_indices", "dst_indices", "k_scale", "v_scale"};
+static const int kTransferArg[TRANSFER_TENSORS] = {0, 1, 2, 3, 4, 5, 11, 12};
 
 /* transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots,
- * split, pdl, row_elements[, stream[, context[, batch]]]). */
+ * split, pdl, row_elements, k_scale, v_scale, max_ctas[, stream[, context[, batch]]]). */
 static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 11 || nargs > 14) {
-    PyErr_SetString(PyExc_TypeError, "transfer_kv takes the op's 11 arguments, then stream, context, batch");
+  if (nargs < 14 || nargs > 17) {
+    PyErr_SetString(PyExc_TypeError, "transfer_kv takes the op's 14 arguments, then stream, context, batch");
     return NULL;
   }
   if (!ready()) return NULL;
-  static const int optional[6] = {0, 1, 0, 1, 0, 0};
-  kvjit_door_tensor t[6];
+  static const int optional[TRANSFER_TENSORS] = {0, 1, 0, 1, 0, 0, 1, 1};
+  kvjit_door_tensor t[TRANSFER_TENSORS];
   kvjit_transfer_request req;
-  kvjit_tensor_view *views[6] = {&req.src_k, &req.src_v, &req.dst_k, &req.dst_v, &req.src_indices,
-                                 &req.dst_indices};
+  kvjit_tensor_view *views[TRANSFER_TENSORS] = {&req.src_k,       &req.src_v,       &req.dst_k,   &req.dst_v,
+                                                &req.src_indices, &req.dst_indices, &req.k_scale, &req.v_scale};
   PyObject *result = NULL;
   int n_read = 0;
-  for (; n_read < 6; n_read++) {
-    if (kvjit_door_read(args[n_read], kTransferTensorNames[n_read], optional[n_read], &t[n_read])) goto done;
+  for (; n_read < TRANSFER_TENSORS; n_read++) {
+    if (kvjit_door_read(args[kTransferArg[n_read]], kTransferTensorNames[n_read], optional[n_read], &t[n_read]))
+      goto done;
     *views[n_read] = t[n_read].buf.view;
   }
-  kvjit_door_fill_devices(views, 6);
+  kvjit_door_fill_devices(views, TRANSFER_TENSORS);
   if (int_arg(args[6], "src_num_slots", &req.src_num_slots) ||
       int_arg(args[7], "dst_num_slots", &req.dst_num_slots) || int_arg(args[8], "split", &req.split) ||
-      int_arg(args[9], "pdl", &req.pdl) || int_arg(args[10], "row_elements", &req.row_elements))
+      int_arg(args[9], "pdl", &req.pdl) || int_arg(args[10], "row_elements", &req.row_elements) ||
+      int_arg(args[13], "max_ctas", &req.max_ctas))
     goto done;
   int has_stream;
   void *stream = NULL;
   kvjit_context *ctx;
-  if (stream_and_context(nargs > 11 ? args[11] : NULL, nargs > 12 ? args[12] : NULL, &has_stream, &stream, &ctx))
+  if (stream_and_context(nargs > 14 ? args[14] : NULL, nargs > 15 ? args[15] : NULL, &has_stream, &stream, &ctx))
     goto done;
   char msg[512];
   kvjit_transfer_kv_args a;
@@ -239,7 +256,7 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   }
   int first = -1; /* the first device tensor: its framework's stream is the default */
-  for (int i = 0; i < 6 && first < 0; i++)
+  for (int i = 0; i < TRANSFER_TENSORS && first < 0; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
   if (has_stream)
     a.stream = stream;
@@ -247,9 +264,14 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   else
     a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 13 && args[13] != Py_None && int_arg(args[13], "batch", &a.batch)) goto done;
+  if (mode == MODE_PREPARE && nargs > 16 && args[16] != Py_None && int_arg(args[16], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
     result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
+    goto done;
+  }
+  if (first < 0 && a.batch > 0 && a.dst_dtype != KVJIT_DTYPE_BYTES && mode != MODE_ARGS) {
+    PyErr_SetString(PyExc_ValueError, "src_k: converting on the way runs on the GPU: no CUDA tensor among the "
+                    "arguments");
     goto done;
   }
   if (first < 0 && a.batch > 0 && mode != MODE_ARGS) {
@@ -261,14 +283,14 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   }
   int host = 0;
-  for (int i = 0; i < 6; i++) host |= views[i]->present && views[i]->device_type != KVJIT_DL_CUDA;
+  for (int i = 0; i < TRANSFER_TENSORS; i++) host |= views[i]->present && views[i]->device_type != KVJIT_DL_CUDA;
   kvjit_door_guard guard;
   if (kvjit_door_enter(device, host, &guard, msg, sizeof msg)) {
     PyErr_SetString(PyExc_RuntimeError, msg);
     goto done;
   }
   /* Host memory the GPU reads or writes must be pinned: pageable memory would fault there. */
-  for (int i = 0; i < 6 && mode == MODE_CALL && a.batch > 0; i++) {
+  for (int i = 0; i < TRANSFER_TENSORS && mode == MODE_CALL && a.batch > 0; i++) {
     if (!views[i]->present || views[i]->device_type == KVJIT_DL_CUDA) continue;
     if (kvjit_door_check_pinned(kTransferTensorNames[i], views[i], msg, sizeof msg)) {
       kvjit_door_leave(&guard);
@@ -398,15 +420,16 @@ static PyMethodDef methods[] = {
     {"init", FASTCALL(c_init), "init(libkvjit_path, default_context, error)"},
     {"store_kv_cache", FASTCALL(c_store),
      "store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, "
-     "cache_dtype, stream=None, context=None)\n--\n\nThe store with the op's arguments (kvjit.store_kv_cache "
+     "cache_dtype, layout, stream=None, context=None)\n--\n\nThe store with the op's arguments (kvjit.store_kv_cache "
      "normalises the keywords)."},
     {"store_kv_cache_prepare", FASTCALL(c_store_prepare),
      "store_kv_cache_prepare(<store_kv_cache's arguments>, stream, context, batch): load without launching."},
     {"store_kv_args", FASTCALL(c_store_args),
-     "store_kv_args(<store_kv_cache's arguments>): the kvjit_store_kv_args the rules make, as bytes."},
+     "store_kv_args(<store_kv_cache's arguments>): the kvjit_store_kv_args the rules make, then the K and V "
+     "kvjit_layout they point at, as bytes."},
     {"transfer_kv", FASTCALL(c_transfer),
      "transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
-     "pdl, row_elements, stream=None, context=None)"},
+     "pdl, row_elements, k_scale, v_scale, max_ctas, stream=None, context=None)"},
     {"transfer_kv_prepare", FASTCALL(c_transfer_prepare),
      "transfer_kv_prepare(<transfer_kv's arguments>, stream, context, batch): load without launching."},
     {"transfer_kv_args", FASTCALL(c_transfer_args),

@@ -20,13 +20,15 @@ namespace {
 
 /* Schema: (Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, Tensor src_indices,
  *          Tensor dst_indices, int src_num_slots, int dst_num_slots, int split, int pdl,
- *          int row_elements) -> () */
+ *          int row_elements, Tensor? k_scale, Tensor? v_scale, int max_ctas) -> () */
 enum {
   ARG_SRC_K, ARG_SRC_V, ARG_DST_K, ARG_DST_V, ARG_SRC_INDICES, ARG_DST_INDICES, ARG_SRC_NUM_SLOTS,
-  ARG_DST_NUM_SLOTS, ARG_SPLIT, ARG_PDL, ARG_ROW_ELEMENTS, NUM_TRANSFER_ARGS
+  ARG_DST_NUM_SLOTS, ARG_SPLIT, ARG_PDL, ARG_ROW_ELEMENTS, ARG_K_SCALE, ARG_V_SCALE, ARG_MAX_CTAS, NUM_TRANSFER_ARGS
 };
-const bool kIsTensor[NUM_TRANSFER_ARGS] = {true, true, true, true, true, true, false, false, false, false, false};
-const bool kIsOptional[NUM_TRANSFER_ARGS] = {false, true, false, true, false, false, false, false, false, false, false};
+const bool kIsTensor[NUM_TRANSFER_ARGS] = {true,  true,  true,  true,  true, true, false,
+                                           false, false, false, false, true, true, false};
+const bool kIsOptional[NUM_TRANSFER_ARGS] = {false, true,  false, true,  false, false, false,
+                                             false, false, false, false, true,  true,  false};
 
 /* kvjit_door_enter() / kvjit_door_leave() on every exit. */
 class ContextGuard {
@@ -48,7 +50,7 @@ class ContextGuard {
 void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {
   if (num_args != NUM_TRANSFER_ARGS || num_outputs != 0)
     throw std::runtime_error("kvjit: transfer_kv kernel registered under a schema of " + std::to_string(num_args) +
-                             " arguments and " + std::to_string(num_outputs) + " returns; it takes 11 and 0");
+                             " arguments and " + std::to_string(num_outputs) + " returns; it takes 14 and 0");
   CallArgs call(stack, num_args);
   call.adopt(kIsTensor, kIsOptional);
   kvjit_transfer_request req;
@@ -63,6 +65,9 @@ void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_out
   req.split = call.integer(ARG_SPLIT);
   req.pdl = call.integer(ARG_PDL);
   req.row_elements = call.integer(ARG_ROW_ELEMENTS);
+  view_of(call.tensor(ARG_K_SCALE), &req.k_scale);
+  view_of(call.tensor(ARG_V_SCALE), &req.v_scale);
+  req.max_ctas = call.integer(ARG_MAX_CTAS);
 
   kvjit_transfer_kv_args args;
   int32_t device = -1;
@@ -82,8 +87,9 @@ void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_out
   const struct {
     const char *name;
     const kvjit_tensor_view *t;
-  } host[] = {{"src_k", &req.src_k}, {"src_v", &req.src_v}, {"dst_k", &req.dst_k},
-              {"dst_v", &req.dst_v}, {"src_indices", &req.src_indices}, {"dst_indices", &req.dst_indices}};
+  } host[] = {{"src_k", &req.src_k},     {"src_v", &req.src_v},           {"dst_k", &req.dst_k},
+              {"dst_v", &req.dst_v},     {"src_indices", &req.src_indices}, {"dst_indices", &req.dst_indices},
+              {"k_scale", &req.k_scale}, {"v_scale", &req.v_scale}};
   if (g_torch.current_cuda_stream == nullptr)
     throw std::runtime_error("kvjit: this torch has no CUDA (aoti_torch_get_current_cuda_stream not found)");
   DeviceGuard guard(device);

@@ -34,18 +34,39 @@ static kvjit_request_error row_bytes_of(kvjit_request_msg *e, const char *name, 
   return KVJIT_REQUEST_OK;
 }
 
-/* One cache pair's K or V side: rows of the source, slots of both. */
+/* The element type kvjit converts from or to, or BYTES. */
+static kvjit_dtype dtype_kind(const kvjit_tensor_view *t) {
+  switch (t->kind) {
+  case KVJIT_TENSOR_F16: return KVJIT_DTYPE_F16;
+  case KVJIT_TENSOR_BF16: return KVJIT_DTYPE_BF16;
+  case KVJIT_TENSOR_F32: return KVJIT_DTYPE_F32;
+  case KVJIT_TENSOR_FP8_E4M3: return KVJIT_DTYPE_FP8_E4M3;
+  case KVJIT_TENSOR_FP8_E5M2: return KVJIT_DTYPE_FP8_E5M2;
+  default: return KVJIT_DTYPE_BYTES;
+  }
+}
+
+/* Source and destination dtypes that convert on the way: fp8 <-> float16/bfloat16/float32. */
+static int converts(const kvjit_tensor_view *src, const kvjit_tensor_view *dst) {
+  const kvjit_dtype a = dtype_kind(src), b = dtype_kind(dst);
+  const int a8 = a == KVJIT_DTYPE_FP8_E4M3 || a == KVJIT_DTYPE_FP8_E5M2, b8 = b == KVJIT_DTYPE_FP8_E4M3 || b == KVJIT_DTYPE_FP8_E5M2;
+  return a != KVJIT_DTYPE_BYTES && b != KVJIT_DTYPE_BYTES && a8 != b8;
+}
+
+/* One cache pair's K or V side: rows of the source (and, converting, of the destination in its
+ * own type), slots of both. */
 static kvjit_request_error pair_of(kvjit_request_msg *e, const char *src_name, const kvjit_tensor_view *src,
                                    const char *dst_name, const kvjit_tensor_view *dst, int64_t row_elements,
                                    const char *what, side *s, side *d) {
   kvjit_request_error r;
-  if (src->code != dst->code && !is_raw(src->kind) && !is_raw(dst->kind))
+  if (src->code != dst->code && !is_raw(src->kind) && !is_raw(dst->kind) && !converts(src, dst))
     return refuse(e, KVJIT_REQUEST_TYPE_ERROR, "%s: dtype %s differs from %s's %s (view both as uint8 to move raw "
-                  "bytes)", dst_name, dtype_of(dst).text, src_name, dtype_of(src).text);
+                  "bytes; fp8 and float16/bfloat16/float32 convert)", dst_name, dtype_of(dst).text, src_name,
+                  dtype_of(src).text);
   if ((r = row_bytes_of(e, src_name, src, row_elements, &s->row_bytes))) return r;
-  d->row_bytes = s->row_bytes;
+  d->row_bytes = converts(src, dst) ? s->row_bytes / src->itemsize * dst->itemsize : s->row_bytes;
   if ((r = kvjit_request_cache_slots(e, src_name, src, s->row_bytes, what, &s->slots, &s->stride)) ||
-      (r = kvjit_request_cache_slots(e, dst_name, dst, s->row_bytes, what, &d->slots, &d->stride)))
+      (r = kvjit_request_cache_slots(e, dst_name, dst, d->row_bytes, what, &d->slots, &d->stride)))
     return r;
   return KVJIT_REQUEST_OK;
 }
@@ -80,6 +101,38 @@ static kvjit_request_error num_slots_of(kvjit_request_msg *e, const char *name, 
   return KVJIT_REQUEST_OK;
 }
 
+/* A conversion's scales: none, per tensor (1 each) or per head (H each, dividing both rows). */
+static kvjit_request_error scales_of(kvjit_request_msg *e, const kvjit_transfer_request *req, int64_t k_elems,
+                                     int64_t v_elems, kvjit_transfer_kv_args *args) {
+  const kvjit_tensor_view *ks = &req->k_scale, *vs = &req->v_scale;
+  const int has_v = req->src_v.present;
+  kvjit_request_error r;
+  if (!ks->present && !vs->present) return KVJIT_REQUEST_OK;
+  if (args->dst_dtype == KVJIT_DTYPE_BYTES)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: scales need a conversion (an fp8 source into a float16/bfloat16/"
+                  "float32 destination, or the other way)", ks->present ? "k_scale" : "v_scale");
+  if (!ks->present) return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "k_scale: None while v_scale is given");
+  if (vs->present != has_v)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, has_v ? "v_scale: None while k_scale is given" :
+                  "v_scale: given without src_v");
+  int64_t count = 0, v_count = 0;
+  if ((r = kvjit_request_scale(e, "k_scale", ks, &args->k_scale, &count))) return r;
+  if (has_v && (r = kvjit_request_scale(e, "v_scale", vs, &args->v_scale, &v_count))) return r;
+  if (has_v && v_count != count)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "v_scale: %lld scales, k_scale has %lld (both per tensor or both per "
+                  "head)", (long long)v_count, (long long)count);
+  if (count == 1) {
+    args->scale_kind = KVJIT_SCALE_PER_TENSOR;
+    return KVJIT_REQUEST_OK;
+  }
+  if (k_elems % count || (has_v && v_elems % count))
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "k_scale: %lld heads do not divide rows of %lld (K) and %lld (V) "
+                  "elements", (long long)count, (long long)k_elems, (long long)v_elems);
+  args->scale_kind = KVJIT_SCALE_PER_HEAD;
+  args->num_heads = count;
+  return KVJIT_REQUEST_OK;
+}
+
 static kvjit_location where(const kvjit_tensor_view *t, int32_t device_type) {
   return t->device_type == device_type ? KVJIT_LOCATION_DEVICE : KVJIT_LOCATION_HOST;
 }
@@ -87,9 +140,10 @@ static kvjit_location where(const kvjit_tensor_view *t, int32_t device_type) {
 /* Every device tensor on one device: the first one's. */
 static kvjit_request_error one_device(kvjit_request_msg *e, const kvjit_transfer_request *req, int32_t device_type,
                                       int32_t *device) {
-  const kvjit_tensor_view *t[] = {&req->src_k, &req->dst_k, &req->src_v, &req->dst_v, &req->src_indices,
-                                  &req->dst_indices};
-  static const char *names[] = {"src_k", "dst_k", "src_v", "dst_v", "src_indices", "dst_indices"};
+  const kvjit_tensor_view *t[] = {&req->src_k, &req->dst_k,       &req->src_v,   &req->dst_v,
+                                  &req->src_indices, &req->dst_indices, &req->k_scale, &req->v_scale};
+  static const char *names[] = {"src_k", "dst_k", "src_v", "dst_v", "src_indices", "dst_indices", "k_scale",
+                                "v_scale"};
   *device = -1;
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     if (!t[i]->present || t[i]->device_type != device_type) continue;
@@ -166,7 +220,24 @@ kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *re
   args->dst = dst;
   args->split = (int)req->split;
   args->pdl = (kvjit_pdl_mode)req->pdl;
-  return KVJIT_REQUEST_OK;
+  if (req->max_ctas < KVJIT_TRANSFER_KV_ALL_CTAS || req->max_ctas > INT32_MAX)
+    return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "max_ctas: must be 0 (the plan's), N >= 1 or -1 (every SM), got %lld",
+                  (long long)req->max_ctas);
+  args->max_ctas = (int)req->max_ctas; /* the library checks its upper bound */
+  if (converts(&req->src_k, &req->dst_k)) {
+    if (req->src_v.present && (dtype_kind(&req->src_v) != dtype_kind(&req->src_k) ||
+                               dtype_kind(&req->dst_v) != dtype_kind(&req->dst_k)))
+      return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_v: %s -> %s while K converts %s -> %s (one conversion for both)",
+                    dtype_of(&req->src_v).text, dtype_of(&req->dst_v).text, dtype_of(&req->src_k).text,
+                    dtype_of(&req->dst_k).text);
+    args->src_dtype = dtype_kind(&req->src_k);
+    args->dst_dtype = dtype_kind(&req->dst_k);
+  } else if (req->src_v.present && converts(&req->src_v, &req->dst_v)) {
+    return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_v: %s -> %s converts while K is copied as it is",
+                  dtype_of(&req->src_v).text, dtype_of(&req->dst_v).text);
+  }
+  return scales_of(&e, req, sk.row_bytes / req->src_k.itemsize,
+                   req->src_v.present ? sv.row_bytes / req->src_v.itemsize : 0, args);
 }
 
 int64_t kvjit_tensor_view_extent(const kvjit_tensor_view *t) {

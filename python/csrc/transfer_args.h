@@ -1,7 +1,7 @@
 /*
  * Tensor shapes -> kvjit_transfer_kv_args: what torch.ops.kvjit.transfer_kv needs to turn the
- * caches and slot ids into one transfer call. The same rules and messages as the Python
- * binding's build_args (python/kvjit/_transfer.py). Each cache is device memory or (any tensor
+ * caches and slot ids into one transfer call. A source and a destination of different dtypes (fp8
+ * and float16/bfloat16/float32) convert on the way, with the scales given. Each cache is device memory or (any tensor
  * not on the device type given) host memory the GPU reaches; that it can is the caller's check.
  *
  * Pure arithmetic on sizes and strides: no torch, no driver; unit-tested in tests/.
@@ -27,6 +27,10 @@ typedef struct kvjit_transfer_request {
   int64_t split;         /**< 0: automatic */
   int64_t pdl;           /**< a kvjit_pdl_mode */
   int64_t row_elements;  /**< -1: a row is everything after a cache's first dim */
+  /** Converting (a source and destination of different dtypes, fp8 <-> float16/bfloat16/float32):
+   *  fp32 scales, 1 (per tensor) or H (per head) each, or not present (no scale). */
+  kvjit_tensor_view k_scale, v_scale;
+  int64_t max_ctas; /**< 0: the plan's CTA budget; N: at most N CTAs; -1: the all-SM plan */
 } kvjit_transfer_request;
 
 /**

@@ -78,7 +78,7 @@ CONTEXT_OPTIONS_VERSION = 3
 COMPILE_MODES = {"always": 0, "warn": 1, "never": 2}  # kvjit_compile_mode; None: $KVJIT_COMPILE
 COMPILE_FROM_ENV = -1
 PROGRAM_DESC_VERSION = 1
-STORE_KV_ARGS_VERSION = 2
+STORE_KV_ARGS_VERSION = 3
 
 
 # ---- errors ------------------------------------------------------------------------------------
@@ -282,8 +282,31 @@ class LaunchConfig(ctypes.Structure):
         self.num_args = ARGS_UNCHECKED
 
 
+LAYOUT_VERSION = 1
+LAYOUT_MAX_ROW_DIMS = 3
+
+
+class Layout(ctypes.Structure):
+    """kvjit_layout (version 1): a cache as slot dims and row dims, strides in bytes."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("page_size", ctypes.c_int64),
+        ("page_stride", ctypes.c_int64),
+        ("slot_stride", ctypes.c_int64),
+        ("element_bytes", ctypes.c_int64),
+        ("num_row_dims", ctypes.c_int),
+        ("row_extents", ctypes.c_int64 * LAYOUT_MAX_ROW_DIMS),
+        ("row_strides", ctypes.c_int64 * LAYOUT_MAX_ROW_DIMS),
+    ]
+
+    def row(self):
+        """[(extent, stride in bytes), ...], outermost first."""
+        return [(self.row_extents[i], self.row_strides[i]) for i in range(self.num_row_dims)]
+
+
 class StoreKvArgs(ctypes.Structure):
-    """kvjit_store_kv_args (version 2), as the native module fills it (kvjit._ops.store_kv_args)."""
+    """kvjit_store_kv_args (version 3), as the native module fills it (kvjit._ops.store_kv_args)."""
 
     _fields_ = [
         ("version", ctypes.c_uint),
@@ -313,12 +336,15 @@ class StoreKvArgs(ctypes.Structure):
         ("k_scale", ctypes.c_void_p),
         ("v_scale", ctypes.c_void_p),
         ("num_heads", ctypes.c_int64),
+        # version 3
+        ("k_cache_layout", ctypes.c_void_p),
+        ("v_cache_layout", ctypes.c_void_p),
     ]
 
 
 # ---- transfer_kv (helper C's block) ---------------------------------------------------------
 
-TRANSFER_KV_ARGS_VERSION = 1
+TRANSFER_KV_ARGS_VERSION = 2
 LOCATION_DEVICE = 0
 LOCATION_HOST = 1
 TRANSFER_KV_MAX_LAYERS = 65535
@@ -327,8 +353,10 @@ TRANSFER_KV_MAX_LAYERS = 65535
 # gives it), for transfer_kv_all_layers: version, src_k, src_v, dst_k, dst_v,
 # src_indices, dst_indices, index_type, src_index_stride, dst_index_stride, batch, k_row_bytes,
 # v_row_bytes, src_k_stride, src_v_stride, dst_k_stride, dst_v_stride, src_num_slots,
-# dst_num_slots, num_layers, src, dst, split, pdl, stream.
-TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiP")
+# dst_num_slots, num_layers, src, dst, split, pdl, stream; version 2: src_dtype, dst_dtype,
+# scale_kind, k_scale, v_scale, num_heads, max_ctas, src_k_layout, src_v_layout, dst_k_layout,
+# dst_v_layout.
+TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiPiiiPPqi4P")
 
 
 STORE_KV_VARIANT_VERSION = 1

@@ -15,7 +15,8 @@ B, SLOTS, H, D = 16, 1000, 8, 128
 SK, SV, DK, DV, SI, DI = 0x10000000, 0x20000000, 0x30000000, 0x40000000, 0x50000000, 0x60000000
 FIELDS = ("version src_k src_v dst_k dst_v src_indices dst_indices index_type src_index_stride dst_index_stride "
           "batch k_row_bytes v_row_bytes src_k_stride src_v_stride dst_k_stride dst_v_stride src_num_slots "
-          "dst_num_slots num_layers src dst split pdl stream").split()
+          "dst_num_slots num_layers src dst split pdl stream src_dtype dst_dtype scale_kind k_scale v_scale num_heads "
+          "max_ctas src_k_layout src_v_layout dst_k_layout dst_v_layout").split()
 
 
 def tensors(batch=B, typestr="<f2", dst_slots=SLOTS, **over):
@@ -44,13 +45,14 @@ def packed(t, **kw):
 
 
 def test_packer_matches_the_c_struct():
-    # 184 bytes on LP64: the size kvjit.h's kvjit_transfer_kv_args has (tests/test_transfer_args.c).
-    assert _lib.TRANSFER_KV_PACKER.size == 184
+    # 264 bytes on LP64: the size kvjit.h's kvjit_transfer_kv_args (version 2) has.
+    assert _lib.TRANSFER_KV_PACKER.size == 264
 
 
 def test_plain_layout():
     s = packed(tensors())
-    assert (s["version"], s["src_k"], s["dst_v"], s["src_indices"], s["dst_indices"]) == (1, SK, DV, SI, DI)
+    assert (s["version"], s["src_k"], s["dst_v"], s["src_indices"], s["dst_indices"]) == (2, SK, DV, SI, DI)
+    assert (s["src_dtype"], s["dst_dtype"], s["scale_kind"], s["k_scale"], s["max_ctas"]) == (0, 0, 0, 0, 0)
     assert s["k_row_bytes"] == s["v_row_bytes"] == s["src_k_stride"] == s["dst_v_stride"] == H * D * 2
     assert (s["index_type"], s["src_index_stride"], s["batch"]) == (_lib.INDEX_INT64, 1, B)
     assert (s["src_num_slots"], s["dst_num_slots"], s["num_layers"]) == (SLOTS, SLOTS, 0)
@@ -93,6 +95,22 @@ def test_bad_arguments_name_themselves():
                      ("dst_num_slots", dict(dst_num_slots=SLOTS + 1)), ("row_elements", dict(row_elements=0))):
         with raises(ValueError, match=f"^{name}"):
             packed(tensors(), **kw)
+
+
+def test_max_ctas_and_scales():
+    """The CTA budget reaches the args (its range is the native rule's); scales need a conversion
+    (an fp8 side; numpy's typestrs have no fp8, so the conversions themselves are the GPU tests')."""
+    assert packed(tensors(), max_ctas=3)["max_ctas"] == 3
+    assert packed(tensors(), max_ctas=-1)["max_ctas"] == -1
+    with raises(ValueError, match="^max_ctas: must be 0"):
+        packed(tensors(), max_ctas=-2)
+    with raises(TypeError, match="^max_ctas"):
+        packed(tensors(), max_ctas="all")
+    scale = FakeCAI((1,), "<f4", 0x70000000)
+    with raises(ValueError, match="^k_scale: scales need a conversion"):
+        packed(tensors(), k_scale=scale, v_scale=scale)
+    with raises(TypeError, match="^dst_k: dtype f32 differs from src_k.s f16 .*fp8 and float16"):
+        packed(tensors(dst_k=FakeCAI((SLOTS, H, D), "<f4", DK), dst_v=FakeCAI((SLOTS, H, D), "<f4", DV)))
 
 
 def test_batch_0_reaches_the_library_and_launches_nothing():

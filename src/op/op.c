@@ -142,6 +142,7 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   kvjit_op_entry *entry = malloc(sizeof *entry);
   if (entry == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", op->info.name);
   entry->kernel = kernel;
+  memset(&entry->geo, 0, sizeof entry->geo); /* what an op's geometry leaves alone is 0 (no loops) */
   op->geometry(plan.bytes, &entry->geo);
   kvjit_op_tables *tables = kvjit_op_tables_of(ctx);
   if (tables == NULL) {
@@ -236,25 +237,25 @@ static kvjit_status too_many_blocks(int64_t batch, const kvjit_op_entry *e) {
 }
 
 static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const kvjit_op *op, int64_t *values,
-                            int batch_class, int64_t batch, unsigned grid_y, struct CUstream_st *stream,
-                            void *params);
+                            int batch_class, int64_t batch, unsigned grid_y, uint32_t max_blocks,
+                            struct CUstream_st *stream, void *params);
 
 kvjit_status kvjit_op_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class, int64_t batch,
-                           unsigned grid_y, struct CUstream_st *stream, void *params) {
+                           unsigned grid_y, uint32_t max_blocks, struct CUstream_st *stream, void *params) {
   if (batch == 0) return kvjit_op_variant_error_or(op, values, KVJIT_OK);
   const kvjit_driver *drv;
   kvjit_status st;
   if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
-  st = op_call(drv, ctx, op, values, batch_class, batch, grid_y, stream, params);
+  st = op_call(drv, ctx, op, values, batch_class, batch, grid_y, max_blocks, stream, params);
   /* Off the hot path: only a call that found no context pays for the retry. */
   if (st == KVJIT_ERR_NO_DEVICE && kvjit_driver_adopt_context(drv, stream) == KVJIT_OK)
-    st = op_call(drv, ctx, op, values, batch_class, batch, grid_y, stream, params);
+    st = op_call(drv, ctx, op, values, batch_class, batch, grid_y, max_blocks, stream, params);
   return st;
 }
 
 static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const kvjit_op *op, int64_t *values,
-                            int batch_class, int64_t batch, unsigned grid_y, struct CUstream_st *stream,
-                            void *params) {
+                            int batch_class, int64_t batch, unsigned grid_y, uint32_t max_blocks,
+                            struct CUstream_st *stream, void *params) {
   kvjit_status st;
   int sm = 0;
   if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
@@ -262,8 +263,9 @@ static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const k
   values[0] = sm;
   const kvjit_op_entry *e;
   if ((st = kvjit_op_find_entry(ctx, op, values, batch_class, &e)) != KVJIT_OK) return st;
-  const uint64_t blocks = kvjit_op_blocks(&e->geo, batch);
+  uint64_t blocks = kvjit_op_blocks(&e->geo, batch);
   if (blocks == 0) return too_many_blocks(batch, e);
+  if (e->geo.loops && max_blocks > 0 && blocks > max_blocks) blocks = max_blocks;
   return kvjit_op_launch(drv, e, blocks, grid_y, stream, params);
 }
 

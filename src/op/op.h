@@ -102,10 +102,12 @@ kvjit_status kvjit_op_variant_error_or(const kvjit_op *op, const int64_t *values
 /**
  * The hot path after an op's validation, the same for every op: the current device's arch into
  * values[0], the entry (lock-free lookup, a load on a miss), the grid, the launch. @p batch 0
- * launches nothing (the variant's rules still checked); @p grid_y is the launch's grid.y.
+ * launches nothing (the variant's rules still checked); @p grid_y is the launch's grid.y;
+ * @p max_blocks > 0 caps grid.x for a kernel that strides over its units (geometry.loops), and is
+ * ignored for one that does not (each of its blocks must run).
  */
 kvjit_status kvjit_op_call(kvjit_context *ctx, const kvjit_op *op, int64_t *values, int batch_class, int64_t batch,
-                           unsigned grid_y, struct CUstream_st *stream, void *params);
+                           unsigned grid_y, uint32_t max_blocks, struct CUstream_st *stream, void *params);
 
 /**
  * An op's prepare after its validation: the kernels of @p batch_class (every class when @p batch

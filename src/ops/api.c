@@ -55,6 +55,21 @@ kvjit_status kvjit_variant_check(kvjit_variant *v) {
   return st;
 }
 
+kvjit_status kvjit_variant_set_layouts(kvjit_variant *variant, const kvjit_layout *const *layouts, size_t count) {
+  const kvjit_op *op;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  kvjit_status st = variant_checked(variant, &op, values);
+  if (st != KVJIT_OK) return st;
+  if (op->set_layouts == NULL) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "%s: takes no cache layouts", op->info.name);
+  if (layouts == NULL && count != 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "layouts: NULL with count %zu", count);
+  st = op->set_layouts(values, layouts, count);
+  if (st == KVJIT_OK) st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN);
+  if (st != KVJIT_OK) return st;
+  memcpy(variant->values, values, sizeof values);
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
 kvjit_status kvjit_variant_parse(kvjit_variant *out, const char *line) {
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
   if (line == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: NULL");
@@ -230,6 +245,13 @@ kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const cha
   if (op != &kvjit_op_store_kv) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: must start with \"store_kv_cache\", got a %s line",
                       op->info.name);
+  }
+  /* The deprecated struct has no cache layouts: a line with one would lose it. */
+  for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) {
+    if (v[f] != 0) {
+      return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "line: %s= (a cache layout) does not fit kvjit_store_kv_variant; "
+                        "read it with kvjit_variant_parse()", kvjit_op_store_kv.info.fields[f].name);
+    }
   }
   kvjit_store_kv_variant r = KVJIT_STORE_KV_VARIANT_INIT;
   r.arch = (int)v[STORE_F_ARCH];

@@ -33,7 +33,8 @@ struct kvjit_fast_map {
 };
 
 static uint64_t slot_of(kvjit_fast_key key, uint64_t mask) {
-  uint64_t h = key.a * 0x9E3779B97F4A7C15ull ^ (key.b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+  uint64_t h = key.a * 0x9E3779B97F4A7C15ull ^ (key.b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full ^
+               (key.c ^ key.d * 0x165667B19E3779F9ull) * 0x27D4EB2F165667C5ull;
   return (h >> 29) & mask;
 }
 

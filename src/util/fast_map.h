@@ -1,5 +1,5 @@
 /*
- * Lock-free, growing tables of exact 128-bit keys (no hashing of a description) to immutable
+ * Lock-free, growing tables of exact 256-bit keys (no hashing of a description) to immutable
  * values, for hot paths (the op layer keeps its loaded variants in one per context, op.h).
  *
  * Every key names its family in its top byte (the op registry numbers them, ops/registry.h), so keys of different families can
@@ -16,9 +16,10 @@
 
 #include "kvjit_tools.h"
 
-/** 128-bit exact key (ops pack their request into it; the top byte of @c a is the family). */
+/** 256-bit exact key (ops pack their request into it; the top byte of @c a is the family). @c c
+ *  and @c d are 0 unless a request needs more than 120 bits (the static part of cache layouts). */
 typedef struct kvjit_fast_key {
-  uint64_t a, b;
+  uint64_t a, b, c, d;
 } kvjit_fast_key;
 
 /** Who a key belongs to: the top byte of word a. 0 is never a key's family. */
@@ -29,13 +30,23 @@ typedef struct kvjit_fast_key {
 
 /** The key of @p family with payload @p a (its top byte must be clear) and @p b. */
 static inline kvjit_fast_key kvjit_fast_key_make(unsigned family, uint64_t a, uint64_t b) {
-  kvjit_fast_key key = {(uint64_t)family << KVJIT_FAMILY_SHIFT | (a & KVJIT_FAMILY_PAYLOAD_MASK), b};
+  kvjit_fast_key key = {(uint64_t)family << KVJIT_FAMILY_SHIFT | (a & KVJIT_FAMILY_PAYLOAD_MASK), b, 0, 0};
+  return key;
+}
+
+/** kvjit_fast_key_make() with the two further words. */
+static inline kvjit_fast_key kvjit_fast_key_make_wide(unsigned family, uint64_t a, uint64_t b, uint64_t c, uint64_t d) {
+  kvjit_fast_key key = kvjit_fast_key_make(family, a, b);
+  key.c = c;
+  key.d = d;
   return key;
 }
 
 static inline unsigned kvjit_fast_key_family(kvjit_fast_key key) { return (unsigned)(key.a >> KVJIT_FAMILY_SHIFT); }
 
-static inline int kvjit_fast_key_equal(kvjit_fast_key x, kvjit_fast_key y) { return x.a == y.a && x.b == y.b; }
+static inline int kvjit_fast_key_equal(kvjit_fast_key x, kvjit_fast_key y) {
+  return x.a == y.a && x.b == y.b && x.c == y.c && x.d == y.d;
+}
 
 /** One growing table: key -> value. */
 typedef struct kvjit_fast_map kvjit_fast_map;

@@ -65,6 +65,10 @@ typedef struct check_world {
   uint64_t rows;         /**< set by fill(): rows the reference wrote (statistics) */
   int sm;                /**< compute capability of the device */
   int ids[16];           /**< the op's own record of its buffers' indices (layout() sets them) */
+  /** The caches' layouts a case passes (layout() sets them; they live as long as the world), and
+   *  where a view starts in its buffer when two views share one (K and V packed in one cache). */
+  kvjit_layout layouts[4];
+  int64_t layout_v_base;
   /** Input sets (1 in a check): launch j reads set j % sets (its rows and slot ids), the way the
    *  bench driver rotates inputs; layout() sizes the inputs for all of them. */
   int sets;

@@ -6,8 +6,8 @@
  *   KVJIT_TEST_QUICK=1 check_gpu   a deterministic sample (about one case in CHECK_QUICK_EVERY,
  *                                  the same on every machine), or --quick
  *   check_gpu --op transfer_kv     one op;  --case N: case N of it alone (what a failure prints)
- *   check_gpu --group fields       one group of cases (the first word of their description), e.g.
- *                                  the variant space of the ops' field tables (check_space.h)
+ *   check_gpu --group layout       the cases whose description starts with that group's name
+ *                                  (e.g. fields: the variant space of the ops' field tables, check_space.h)
  *   check_gpu --list [--quick]     the cases and their parameters, no GPU needed; --count: per op
  *                                  (and fails when an op of the library has no family here)
  *
@@ -28,7 +28,7 @@
 
 typedef struct options {
   const char *op;   /* NULL: every op */
-  const char *group; /* NULL: every group; else the cases whose description starts with it */
+  const char *group; /* NULL: every group */
   long long index;  /* -1: every selected case */
   int quick, list, count;
   const char *program;
@@ -102,18 +102,6 @@ static int in_quick(const check_op *op, size_t index) {
   return check_mix(check_op_seed(op) ^ check_mix(index ^ 0x9a1c7ull)) % CHECK_QUICK_EVERY == 0;
 }
 
-/* Whether case @p index of @p op is in group @p group (its description's first word). */
-static int in_group(const check_op *op, size_t index, const char *group) {
-  void *c = malloc(op->case_size);
-  if (c == NULL) abort();
-  char line[512];
-  op->get(index, c);
-  op->describe(c, line, sizeof line);
-  free(c);
-  size_t n = strlen(group);
-  return strncmp(line, group, n) == 0 && (line[n] == ' ' || line[n] == '\0');
-}
-
 /* The indices of @p op this run covers. */
 static size_t select_cases(const check_op *op, const options *o, size_t **out) {
   size_t total = op->count(), n = 0;
@@ -122,8 +110,19 @@ static size_t select_cases(const check_op *op, const options *o, size_t **out) {
   if (o->index >= 0) {
     if ((size_t)o->index < total) idx[n++] = (size_t)o->index;
   } else {
-    for (size_t i = 0; i < total; i++)
-      if ((!o->quick || in_quick(op, i)) && (o->group == NULL || in_group(op, i, o->group))) idx[n++] = i;
+    void *c = o->group ? malloc(op->case_size) : NULL;
+    char what[640];
+    const size_t glen = o->group ? strlen(o->group) : 0;
+    for (size_t i = 0; i < total; i++) {
+      if (o->quick && !in_quick(op, i)) continue;
+      if (o->group) { /* a case's description starts with its group's name */
+        op->get(i, c);
+        op->describe(c, what, sizeof what);
+        if (strncmp(what, o->group, glen) != 0 || (what[glen] != ' ' && what[glen] != '\0')) continue;
+      }
+      idx[n++] = i;
+    }
+    free(c);
   }
   *out = idx;
   return n;

@@ -12,6 +12,7 @@
 #include "check_space.h"
 #include "check_store.h"
 #include "fp8_ref.h"
+#include "test_layouts.h"
 
 enum { B_K, B_V, B_KC, B_VC, B_IDX, B_KS, B_VS, B_AK, B_AV, B_IDX2 };
 
@@ -19,9 +20,18 @@ static int quantizing(const store_case *c) {
   return c->cache_dtype == KVJIT_DTYPE_FP8_E4M3 || c->cache_dtype == KVJIT_DTYPE_FP8_E5M2;
 }
 static int elem_bytes(const store_case *c) { return !quantizing(c) ? 1 : c->dtype == KVJIT_DTYPE_F32 ? 4 : 2; }
+/* A laid-out case's caches (tests/test_layouts.h), in cache elements (fp8 when quantizing). */
+static void case_layout(const store_case *c, kvjit_test_layout *t) {
+  const kvjit_test_layout_spec spec = {"case", (kvjit_test_layout_kind)(c->layout - 1), c->heads_l, c->head_dim,
+                                       c->block_size, quantizing(c) ? 1 : c->dtype == KVJIT_DTYPE_F32 ? 4 : 2};
+  kvjit_test_layout_make(t, &spec);
+}
+
 static int64_t num_slots(const store_case *c) {
   int64_t n = c->batch + (c->extra_slots < 0 ? c->batch / 4 + 3 : c->extra_slots);
-  return n < 1 ? 1 : n;
+  if (n < 1) n = 1;
+  if (c->layout) n = (n + c->block_size - 1) / c->block_size * c->block_size; /* whole pages */
+  return n;
 }
 /* Fixed by the case (a captured graph keeps it), one of the real slots. */
 static int64_t skip_slot(const store_case *c) { return c->use_skip ? (num_slots(c) * 2) / 3 : KVJIT_NO_SKIP_SLOT; }
@@ -45,9 +55,14 @@ static void describe(const void *cv, char *out, size_t cap) {
                    (long long)num_slots(c), c->split, c->k_off, c->v_off, c->kc_off, c->vc_off, c->idx_off,
                    c->bad_indices, c->use_skip);
   if (quantizing(c) && n > 0 && (size_t)n < cap) {
-    snprintf(out + n, cap - (size_t)n, " dtype=%s cache=%s scale=%d heads=%lld fixed_scale=%g data=%d soft=%d",
-             dtype_word(c->dtype), dtype_word(c->cache_dtype), (int)c->scale, (long long)c->heads,
-             (double)c->fixed_scale, (int)c->data, c->soft);
+    n += snprintf(out + n, cap - (size_t)n, " dtype=%s cache=%s scale=%d heads=%lld fixed_scale=%g data=%d soft=%d",
+                  dtype_word(c->dtype), dtype_word(c->cache_dtype), (int)c->scale, (long long)c->heads,
+                  (double)c->fixed_scale, (int)c->data, c->soft);
+  }
+  if (c->layout && n > 0 && (size_t)n < cap) {
+    snprintf(out + n, cap - (size_t)n, " layout=%s heads=%lld head_dim=%lld block_size=%lld graph=%d",
+             kvjit_test_layout_kind_name((kvjit_test_layout_kind)(c->layout - 1)), (long long)c->heads_l,
+             (long long)c->head_dim, (long long)c->block_size, c->common.graph);
   }
 }
 
@@ -71,7 +86,7 @@ static int vector_bytes(const store_case *c) {
 
 static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, size_t capacity) {
   const store_case *c = cv;
-  if (quantizing(c) || c->batch == 0) return 0; /* compiled on first use */
+  if (quantizing(c) || c->batch == 0 || c->layout) return 0; /* compiled on first use */
   kvjit_store_kv_variant v = KVJIT_STORE_KV_VARIANT_INIT;
   v.arch = sm;
   v.k_row_bytes = c->k_row;
@@ -112,8 +127,20 @@ static void layout(const void *cv, check_world *w) {
     w->ids[B_AV] = check_buf_add(w, "A.v_cache", CHECK_DEVICE, (size_t)(slots * c->k_row), 0, c->k_row, 1);
     w->ids[B_IDX2] = check_buf_add(w, "indices2", CHECK_DEVICE, (size_t)c->batch * 8, 0, 0, 0);
   }
-  w->ids[B_KC] = check_buf_add(w, "k_cache", CHECK_DEVICE, (size_t)(slots * kcs), c->kc_off, kcs, 1);
-  if (c->v_row > 0) w->ids[B_VC] = check_buf_add(w, "v_cache", CHECK_DEVICE, (size_t)(slots * vcs), c->vc_off, vcs, 1);
+  if (c->layout) {
+    /* Whole pages; K and V views of one cache (FlashAttention, MLA) share one buffer. */
+    kvjit_test_layout t;
+    case_layout(c, &t);
+    w->layouts[0] = t.k;
+    w->layouts[1] = t.v;
+    w->layout_v_base = t.v_base;
+    const size_t bytes = (size_t)(slots / c->block_size * t.page_bytes);
+    w->ids[B_KC] = check_buf_add(w, t.one_cache ? "cache" : "k_cache", CHECK_DEVICE, bytes, c->kc_off, 0, 1);
+    if (c->v_row > 0 && !t.one_cache) w->ids[B_VC] = check_buf_add(w, "v_cache", CHECK_DEVICE, bytes, c->vc_off, 0, 1);
+  } else {
+    w->ids[B_KC] = check_buf_add(w, "k_cache", CHECK_DEVICE, (size_t)(slots * kcs), c->kc_off, kcs, 1);
+    if (c->v_row > 0) w->ids[B_VC] = check_buf_add(w, "v_cache", CHECK_DEVICE, (size_t)(slots * vcs), c->vc_off, vcs, 1);
+  }
   w->ids[B_IDX] =
       check_buf_add(w, "indices", CHECK_DEVICE, (size_t)(items * c->index_stride) * id_bytes(c), c->idx_off, 0, 0);
   if (quantizing(c)) {
@@ -193,7 +220,7 @@ static void source_row(check_world *w, const store_case *c, unsigned char *out, 
   }
 }
 
-static float to_float(kvjit_dtype d, const unsigned char *p) {
+float check_store_source_value(kvjit_dtype d, const unsigned char *p) {
   if (d == KVJIT_DTYPE_F32) {
     float f;
     memcpy(&f, p, 4);
@@ -202,6 +229,13 @@ static float to_float(kvjit_dtype d, const unsigned char *p) {
   uint16_t h;
   memcpy(&h, p, 2);
   return d == KVJIT_DTYPE_F16 ? fp8_ref_f16_to_float(h) : fp8_ref_bf16_to_float(h);
+}
+
+/* A laid-out cache's row of slot @p slot gets @p row_bytes cache bytes @p bytes, each at its
+ * place by the layout's definition. */
+static void scatter_row(unsigned char *cache, const kvjit_layout *l, int64_t row_bytes, int64_t slot,
+                        const unsigned char *bytes) {
+  for (int64_t b = 0; b < row_bytes; b++) cache[kvjit_test_layout_offset(l, row_bytes, slot, b)] = bytes[b];
 }
 
 /* Cache row @p dst gets source row @p src: a copy, or each value quantized. */
@@ -214,7 +248,7 @@ static void reference_row(const store_case *c, unsigned char *dst, const unsigne
   int eb = elem_bytes(c);
   int64_t elems = row / eb, head_elems = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
   for (int64_t j = 0; j < elems; j++) {
-    float x = to_float(c->dtype, src + j * eb);
+    float x = check_store_source_value(c->dtype, src + j * eb);
     if (c->scale != KVJIT_SCALE_NONE) x = x / scales[j / head_elems];
     dst[j] = fp8_ref_encode(x, c->cache_dtype == KVJIT_DTYPE_FP8_E4M3);
   }
@@ -293,6 +327,13 @@ static void fill(const void *cv, check_world *w) {
     }
   }
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(c->batch > 0 ? c->batch : 1));
+  kvjit_test_layout lt;
+  unsigned char *flat = NULL;
+  if (c->layout) {
+    case_layout(c, &lt);
+    flat = malloc((size_t)(c->k_row > c->v_row ? c->k_row : c->v_row));
+    if (flat == NULL) abort();
+  }
   check_distinct_slots(w, ids, c->batch, slots);
   for (int64_t i = 0; c->bad_indices && i < c->batch; i++) {
     switch (check_rand(w) % 6) {
@@ -312,13 +353,22 @@ static void fill(const void *cv, check_world *w) {
     }
     for (int t = 0; t <= has_v; t++) {
       const float *scales = scl[t] >= 0 ? (const float *)(const void *)w->bufs[scl[t]].init : NULL;
-      reference_row(c, w->bufs[dst[t]].want + s * cstride[t], w->bufs[src[t]].init + i * stride[t], row[t], scales);
+      if (c->layout) {
+        /* The row as a flat cache would hold it, then each byte to its place in the layout. */
+        const int to = t == 0 || lt.one_cache ? w->ids[B_KC] : w->ids[B_VC];
+        reference_row(c, flat, w->bufs[src[t]].init + i * stride[t], row[t], scales);
+        scatter_row(w->bufs[to].want + (t && lt.one_cache ? lt.v_base : 0), t ? &lt.v : &lt.k, cache_row(c, row[t]), s,
+                    flat);
+      } else {
+        reference_row(c, w->bufs[dst[t]].want + s * cstride[t], w->bufs[src[t]].init + i * stride[t], row[t], scales);
+      }
     }
     w->rows++;
   }
   /* The forced integer path is a program of its own, outside the op's table: its counter is not
    * the op's to read (the same kernel text counts; the cvt path checks the counter). */
   if (c->soft) w->expected_oob = CHECK_OOB_UNCHECKED;
+  free(flat);
   free(ids);
 }
 
@@ -353,12 +403,20 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.k_cache_stride = cache_row(c, c->k_row) + c->kc_pad;
     if (c->v_row > 0) {
       a.v = (const char *)check_ptr(w, w->ids[B_V]) + first_in * (c->v_row + c->v_pad);
-      a.v_cache = check_ptr(w, w->ids[B_VC]);
+      /* K and V views of one cache (a layout's v_base) have no V buffer of their own. */
+      a.v_cache = w->ids[B_VC] >= 0 ? check_ptr(w, w->ids[B_VC])
+                                    : (char *)check_ptr(w, w->ids[B_KC]) + w->layout_v_base;
       a.v_row_bytes = c->v_row;
       a.v_stride = c->v_row + c->v_pad;
       a.v_cache_stride = cache_row(c, c->v_row) + c->vc_pad;
     }
     a.skip_slot = skip_slot(c);
+    if (c->layout) {
+      /* The views of tests/test_layouts.h; they live as long as the world (w->layouts). */
+      a.k_cache_stride = a.v_cache_stride = 0;
+      a.k_cache_layout = &w->layouts[0];
+      if (c->v_row > 0) a.v_cache_layout = &w->layouts[1];
+    }
     if (quantizing(c)) {
       a.dtype = c->dtype;
       a.cache_dtype = c->cache_dtype;
@@ -384,16 +442,17 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const store_case *c = cv;
-  snprintf(out, capacity, "%lld,%lld,%s,%s,%s%s,%s", (long long)c->k_row, (long long)c->batch,
+  snprintf(out, capacity, "%lld,%lld,%s,%s,%s%s,%s,%s", (long long)c->k_row, (long long)c->batch,
            c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->common.pdl == KVJIT_PDL_OFF ? "off" : "on",
            quantizing(c) ? "bf16>fp8_e4m3" : "bytes", c->scale == KVJIT_SCALE_PER_HEAD ? "/head" : "",
-           c->hot_inputs ? "hot" : "dram");
+           c->hot_inputs ? "hot" : "dram",
+           c->layout ? kvjit_test_layout_kind_name((kvjit_test_layout_kind)(c->layout - 1)) : "flat");
 }
 
 /* Each K and V row read once and written once (a quantized row is written at its cache size). */
 static double bench_bytes(const void *cv) {
   const store_case *c = cv;
-  return 2.0 * (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row));
+  return (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row) + c->v_row + cache_row(c, c->v_row));
 }
 
 /* Inputs rotate through 512 MiB per tensor and ids through 4 Mi slot ids (bench_store's pools). */
@@ -423,7 +482,7 @@ const check_op check_store_op = {
     .launch = launch,
     .bench_count = store_bench_count,
     .bench_get = store_bench_get,
-    .bench_columns = "row_bytes,batch,index,pdl,dtype,inputs",
+    .bench_columns = "row_bytes,batch,index,pdl,dtype,inputs,layout",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,

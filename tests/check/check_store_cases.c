@@ -13,6 +13,7 @@
 
 #include "check_space.h"
 #include "check_store.h"
+#include "test_layouts.h"
 
 static const int64_t batch_sizes[] = {1,   2,   3,   4,   5,   7,   8,   15,   16,   17,   31,   32,   33,   63,   64,
                                       65,  127, 128, 129, 255, 256, 511, 512,  1023, 1024, 2047, 2048, 4096, 4097,
@@ -342,6 +343,61 @@ static void fp8_graph_make(size_t i, store_case *c) {
   c->common.graph = 3;
 }
 
+/* ---- laid-out caches ------------------------------------------------------------------------------ */
+
+/* The caches serving runtimes lay out (tests/test_layouts.h): {kind, heads, head_dim, block_size}. */
+static const int64_t layout_shapes[][4] = {
+    {KVJIT_TEST_NHD, 8, 128, 16},     {KVJIT_TEST_HND, 8, 128, 16},   {KVJIT_TEST_HND, 3, 96, 5},
+    {KVJIT_TEST_FLASH, 8, 128, 16},   {KVJIT_TEST_FLASH, 2, 64, 64},  {KVJIT_TEST_CHUNKED, 8, 128, 16},
+    {KVJIT_TEST_CHUNKED, 2, 64, 5},   {KVJIT_TEST_MLA, 1, 576, 16},
+};
+/* What the rows hold: a plain copy of bf16 (or f32) rows, or a quantizing store. */
+static const struct {
+  kvjit_dtype src, cache;
+  kvjit_scale_kind scale;
+} layout_data[] = {
+    {KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE},
+    {KVJIT_DTYPE_F32, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE},
+    {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR},
+    {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD},
+    {KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD},
+    {KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR},
+};
+static const int64_t layout_batches[] = {1, 7, 16, 129, 1000, 4097};
+
+/* Every layout x what the rows hold x batch; int32 / int64 ids in turn, padding / past-the-end /
+ * skip-slot ids at two batches, a misaligned cache base (narrow accesses) at one, graph replay at
+ * one; the harness turns PDL auto, on and off. */
+static size_t layout_count(void) { return COUNT(layout_shapes) * COUNT(layout_data) * COUNT(layout_batches); }
+static void layout_make(size_t i, store_case *c) {
+  const size_t b = i % COUNT(layout_batches), d = (i / COUNT(layout_batches)) % COUNT(layout_data),
+               l = i / (COUNT(layout_batches) * COUNT(layout_data));
+  const int64_t *shape = layout_shapes[l];
+  const int quantize = layout_data[d].cache != KVJIT_DTYPE_BYTES;
+  const int src_elem = layout_data[d].src == KVJIT_DTYPE_F32 ? 4 : 2;
+  *c = store_case_plain("layout", layout_batches[b], 0);
+  c->layout = (int)shape[0] + 1;
+  c->heads_l = shape[1];
+  c->head_dim = shape[2];
+  c->block_size = shape[3];
+  c->dtype = layout_data[d].src;
+  c->cache_dtype = layout_data[d].cache;
+  c->scale = layout_data[d].scale;
+  if (shape[0] == KVJIT_TEST_MLA) { /* kv_c 512 and k_pe 64 elements into one 576-element row */
+    c->k_row = 512 * src_elem;
+    c->v_row = (shape[2] - 512) * src_elem;
+    c->heads = 1;
+  } else {
+    c->k_row = c->v_row = shape[1] * shape[2] * src_elem;
+    c->heads = shape[1];
+  }
+  c->index_type = b % 2 ? KVJIT_INDEX_INT32 : KVJIT_INDEX_INT64;
+  c->bad_indices = b == 3 || b == 4;
+  c->use_skip = b == 4;
+  if (b == 1) c->kc_off = c->vc_off = quantize ? 1 : (unsigned)src_elem; /* one cache element off: narrow accesses */
+  if (b == 2) c->common.graph = 2;
+}
+
 /* ---- the variant space from the op's field table ------------------------------------------------- */
 
 /* Where the space starts: a plain copy and a quantizing store; every field is varied from each. */
@@ -351,8 +407,14 @@ static const char *const space_bases[] = {
     "cache_dtype=fp8_e4m3 scale=head num_heads=8",
 };
 
+/* A laid-out cache is a kind of tests/test_layouts.h in a case (group "layout"), not yet these
+ * fields of its static part: they stay flat here. */
+static const char *const space_fixed[] = {"k_page", "k_atom", "k_dim0", "k_dim1", "v_page",
+                                          "v_atom", "v_dim0", "v_dim1", "v_vec"};
+
 size_t store_space(const kvjit_variant **out, size_t *dropped) {
-  static const check_space_map map = {sizeof(store_case), store_case_from_variant, store_case_variant, NULL, 0};
+  static const check_space_map map = {sizeof(store_case), store_case_from_variant, store_case_variant, space_fixed,
+                                      COUNT(space_fixed)};
   return check_space_get("store_kv_cache", space_bases, COUNT(space_bases), &map, out, dropped);
 }
 
@@ -401,7 +463,7 @@ static const struct {
     {paired_count, paired_make},     {zero_count, zero_make},         {chain_count, chain_make},
     {f16_count, f16_make},           {edges_count, edges_make},       {fp8_random_count, fp8_random_make},
     {fp8_features_count, fp8_features_make}, {fp8_graph_count, fp8_graph_make},
-    {fields_count, fields_make},
+    {layout_count, layout_make},     {fields_count, fields_make},
 };
 
 size_t store_case_count(void) {
@@ -442,10 +504,47 @@ enum {
   BENCH_FP8 = BENCH_ROWS * COUNT(fp8_batches) * 2,
 };
 
-size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_HOT + BENCH_FP8; }
+/* Laid-out caches (issue 29's grid): Llama-3.1-8B's 8 KV heads of 128, bf16, 16 slots per page, int64
+ * ids, PDL on, tokens 1 .. 65536, and bf16 -> e4m3 per tensor at 4096 tokens. NHD's view is flat:
+ * its cells are the flat kernel's, the reference for the others. MLA: 512 + 64 elements into one
+ * 576-element row. */
+static const int bench_layout_kinds[] = {KVJIT_TEST_NHD, KVJIT_TEST_HND, KVJIT_TEST_FLASH, KVJIT_TEST_CHUNKED,
+                                         KVJIT_TEST_MLA};
+static const int64_t bench_layout_batches[] = {1, 16, 256, 4096, 65536};
+enum { BENCH_LAYOUT = COUNT(bench_layout_kinds) * (COUNT(bench_layout_batches) + 1) };
+
+static void bench_layout_get(size_t i, store_case *c, int timing) {
+  const size_t per = COUNT(bench_layout_batches) + 1, b = i % per;
+  const int kind = bench_layout_kinds[i / per], fp8 = b == COUNT(bench_layout_batches);
+  const int64_t batch = fp8 ? 4096 : bench_layout_batches[b];
+  *c = store_case_plain(fp8 ? "bench_layout_fp8" : "bench_layout", batch, 8 * 128 * 2);
+  c->index_type = KVJIT_INDEX_INT64;
+  c->common.pdl = KVJIT_PDL_ON;
+  c->layout = kind + 1;
+  c->heads_l = kind == KVJIT_TEST_MLA ? 1 : 8;
+  c->head_dim = kind == KVJIT_TEST_MLA ? 576 : 128;
+  c->block_size = 16;
+  if (kind == KVJIT_TEST_MLA) {
+    c->k_row = 512 * 2;
+    c->v_row = 64 * 2;
+  }
+  if (fp8) {
+    c->dtype = KVJIT_DTYPE_BF16;
+    c->cache_dtype = KVJIT_DTYPE_FP8_E4M3;
+    c->scale = KVJIT_SCALE_PER_TENSOR;
+    c->heads = kind == KVJIT_TEST_MLA ? 1 : 8;
+  }
+  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)c->k_row) - batch; /* 2 GiB / K row */
+}
+
+size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_HOT + BENCH_FP8 + BENCH_LAYOUT; }
 
 void store_bench_get(size_t i, void *out, int timing) {
   store_case *c = out;
+  if (i >= BENCH_PLAIN + BENCH_HOT + BENCH_FP8) {
+    bench_layout_get(i - BENCH_PLAIN - BENCH_HOT - BENCH_FP8, c, timing);
+    return;
+  }
   if (i < BENCH_PLAIN) {
     const size_t cell = i / 4;
     *c = store_case_plain("bench", bench_batches[cell % COUNT(bench_batches)], bench_rows[cell / COUNT(bench_batches)]);

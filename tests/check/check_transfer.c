@@ -6,13 +6,21 @@
  * either side and a NULL table entry with the counter; batch 0; graphs in every direction. The
  * input maker: random source rows, poisoned destinations, random source slots (repeats allowed)
  * and duplicate-free destination slots. The reference: a row copy per item and layer.
+ *
+ * Issue 29: conversions on the way in every direction (fp8 e4m3/e5m2 -> f16/bf16/f32 as x * scale,
+ * f16/bf16/f32 -> fp8 as fp8(x / scale); per head, per tensor per layer, none; the reference is
+ * tests/fp8_ref.h, the scales new at every graph replay) and the CTA budget (the default few CTAs
+ * over the host link, caps of 1 and 3, the all-SM plan).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_space.h"
 #include "check_transfer.h"
+#include "host_layouts.h"
+#include "fp8_ref.h"
 
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -105,6 +113,72 @@ static void bad_make(size_t i, transfer_case *c) {
   if (k == 2) c->bad_layer = 2;
 }
 
+/* Conversions on the way, in every direction: {source dtype, destination dtype, scale, heads, row
+ * (source bytes), V row, layers, split}. */
+static const struct {
+  kvjit_dtype from, to;
+  kvjit_scale_kind scale;
+  int64_t heads, k_row, v_row;
+  int layers, split;
+} conversions[] = {
+    {KVJIT_DTYPE_FP8_E4M3, KVJIT_DTYPE_BF16, KVJIT_SCALE_PER_HEAD, 8, 1024, 1024, 0, 0},
+    {KVJIT_DTYPE_FP8_E5M2, KVJIT_DTYPE_F32, KVJIT_SCALE_PER_TENSOR, 0, 512, 512, 3, 0},
+    {KVJIT_DTYPE_FP8_E4M3, KVJIT_DTYPE_F16, KVJIT_SCALE_NONE, 0, 576, 0, 0, 0},
+    {KVJIT_DTYPE_FP8_E5M2, KVJIT_DTYPE_BF16, KVJIT_SCALE_PER_HEAD, 4, 256, 128, 2, 2},
+    {KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8, 2048, 2048, 0, 0},
+    {KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_TENSOR, 0, 1024, 1024, 2, 0},
+    {KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_NONE, 0, 4096, 2048, 0, 2},
+    {KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 2, 16384, 16384, 0, 1},
+};
+static size_t convert_count(void) { return 4 * COUNT(conversions); }
+static void convert_make(size_t i, transfer_case *c) {
+  const size_t n = COUNT(conversions), k = i % n;
+  *c = base("convert", k % 2 ? 1000 : 77, conversions[k].k_row, (int)(i / n));
+  c->v_row = conversions[k].v_row;
+  c->src_dtype = conversions[k].from;
+  c->dst_dtype = conversions[k].to;
+  c->scale = conversions[k].scale;
+  c->heads = conversions[k].heads;
+  c->layers = conversions[k].layers;
+  c->split = conversions[k].split;
+  c->index_type = k % 3 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
+  c->bad = k == 3;
+  if (k == 5) c->common.graph = 2; /* new scales and rows at every replay */
+}
+
+/* The CTA budget: caps of 1 and 3 CTAs, the all-SM plan, the default (few over the host link). */
+static size_t ctas_count(void) { return 4 * 4; }
+static void ctas_make(size_t i, transfer_case *c) {
+  static const int caps[] = {1, 3, KVJIT_TRANSFER_KV_ALL_CTAS, 0};
+  *c = base("ctas", 5000, 512, (int)(i / 4));
+  c->max_ctas = caps[i % 4];
+  c->layers = i % 4 == 1 ? 3 : 0;
+}
+
+/* SGLang's host layouts on the host side of a load (h2d) and an offload (d2h), one layer (layer
+ * 1 of 4) and tables of 3: rows of 4 heads of 256 B, pages of 16; then an offload quantizing
+ * bf16 into a page_head fp8 host cache per head and a load dequantizing a page_first_direct one. */
+static size_t host_layouts_count(void) { return 4 * 2 * 2 + 2; }
+static void host_layouts_make(size_t i, transfer_case *c) {
+  const int d2h = (int)(i / 2) % 2, convert = i >= 16;
+  const kvjit_host_layout_kind kind = convert ? (i == 16 ? KVJIT_HOST_PAGE_HEAD : KVJIT_HOST_PAGE_FIRST_DIRECT)
+                                              : (kvjit_host_layout_kind)(1 + i / 4);
+  *c = base("host_layouts", i % 2 ? 77 : 300, 1024, convert ? (i == 16 ? 1 : 2) : d2h ? 1 : 2);
+  c->layers = convert ? (i == 16 ? 0 : 3) : (i % 2 ? 3 : 0);
+  c->index_type = i % 3 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
+  c->src_slots = c->dst_slots = 416; /* whole pages */
+  c->bad = i % 4 == 1;
+  int64_t host_row = c->k_row;
+  if (i == 16) {
+    c->src_dtype = KVJIT_DTYPE_BF16, c->dst_dtype = KVJIT_DTYPE_FP8_E4M3, c->scale = KVJIT_SCALE_PER_HEAD, c->heads = 4;
+    host_row = c->k_row / 2;
+  } else if (convert) {
+    c->src_dtype = KVJIT_DTYPE_FP8_E5M2, c->dst_dtype = KVJIT_DTYPE_BF16, c->scale = KVJIT_SCALE_PER_TENSOR;
+  }
+  const kvjit_host_layout h = {kind, 4, host_row / 4, 16, 4, 416};
+  c->host = h;
+}
+
 static size_t zero_count(void) { return 1; }
 static void zero_make(size_t i, transfer_case *c) {
   (void)i;
@@ -122,17 +196,27 @@ static void graph_make(size_t i, transfer_case *c) {
 }
 
 /* The variant space from the op's field table (check_space.h): every value of every field, from
- * one base; cases of a few batches of every class, up to 64 MiB per device cache (16 MiB host). */
+ * a plain copy and a converting one; cases of a few batches of every class, up to 64 MiB per
+ * device cache (16 MiB host). */
 static const char *const space_bases[] = {
     "transfer_kv arch=0 k_row_bytes=1024 v_row_bytes=1024 index=int64 src=device dst=device layers=one pdl=auto "
     "split=0 vec=16",
+    "transfer_kv arch=0 k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto "
+    "split=0 vec=16 src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=head num_heads=8",
 };
 
 static void from_variant(const kvjit_variant *v, size_t index, void *out);
+static int src_elem(const transfer_case *c);
+static int dst_elem(const transfer_case *c);
 static int to_variant(const void *c, kvjit_variant *out);
 
+/* SGLang's host layouts are cases of their own group (host_layouts), not yet these view fields. */
+static const char *const space_fixed[] = {"src_page", "src_atom", "src_dim0", "src_dim1",
+                                          "dst_page", "dst_atom", "dst_dim0", "dst_dim1"};
+
 static size_t space(const kvjit_variant **out, size_t *dropped) {
-  static const check_space_map map = {sizeof(transfer_case), from_variant, to_variant, NULL, 0};
+  static const check_space_map map = {sizeof(transfer_case), from_variant, to_variant, space_fixed,
+                                      COUNT(space_fixed)};
   return check_space_get("transfer_kv", space_bases, COUNT(space_bases), &map, out, dropped);
 }
 
@@ -153,8 +237,17 @@ static void from_variant(const kvjit_variant *v, size_t index, void *out) {
   c->layers = check_variant_value(v, "layers") ? 3 : 0; /* "table": three layers */
   c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
   c->split = (int)check_variant_value(v, "split");
+  c->src_dtype = (kvjit_dtype)check_variant_value(v, "src_dtype");
+  c->dst_dtype = (kvjit_dtype)check_variant_value(v, "dst_dtype");
+  c->scale = (kvjit_scale_kind)check_variant_value(v, "scale_kind");
+  c->heads = check_variant_value(v, "num_heads");
+  const int64_t ctas = check_variant_value(v, "ctas"); /* auto, few, all */
+  c->max_ctas = ctas == 1 ? KVJIT_TRANSFER_KV_HOST_CTAS : ctas == 2 ? KVJIT_TRANSFER_KV_ALL_CTAS : 0;
+  /* Slot strides aligned to exactly vec bytes: the source's past a row (a plain copy), or the
+   * destination's (converting: whole elements on both sides, vec counted in source bytes). */
   const int64_t vec = check_variant_value(v, "vec");
-  c->src_pad = vec < 16 ? vec : 0; /* source slots vec bytes past a row: strides aligned to exactly vec */
+  if (vec < 16 && c->src_dtype == c->dst_dtype) c->src_pad = vec;
+  else if (vec < 16) c->dst_pad = vec / src_elem(c) * dst_elem(c);
   c->src_slots = c->dst_slots = batch + batch / 3 + 5;
 }
 
@@ -172,7 +265,8 @@ static const struct {
   size_t (*count)(void);
   void (*make)(size_t i, transfer_case *c);
 } groups[] = {{matrix_count, matrix_make}, {shapes_count, shapes_make}, {bad_count, bad_make},
-              {zero_count, zero_make},     {graph_count, graph_make},   {fields_count, fields_make}};
+              {zero_count, zero_make},     {graph_count, graph_make},   {convert_count, convert_make},
+              {ctas_count, ctas_make},     {host_layouts_count, host_layouts_make}, {fields_count, fields_make}};
 
 static size_t case_count(void) {
   static size_t n;
@@ -194,6 +288,7 @@ static void case_get(size_t index, void *out) {
   }
   if (c->src_slots == 0) c->src_slots = c->batch + c->batch / 3 + 5;
   if (c->dst_slots == 0) c->dst_slots = c->batch + c->batch / 3 + 5;
+  if (c->host.kind != KVJIT_HOST_FLAT) kvjit_host_layout_view(&c->host, &c->host_view);
 }
 
 /* ---- the op's side ------------------------------------------------------------------------------------ */
@@ -203,7 +298,26 @@ static int tensors(const transfer_case *c) { return c->v_row > 0 ? 2 : 1; }
 static int num_layers(const transfer_case *c) { return c->layers > 0 ? c->layers : 1; }
 static int64_t row_of(const transfer_case *c, int t) { return t ? c->v_row : c->k_row; }
 static size_t id_bytes(const transfer_case *c) { return c->index_type == KVJIT_INDEX_INT64 ? 8 : 4; }
-/* Buffer order: per layer and tensor the source then the destination cache, the 4 tables, the ids. */
+static int converting(const transfer_case *c) { return c->dst_dtype != KVJIT_DTYPE_BYTES; }
+/* The manifest's words and sizes of the element types (bench_ops builds this on the public API only). */
+static const char *dtype_word(kvjit_dtype d) {
+  static const char *const words[] = {"bytes", "f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2"};
+  return (unsigned)d < COUNT(words) ? words[d] : "?";
+}
+static int dtype_size(kvjit_dtype d) { return d == KVJIT_DTYPE_F32 ? 4 : d == KVJIT_DTYPE_F16 || d == KVJIT_DTYPE_BF16 ? 2 : 1; }
+static int src_elem(const transfer_case *c) { return converting(c) ? dtype_size(c->src_dtype) : 1; }
+static int dst_elem(const transfer_case *c) { return converting(c) ? dtype_size(c->dst_dtype) : 1; }
+/* A destination row: the source's elements in the destination's type. */
+static int64_t dst_row_of(const transfer_case *c, int t) { return row_of(c, t) / src_elem(c) * dst_elem(c); }
+static int64_t scales_per_layer(const transfer_case *c) { return c->scale == KVJIT_SCALE_PER_HEAD ? c->heads : 1; }
+/* The side (0 source, 1 destination) of a host layout: the host's. */
+static int laid(const transfer_case *c, int is_dst) {
+  return c->host.kind != KVJIT_HOST_FLAT && (is_dst ? c->dst : c->src) == KVJIT_LOCATION_HOST;
+}
+/* One layer's caches of a host layout: layer 1 of the tensor (its base is not the tensor's); tables: layer l. */
+static int64_t host_layer(const transfer_case *c, int l) { return c->layers > 0 ? l : 1; }
+/* Buffer order: per layer and tensor the source then the destination cache (a host layout's side:
+ * the whole tensor in layer 0's, 1 byte in the others), the 4 tables, the ids. */
 static int cache_id(const transfer_case *c, int layer, int t, int is_dst) {
   return (layer * tensors(c) + t) * 2 + is_dst;
 }
@@ -211,30 +325,72 @@ static int table_id(const transfer_case *c, int i) { return 2 * num_layers(c) * 
 static int ids_id(const transfer_case *c, int is_dst) {
   return 2 * num_layers(c) * tensors(c) + (c->layers > 0 ? 4 : 0) + is_dst;
 }
+/* With a scale: K's and V's scales (every layer's) after the ids. */
+static int scale_id(const transfer_case *c, int t) { return ids_id(c, 1) + 1 + t; }
+
+/* The buffer holding layer @p l of tensor @p t on a side, and the offset there of byte @p b of slot
+ * @p s's row: SGLang's shapes for a host layout (host_layouts.c), rows of row + pad bytes else. */
+static int side_buf(const transfer_case *c, int is_dst, int t, int l) {
+  return cache_id(c, laid(c, is_dst) ? 0 : l, t, is_dst);
+}
+static int64_t row_byte(const transfer_case *c, int is_dst, int t, int l, int64_t s, int64_t b) {
+  if (laid(c, is_dst)) return kvjit_host_layout_offset(&c->host, host_layer(c, l), s, b);
+  return s * ((is_dst ? dst_row_of(c, t) : row_of(c, t)) + (is_dst ? c->dst_pad : c->src_pad)) + b;
+}
 
 static void describe(const void *cv, char *out, size_t cap) {
   const transfer_case *c = cv;
   snprintf(out, cap,
            "%s %s->%s batch=%lld k_row=%lld v_row=%lld pads=%lld/%lld slots=%lld/%lld istride=%lld/%lld layers=%d "
-           "index=%s split=%d bad=%d bad_layer=%d",
+           "index=%s split=%d bad=%d bad_layer=%d convert=%s>%s scale=%d heads=%lld max_ctas=%d host_layout=%s",
            c->group, where(c->src), where(c->dst), (long long)c->batch, (long long)c->k_row, (long long)c->v_row,
            (long long)c->src_pad, (long long)c->dst_pad, (long long)c->src_slots, (long long)c->dst_slots,
            (long long)c->src_index_stride, (long long)c->dst_index_stride, c->layers,
-           c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->split, c->bad, c->bad_layer);
+           c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->split, c->bad, c->bad_layer,
+           dtype_word(c->src_dtype), dtype_word(c->dst_dtype), (int)c->scale, (long long)c->heads,
+           c->max_ctas, kvjit_host_layout_name(c->host.kind));
+}
+
+/* The widest power of two <= 16 dividing every one of @p parts. */
+static int vec_of(const int64_t *parts, size_t n) {
+  int vec = 16;
+  for (size_t i = 0; i < n; i++)
+    while (vec > 1 && parts[i] % vec != 0) vec /= 2;
+  return vec;
 }
 
 static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, size_t capacity) {
   const transfer_case *c = cv;
-  const int64_t parts[] = {c->k_row, c->v_row, c->k_row + c->src_pad, c->k_row + c->dst_pad, c->v_row + c->src_pad,
-                           c->v_row + c->dst_pad};
-  int vec = 16;
-  for (size_t i = 0; i < COUNT(parts); i++)
-    while (vec > 1 && parts[i] % vec != 0) vec /= 2;
+  /* The source's and the destination's alignments; converting, whole elements of both. */
+  const int64_t src_parts[] = {c->k_row, c->v_row, c->k_row + c->src_pad, c->v_row + c->src_pad};
+  const int64_t dst_parts[] = {dst_row_of(c, 0), dst_row_of(c, 1), dst_row_of(c, 0) + c->dst_pad,
+                               dst_row_of(c, 1) + c->dst_pad};
+  const int vs = vec_of(src_parts, COUNT(src_parts)), vd = vec_of(dst_parts, COUNT(dst_parts));
+  const int es = src_elem(c), ed = dst_elem(c);
+  const int vec = converting(c) ? (vs / es < vd / ed ? vs / es : vd / ed) * es : (vs < vd ? vs : vd);
   int n = snprintf(out, capacity, "transfer_kv arch=%d k_row_bytes=%lld v_row_bytes=%lld index=%s src=%s dst=%s "
                    "layers=%s pdl=%s split=%d vec=%d", sm, (long long)c->k_row, (long long)c->v_row,
                    c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", where(c->src), where(c->dst),
                    c->layers > 0 ? "table" : "one", pdl == KVJIT_PDL_ON ? "on" : pdl == KVJIT_PDL_OFF ? "off" : "auto",
                    c->split, vec);
+  if (n > 0 && converting(c) && (size_t)n < capacity) {
+    static const char *const scales[] = {"none", "tensor", "head"};
+    n += snprintf(out + n, capacity - (size_t)n, " src_dtype=%s dst_dtype=%s scale_kind=%s",
+                  dtype_word(c->src_dtype), dtype_word(c->dst_dtype), scales[c->scale]);
+    if (n > 0 && (size_t)n < capacity && c->scale == KVJIT_SCALE_PER_HEAD)
+      n += snprintf(out + n, capacity - (size_t)n, " num_heads=%lld", (long long)c->heads);
+  }
+  /* ctas= only where it differs from the direction's default (few over the host link). */
+  const int host = c->src == KVJIT_LOCATION_HOST || c->dst == KVJIT_LOCATION_HOST;
+  if (n > 0 && (size_t)n < capacity && ((c->max_ctas > 0 && !host) || (c->max_ctas < 0 && host)))
+    n += snprintf(out + n, capacity - (size_t)n, " ctas=%s", c->max_ctas > 0 ? "few" : "all");
+  /* A host layout's view, as the library's canonical form has it: paged ones' pages, page_head's
+   * runs of one head (the others are flat slots once canonical). */
+  const char *side = laid(c, 0) ? "src" : "dst";
+  if (n > 0 && (size_t)n < capacity && (c->host.kind == KVJIT_HOST_PAGE_FIRST_DIRECT || c->host.kind == KVJIT_HOST_PAGE_HEAD))
+    n += snprintf(out + n, capacity - (size_t)n, " %s_page=%lld", side, (long long)c->host.page_size);
+  if (n > 0 && (size_t)n < capacity && c->host.kind == KVJIT_HOST_PAGE_HEAD)
+    n += snprintf(out + n, capacity - (size_t)n, " %s_atom=%lld", side, (long long)c->host.head_bytes);
   return c->batch > 0 && n > 0 && (size_t)n < capacity;
 }
 
@@ -250,13 +406,15 @@ static void layout(const void *cv, check_world *w) {
   char name[24];
   for (int l = 0; l < num_layers(c); l++)
     for (int t = 0; t < tensors(c); t++) {
-      int64_t row = row_of(c, t), ss = row + c->src_pad, ds = row + c->dst_pad;
+      int64_t row = row_of(c, t), drow = dst_row_of(c, t), ss = row + c->src_pad, ds = drow + c->dst_pad;
+      /* A host layout's tensor is all in layer 0's buffer (every layer); 1 byte in the others. */
+      const size_t host_bytes = (size_t)kvjit_host_layout_bytes(&c->host);
       snprintf(name, sizeof name, "src_%s[%d]", t ? "v" : "k", l);
       check_buf_add(w, name, c->src == KVJIT_LOCATION_HOST ? CHECK_HOST : CHECK_DEVICE,
-                    (size_t)((c->src_slots - 1) * ss + row), 0, ss, 0);
+                    laid(c, 0) ? (l ? 1 : host_bytes) : (size_t)((c->src_slots - 1) * ss + row), 0, ss, 0);
       snprintf(name, sizeof name, "dst_%s[%d]", t ? "v" : "k", l);
       check_buf_add(w, name, c->dst == KVJIT_LOCATION_HOST ? CHECK_HOST : CHECK_DEVICE,
-                    (size_t)((c->dst_slots - 1) * ds + row), 0, ds, 1);
+                    laid(c, 1) ? (l ? 1 : host_bytes) : (size_t)((c->dst_slots - 1) * ds + drow), 0, ds, 1);
     }
   static const char *const tables[] = {"src_k table", "src_v table", "dst_k table", "dst_v table"};
   for (int i = 0; c->layers > 0 && i < 4; i++)
@@ -266,6 +424,59 @@ static void layout(const void *cv, check_world *w) {
     size_t bytes = (size_t)(items > 0 ? (items - 1) * strides[a] + 1 : 1) * id_bytes(c);
     check_buf_add(w, a ? "dst_indices" : "src_indices", CHECK_DEVICE, bytes, 0, 0, 0);
   }
+  for (int t = 0; converting(c) && c->scale != KVJIT_SCALE_NONE && t < tensors(c); t++)
+    check_buf_add(w, t ? "v_scale" : "k_scale", CHECK_DEVICE,
+                  (size_t)(num_layers(c) * scales_per_layer(c)) * sizeof(float), 0, 0, 0);
+}
+
+/* Scales of every layer: random in [1/64, 64), and per head a zero and a subnormal among them
+ * (the exact division's path when quantizing). New ones at every fill (a graph replay reads them). */
+static void fill_scales(const transfer_case *c, check_world *w) {
+  for (int t = 0; converting(c) && c->scale != KVJIT_SCALE_NONE && t < tensors(c); t++) {
+    float *s = (float *)(void *)w->bufs[scale_id(c, t)].init;
+    const int64_t n = num_layers(c) * scales_per_layer(c);
+    for (int64_t i = 0; i < n; i++) {
+      const uint64_t r = check_rand(w);
+      s[i] = ldexpf(1.0f + (float)(r % 1024) / 1024.0f, (int)((r >> 10) % 13) - 6);
+    }
+    if (c->scale == KVJIT_SCALE_PER_HEAD && c->heads >= 4) {
+      s[1] = 0.0f;
+      s[2] = 1e-40f;
+    }
+  }
+}
+
+/* Destination row @p dst of source row @p src (source bytes @p row) with @p scales: a copy, or
+ * every value converted as tests/fp8_ref.h says the kernel must. */
+static void convert_row(const transfer_case *c, unsigned char *dst, const unsigned char *src, int64_t row,
+                        const float *scales) {
+  if (!converting(c)) {
+    memcpy(dst, src, (size_t)row);
+    return;
+  }
+  const int es = src_elem(c), ed = dst_elem(c);
+  const int64_t elems = row / es, head = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
+  const int to_fp8 = ed == 1;
+  for (int64_t e = 0; e < elems; e++) {
+    const float scale = c->scale == KVJIT_SCALE_NONE ? 1.0f : scales[e / head];
+    if (to_fp8) {
+      float x;
+      if (es == 4) {
+        memcpy(&x, src + 4 * e, 4);
+      } else {
+        uint16_t h;
+        memcpy(&h, src + 2 * e, 2);
+        x = c->src_dtype == KVJIT_DTYPE_BF16 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
+      }
+      if (c->scale != KVJIT_SCALE_NONE) x = x / scale;
+      dst[e] = fp8_ref_encode(x, c->dst_dtype == KVJIT_DTYPE_FP8_E4M3);
+    } else {
+      const int dst_kind = c->dst_dtype == KVJIT_DTYPE_F16 ? 1 : c->dst_dtype == KVJIT_DTYPE_BF16 ? 2 : 3;
+      const uint32_t bits = fp8_ref_dequant(src[e], c->src_dtype == KVJIT_DTYPE_FP8_E4M3,
+                                            c->scale != KVJIT_SCALE_NONE, scale, dst_kind);
+      memcpy(dst + ed * e, &bits, (size_t)ed); /* little endian: the low bytes */
+    }
+  }
 }
 
 static void fill_tables(const transfer_case *c, check_world *w) {
@@ -273,7 +484,7 @@ static void fill_tables(const transfer_case *c, check_world *w) {
     const int t = i % 2, is_dst = i >= 2;
     uint64_t *ptrs = (uint64_t *)(void *)w->bufs[table_id(c, i)].init;
     for (int l = 0; l < c->layers; l++) {
-      ptrs[l] = t < tensors(c) ? w->bufs[cache_id(c, l, t, is_dst)].ptr : 0;
+      ptrs[l] = t < tensors(c) ? w->bufs[side_buf(c, is_dst, t, l)].ptr + (uint64_t)row_byte(c, is_dst, t, l, 0, 0) : 0;
       if (i == 2 && l == c->bad_layer) ptrs[l] = 0; /* a NULL destination K entry */
     }
   }
@@ -291,6 +502,7 @@ static void fill_timing(const transfer_case *c, check_world *w) {
   }
   free(ids);
   fill_tables(c, w);
+  fill_scales(c, w);
 }
 
 static void fill(const void *cv, check_world *w) {
@@ -317,8 +529,12 @@ static void fill(const void *cv, check_world *w) {
   check_write_ids(w->bufs[ids_id(c, 0)].init, s_slots, c->batch, c->src_index_stride, c->index_type);
   check_write_ids(w->bufs[ids_id(c, 1)].init, d_slots, c->batch, c->dst_index_stride, c->index_type);
   fill_tables(c, w);
+  fill_scales(c, w);
   w->expected_oob = 0;
   w->rows = 0;
+  const int64_t widest = (c->k_row > c->v_row ? c->k_row : c->v_row) * 4; /* a row in any of the types */
+  unsigned char *src_row = malloc((size_t)widest), *dst_row = malloc((size_t)widest);
+  if (src_row == NULL || dst_row == NULL) abort();
   for (int64_t i = 0; i < c->batch; i++) {
     const int64_t s = s_slots[i], d = d_slots[i];
     if (s < 0 || d < 0) continue;
@@ -332,13 +548,22 @@ static void fill(const void *cv, check_world *w) {
         continue;
       }
       for (int t = 0; t < tensors(c); t++) {
-        int64_t row = row_of(c, t);
-        memcpy(w->bufs[cache_id(c, l, t, 1)].want + d * (row + c->dst_pad),
-               w->bufs[cache_id(c, l, t, 0)].init + s * (row + c->src_pad), (size_t)row);
+        const int64_t row = row_of(c, t), drow = dst_row_of(c, t);
+        const float *scales = converting(c) && c->scale != KVJIT_SCALE_NONE
+                                  ? (const float *)(const void *)w->bufs[scale_id(c, t)].init + l * scales_per_layer(c)
+                                  : NULL;
+        /* Gathered and scattered byte by byte where its side is a host layout. */
+        const unsigned char *from = w->bufs[side_buf(c, 0, t, l)].init;
+        unsigned char *to = w->bufs[side_buf(c, 1, t, l)].want;
+        for (int64_t b = 0; b < row; b++) src_row[b] = from[row_byte(c, 0, t, l, s, b)];
+        convert_row(c, dst_row, src_row, row, scales);
+        for (int64_t b = 0; b < drow; b++) to[row_byte(c, 1, t, l, d, b)] = dst_row[b];
       }
       w->rows++;
     }
   }
+  free(src_row);
+  free(dst_row);
   free(s_slots);
   free(d_slots);
 }
@@ -355,10 +580,11 @@ void check_transfer_args(const void *cv, const check_world *w, const check_launc
     a.dst_v = two ? check_ptr(w, table_id(c, 3)) : NULL;
     a.num_layers = c->layers;
   } else {
-    a.src_k = check_ptr(w, cache_id(c, 0, 0, 0));
-    a.src_v = two ? check_ptr(w, cache_id(c, 0, 1, 0)) : NULL;
-    a.dst_k = check_ptr(w, cache_id(c, 0, 0, 1));
-    a.dst_v = two ? check_ptr(w, cache_id(c, 0, 1, 1)) : NULL;
+    /* One layer: its caches' first byte (a host layout's: that layer's slot 0). */
+    a.src_k = (const char *)check_ptr(w, side_buf(c, 0, 0, 0)) + row_byte(c, 0, 0, 0, 0, 0);
+    a.src_v = two ? (const char *)check_ptr(w, side_buf(c, 0, 1, 0)) + row_byte(c, 0, 1, 0, 0, 0) : NULL;
+    a.dst_k = (char *)check_ptr(w, side_buf(c, 1, 0, 0)) + row_byte(c, 1, 0, 0, 0, 0);
+    a.dst_v = two ? (char *)check_ptr(w, side_buf(c, 1, 1, 0)) + row_byte(c, 1, 1, 0, 0, 0) : NULL;
   }
   const size_t src_off = (size_t)(set * c->batch * c->src_index_stride) * id_bytes(c),
                dst_off = (size_t)(set * c->batch * c->dst_index_stride) * id_bytes(c);
@@ -371,9 +597,28 @@ void check_transfer_args(const void *cv, const check_world *w, const check_launc
   a.k_row_bytes = c->k_row;
   a.v_row_bytes = c->v_row;
   a.src_k_stride = c->k_row + c->src_pad;
-  a.dst_k_stride = c->k_row + c->dst_pad;
+  a.dst_k_stride = dst_row_of(c, 0) + c->dst_pad;
   a.src_v_stride = c->v_row + c->src_pad;
-  a.dst_v_stride = c->v_row + c->dst_pad;
+  a.dst_v_stride = dst_row_of(c, 1) + c->dst_pad;
+  a.src_dtype = c->src_dtype;
+  a.dst_dtype = c->dst_dtype;
+  a.scale_kind = c->scale;
+  a.num_heads = c->heads;
+  if (converting(c) && c->scale != KVJIT_SCALE_NONE) {
+    a.k_scale = (const float *)check_ptr(w, scale_id(c, 0));
+    a.v_scale = two ? (const float *)check_ptr(w, scale_id(c, 1)) : NULL;
+  }
+  a.max_ctas = c->max_ctas;
+  if (laid(c, 0)) {
+    a.src_k_layout = &c->host_view;
+    a.src_v_layout = two ? &c->host_view : NULL;
+    a.src_k_stride = a.src_v_stride = 0;
+  }
+  if (laid(c, 1)) {
+    a.dst_k_layout = &c->host_view;
+    a.dst_v_layout = two ? &c->host_view : NULL;
+    a.dst_k_stride = a.dst_v_stride = 0;
+  }
   a.src_num_slots = c->src_slots;
   a.dst_num_slots = c->dst_slots;
   a.src = c->src;

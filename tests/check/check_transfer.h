@@ -3,6 +3,7 @@
 #define KVJIT_TEST_CHECK_TRANSFER_H
 
 #include "check.h"
+#include "host_layouts.h"
 
 typedef struct transfer_case {
   check_common common;
@@ -18,6 +19,13 @@ typedef struct transfer_case {
   int split;
   int bad;                      /* padding and out-of-range ids mixed in */
   int bad_layer;                /* tables: the layer whose dst_k entry is NULL (-1: none) */
+  kvjit_dtype src_dtype, dst_dtype; /* both BYTES: a plain copy */
+  kvjit_scale_kind scale;
+  int64_t heads;                /* scale per head */
+  int max_ctas;                 /* the call's CTA budget */
+  /* SGLang's host layouts on the host side (issue 29): its view, and that of one layer */
+  kvjit_host_layout host;       /* kind KVJIT_HOST_FLAT: none */
+  kvjit_layout host_view;       /* the call's src_/dst_ k and v layout (one per side, shared) */
 } transfer_case;
 
 /** The public call's arguments for launch @p l of a case in world @p w (ids of set l->step % w->sets). */

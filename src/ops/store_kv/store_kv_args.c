@@ -58,7 +58,7 @@ static kvjit_status check_quant_rows(const kvjit_store_kv_quant *q, int64_t k_ro
 /* The scale pointers against the scale kind. */
 static kvjit_status check_scales(const kvjit_store_kv_args *a, const kvjit_store_kv_request *r, int quantize,
                                  kvjit_scale_kind scale_kind, kvjit_dtype cache_dtype, int has_v) {
-  const float *ks = r->params.k_scale, *vs = r->params.v_scale;
+  const float *ks = r->params.base.k_scale, *vs = r->params.base.v_scale;
   if (quantize && scale_kind != KVJIT_SCALE_NONE) {
     if (a->batch > 0 && ks == NULL) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "k_scale: NULL with scale_kind %d and batch %lld",
@@ -81,6 +81,95 @@ static kvjit_status check_scales(const kvjit_store_kv_args *a, const kvjit_store
   return KVJIT_OK;
 }
 
+/* The first row dim of more than one element (the head dim of a per-head layout), or 0. */
+static int64_t outer_extent(const kvjit_layout *l, int *dims_over_one) {
+  int64_t outer = 0;
+  *dims_over_one = 0;
+  for (int d = 0; d < l->num_row_dims && d < KVJIT_LAYOUT_MAX_ROW_DIMS; d++) {
+    if (l->row_extents[d] > 1) {
+      if (outer == 0) outer = l->row_extents[d];
+      (*dims_over_one)++;
+    }
+  }
+  return outer;
+}
+
+/* One cache's layout (NULL: flat rows @p *cache_stride apart) -> its view, checked against the
+ * slots; the flat stride it implies stays in @p *cache_stride. */
+static kvjit_status cache_view(const kvjit_layout *layout, const char *name, const char *stride_name,
+                               int64_t given_stride, int64_t *cache_stride, int64_t cache_row, int quantize,
+                               int64_t num_heads, int64_t num_slots, kvjit_view *out) {
+  if (layout == NULL) {
+    kvjit_view_flat(out, cache_row, *cache_stride);
+    return KVJIT_OK;
+  }
+  if (given_stride != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: must be 0 with %s (its slot_stride says it), got %lld",
+                      stride_name, name, (long long)given_stride);
+  }
+  kvjit_status st = kvjit_view_resolve(out, name, layout, cache_row, quantize ? 1 : 0);
+  if (st != KVJIT_OK) return st;
+  int dims = 0;
+  const int64_t outer = outer_extent(layout, &dims);
+  if (num_heads > 0 && dims >= 2 && outer != num_heads) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "%s->row_extents: the outer dim (%lld) must be the heads (num_heads %lld) for per-head scales",
+                      name, (long long)outer, (long long)num_heads);
+  }
+  if ((st = kvjit_view_check_slots(out, name, num_slots)) != KVJIT_OK) return st;
+  *cache_stride = out->slot_stride;
+  return KVJIT_OK;
+}
+
+/* Version 3: the caches' layouts into views, the request's static fields and the launch's strides;
+ * what each view adds to its cache's address bits; whether either needs the layout kernel. */
+static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_request *r, int64_t k_cache_row,
+                                int64_t v_cache_row, int quantize, int64_t num_heads, int has_v, uint64_t *k_bits,
+                                uint64_t *v_bits, int *laid_out) {
+  kvjit_store_kv_params *p = &r->params.base;
+  const kvjit_layout *kl = a->version >= 3 ? a->k_cache_layout : NULL;
+  const kvjit_layout *vl = a->version >= 3 && has_v ? a->v_cache_layout : NULL;
+  if (a->version >= 3 && !has_v && a->v_cache_layout != NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_cache_layout: given for a K-only store (v and v_cache NULL)");
+  }
+  kvjit_view kv, vv;
+  kvjit_status st = cache_view(kl, "k_cache_layout", "k_cache_stride", a->k_cache_stride, &p->k_cache_stride,
+                               k_cache_row, quantize, num_heads, a->num_slots, &kv);
+  if (st == KVJIT_OK && has_v && vl == kl && v_cache_row == k_cache_row && a->v_cache_stride == 0) {
+    vv = kv; /* one layout for both views of one shape (FlashAttention's K and V): checked once */
+    p->v_cache_stride = kv.slot_stride;
+  } else if (st == KVJIT_OK && has_v) {
+    st = cache_view(vl, "v_cache_layout", "v_cache_stride", a->v_cache_stride, &p->v_cache_stride, v_cache_row,
+                    quantize, num_heads, a->num_slots, &vv);
+  }
+  if (st != KVJIT_OK) return st;
+  if (!has_v) kvjit_view_flat(&vv, 0, 0);
+  if (has_v && (kl != NULL || vl != NULL)) {
+    st = kvjit_view_check_disjoint(&kv, "k_cache", (uint64_t)(uintptr_t)a->k_cache, &vv, "v_cache",
+                                   (uint64_t)(uintptr_t)a->v_cache, a->num_slots);
+    if (st != KVJIT_OK) return st;
+  }
+  kvjit_view_static_values(&kv, r->values + STORE_F_K_PAGE);
+  kvjit_view_static_values(&vv, r->values + STORE_F_V_PAGE);
+  kvjit_view_strides_of(&kv, &r->params.k_view);
+  kvjit_view_strides_of(&vv, &r->params.v_view);
+  /* An access stays inside one contiguous run and one aligned address of every stride. */
+  *k_bits |= kvjit_view_address_bits(&kv);
+  *v_bits |= kvjit_view_address_bits(&vv);
+  *laid_out = !kvjit_view_is_flat(&kv) || !kvjit_view_is_flat(&vv);
+  return KVJIT_OK;
+}
+
+/* The widest access (source bytes) sources and caches whose addresses OR to @p src_bits and
+ * @p cache_bits allow: quantizing, an access of vec source bytes writes vec >> elem_shift cache
+ * bytes. 0 when the sources are not aligned to one element. */
+static int access_vec(uint64_t src_bits, uint64_t cache_bits, int quantize, int elem_shift) {
+  if (!quantize) return kvjit_rows_vec_of(src_bits | cache_bits);
+  const int src_vec = kvjit_rows_vec_of(src_bits), cache_vec = kvjit_rows_vec_of(cache_bits) << elem_shift;
+  if (src_vec < 1 << elem_shift) return 0;
+  return src_vec < cache_vec ? src_vec : cache_vec;
+}
+
 kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store_kv_args *a,
                                      kvjit_store_kv_request *r) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
@@ -90,7 +179,7 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
                       "args->version: must be 1..KVJIT_STORE_KV_ARGS_VERSION (%d), got %u", KVJIT_STORE_KV_ARGS_VERSION,
                       a->version);
   }
-  kvjit_store_kv_params *p = &r->params;
+  kvjit_store_kv_params *p = &r->params.base;
   kvjit_dtype dtype, cache_dtype;
   kvjit_scale_kind scale_kind;
   int64_t num_heads;
@@ -190,27 +279,33 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
                       (long long)(p->k_cache_stride > p->v_cache_stride ? p->k_cache_stride : p->v_cache_stride));
   }
   /* The widest access every address can take: OR everything that shifts an address. */
-  const uint64_t src_bits = (uint64_t)(uintptr_t)a->k | (uint64_t)(uintptr_t)a->v | (uint64_t)k_row |
-                            (uint64_t)v_row | (uint64_t)p->k_stride | (uint64_t)p->v_stride;
-  const uint64_t cache_bits = (uint64_t)(uintptr_t)a->k_cache | (uint64_t)(uintptr_t)a->v_cache |
-                              (uint64_t)k_cache_row | (uint64_t)v_cache_row | (uint64_t)p->k_cache_stride |
-                              (uint64_t)p->v_cache_stride;
-  int vec;
-  if (!quantize) {
-    vec = kvjit_rows_vec_of(src_bits | cache_bits);
+  const uint64_t src_k_bits = (uint64_t)(uintptr_t)a->k | (uint64_t)k_row | (uint64_t)p->k_stride;
+  const uint64_t src_v_bits = (uint64_t)(uintptr_t)a->v | (uint64_t)v_row | (uint64_t)p->v_stride;
+  uint64_t k_cache_bits = 0, v_cache_bits = 0;
+  int laid_out = 0;
+  if (a->version >= 3 && (a->k_cache_layout != NULL || a->v_cache_layout != NULL)) {
+    st = cache_views(a, r, k_cache_row, v_cache_row, quantize, quantize ? quant.num_heads : 0, has_v, &k_cache_bits,
+                     &v_cache_bits, &laid_out);
+    if (st != KVJIT_OK) return st;
   } else {
-    /* An access of vec source bytes writes vec / elem cache bytes. */
-    const int src_vec = kvjit_rows_vec_of(src_bits);
-    if (src_vec < elem) {
-      const char *what = (uintptr_t)a->k & (uintptr_t)(elem - 1)   ? "k"
-                         : (uintptr_t)a->v & (uintptr_t)(elem - 1) ? "v"
-                         : p->k_stride & (elem - 1)                ? "k_stride"
-                                                                   : "v_stride";
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not aligned to the %d bytes of one %s element", what, elem,
-                        kvjit_dtype_name(quant.dtype));
-    }
-    const int cache_vec = kvjit_rows_vec_of(cache_bits) << elem_shift;
-    vec = src_vec < cache_vec ? src_vec : cache_vec;
+    for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) r->values[f] = 0;
+  }
+  k_cache_bits |= (uint64_t)(uintptr_t)a->k_cache | (uint64_t)k_cache_row | (uint64_t)p->k_cache_stride;
+  v_cache_bits |= (uint64_t)(uintptr_t)a->v_cache | (uint64_t)v_cache_row | (uint64_t)p->v_cache_stride;
+  /* Flat caches: one width for both (the flat kernel's); the layout kernel: one each. */
+  int vec = access_vec(src_k_bits | src_v_bits, k_cache_bits | v_cache_bits, quantize, elem_shift), v_vec = 0;
+  if (vec == 0) {
+    const char *what = (uintptr_t)a->k & (uintptr_t)(elem - 1)   ? "k"
+                       : (uintptr_t)a->v & (uintptr_t)(elem - 1) ? "v"
+                       : p->k_stride & (elem - 1)                ? "k_stride"
+                                                                 : "v_stride";
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: not aligned to the %d bytes of one %s element", what, elem,
+                      kvjit_dtype_name(quant.dtype));
+  }
+  if (laid_out) {
+    vec = access_vec(src_k_bits, k_cache_bits, quantize, elem_shift);
+    if (has_v) v_vec = access_vec(src_v_bits, v_cache_bits, quantize, elem_shift);
+    if (v_vec == vec) v_vec = 0;
   }
   p->k = a->k;
   p->v = a->v;
@@ -232,6 +327,7 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   v[STORE_F_CACHE_DTYPE] = quantize ? quant.cache_dtype : KVJIT_DTYPE_BYTES;
   v[STORE_F_SCALE] = quantize ? quant.scale_kind : KVJIT_SCALE_NONE;
   v[STORE_F_HEADS] = quantize ? quant.num_heads : 0;
+  v[STORE_F_V_VEC] = v_vec;
   r->batch_class = a->batch > 0 ? kvjit_store_kv_batch_class(a->batch) : 0;
   return KVJIT_OK;
 }

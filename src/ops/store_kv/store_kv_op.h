@@ -11,7 +11,9 @@
 #include "op.h"
 #include "store_kv_plan.h"
 
-/** Fields, in manifest order: values[STORE_F_...]. The four last are optional (quantizing only). */
+/** Fields, in manifest order: values[STORE_F_...]. DTYPE .. HEADS are optional (quantizing only),
+ *  and so are the static parts of the cache layouts (K_PAGE .. V_DIM1: 0 for a flat cache, in
+ *  the order of layout.h's KVJIT_VIEW_F_*). */
 enum {
   STORE_F_ARCH,
   STORE_F_K_ROW,
@@ -24,6 +26,15 @@ enum {
   STORE_F_CACHE_DTYPE,
   STORE_F_SCALE,
   STORE_F_HEADS,
+  STORE_F_K_PAGE,
+  STORE_F_K_ATOM,
+  STORE_F_K_DIM0,
+  STORE_F_K_DIM1,
+  STORE_F_V_PAGE,
+  STORE_F_V_ATOM,
+  STORE_F_V_DIM0,
+  STORE_F_V_DIM1,
+  STORE_F_V_VEC, /* laid-out caches: V's widest access when it differs from vec (K's); 0 = vec */
   STORE_F_COUNT
 };
 
@@ -31,7 +42,7 @@ enum {
 typedef struct kvjit_store_kv_request {
   int64_t values[STORE_F_COUNT];
   int batch_class;
-  kvjit_store_kv_params params;
+  kvjit_store_kv_launch params;
 } kvjit_store_kv_request;
 
 /**

@@ -87,6 +87,8 @@
 
 /* The op's template (kernel_src/), embedded at build time by this folder's meson.build. */
 extern const char kvjit_src_store_kv_cache[];
+/* The same joined with kernel_src/layout.cuh and store_kv_layout.cuh (laid-out caches). */
+extern const char kvjit_src_store_kv_layout[];
 
 static const kvjit_store_kv_class_rule class_rules[KVJIT_STORE_KV_CLASSES] = {
     /* max_batch, chunks_per_lane, pdl_min_row_bytes, quant_max_vec, pair_max_lanes, evict_first_min_row,
@@ -218,10 +220,104 @@ kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k
   return KVJIT_OK;
 }
 
+void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_view *out) {
+  memset(out, 0, sizeof *out);
+  if (kvjit_view_is_flat(view)) return;
+  out->page_size = view->page_size;
+  out->atom = view->atom;
+  for (int d = 0; d < view->num_dims; d++) out->extents[d] = view->extents[d];
+}
+
+static int view_flat(const kvjit_store_kv_plan_view *v) { return v == NULL || (v->page_size == 0 && v->extents[0] == 0); }
+
 kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
                                             kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant) {
+  return kvjit_store_kv_plan_make_layout(out, arch, k_row_bytes, v_row_bytes, vec, 0, index_type, pdl, split,
+                                         batch_class, quant, NULL, NULL);
+}
+
+/* One view's access width: what the pointers allow (@p vec), narrowed to the class's rules, the
+ * view's contiguous runs (in source bytes: @p elem per cache byte) and the row. */
+static kvjit_status view_vec(int *vec, const kvjit_store_kv_class_rule *rule, int64_t row, int64_t widest,
+                             const kvjit_store_kv_plan_view *view, const kvjit_store_kv_quant *quant, int64_t k_row,
+                             int64_t v_row, int split) {
+  int elem = 1;
+  if (quant != NULL) {
+    kvjit_status st = kvjit_store_kv_quant_check(quant, k_row, v_row, split, vec);
+    if (st != KVJIT_OK) return st;
+    elem = kvjit_dtype_bytes(quant->dtype);
+    const int cap = rule->quant_max_vec > elem ? rule->quant_max_vec : elem;
+    if (*vec > cap) *vec = cap;
+  } else if (widest <= rule->narrow_max_row && *vec > rule->narrow_max_vec) {
+    *vec = rule->narrow_max_vec;
+  }
+  uint64_t bits = (uint64_t)*vec | (uint64_t)row;
+  if (view->extents[0] != 0) bits |= (uint64_t)(view->atom * elem);
+  *vec = kvjit_rows_vec_of(bits);
+  if (*vec < elem) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "vector_bytes: %d is narrower than one %d-byte %s element", *vec,
+                      elem, kvjit_dtype_name(quant->dtype));
+  }
+  return KVJIT_OK;
+}
+
+/* A layout plan, over the flat plan of the same call (its PDL, stores and quantizing kept): each
+ * view its own access width, within its contiguous runs; one item per group; every lane's
+ * accesses in flight at once (the layout kernel has no round-by-round path). */
+static kvjit_status layout_plan(kvjit_store_kv_plan *out, const kvjit_store_kv_class_rule *rule, int vec, int v_vec,
+                                int split, const kvjit_store_kv_quant *quant, const kvjit_store_kv_plan_view *k_view,
+                                const kvjit_store_kv_plan_view *v_view) {
+  static const kvjit_store_kv_plan_view flat;
+  const int64_t k_row = out->k_row_bytes, v_row = out->v_row_bytes;
+  const int64_t widest = k_row > v_row ? k_row : v_row;
+  int kv = vec, vv = v_row > 0 ? (v_vec ? v_vec : vec) : vec;
+  if (k_view == NULL) k_view = &flat;
+  if (v_view == NULL) v_view = &flat;
+  kvjit_status st = view_vec(&kv, rule, k_row, widest, k_view, quant, k_row, v_row, split);
+  if (st == KVJIT_OK && v_row > 0) st = view_vec(&vv, rule, v_row, widest, v_view, quant, k_row, v_row, split);
+  if (st != KVJIT_OK) return st;
+  if (split > 0) {
+    /* An explicit split keeps slices whole vectors by narrowing them (the flat plan checked it divides the rows). */
+    kv = kvjit_rows_vec_of((uint64_t)kv | (uint64_t)(k_row / split));
+    if (v_row > 0) vv = kvjit_rows_vec_of((uint64_t)vv | (uint64_t)(v_row / split));
+  }
+  /* In accesses: a split must divide both counts. */
+  const int64_t k_chunks = k_row / kv, v_chunks = v_row > 0 ? v_row / vv : 0;
+  if (split == 0) {
+    /* Whole lane groups where the wider row's slices still fit its lanes (K and V may differ in width). */
+    const int64_t wider = k_chunks > v_chunks ? k_chunks : v_chunks;
+    if (quant == NULL && rule->whole_lane_groups) split = kvjit_rows_whole_split(k_chunks, v_chunks, 1, rule->chunks_per_lane);
+    if (split > 0 && wider / split > 32 * (int64_t)rule->chunks_per_lane) split = 0;
+    if (split == 0) split = kvjit_rows_auto_split(k_chunks, v_chunks, 1, rule->chunks_per_lane);
+  }
+  const int64_t k_per_slice = k_chunks / split, v_per_slice = v_chunks / split;
+  const int64_t most = k_per_slice > v_per_slice ? k_per_slice : v_per_slice;
+  const int lanes = kvjit_rows_lanes(most, rule->chunks_per_lane);
+  const int64_t per_lane = (k_per_slice + lanes - 1) / lanes + (v_per_slice + lanes - 1) / lanes;
+  if (per_lane > 16) {
+    return kvjit_fail(KVJIT_ERR_UNSUPPORTED,
+                      "split: %d leaves %lld accesses per lane (K %lld B at %d, V %lld B at %d); a layout store holds "
+                      "at most 16",
+                      split, (long long)per_lane, (long long)k_row, kv, (long long)v_row, vv);
+  }
+  out->split = split;
+  out->vec = kv;
+  out->v_vec = vv;
+  out->lanes = lanes;
+  out->items = 1;
+  out->layout = 1;
+  out->k_view = *k_view;
+  out->v_view = *v_view;
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_store_kv_plan_make_layout(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                             int64_t v_row_bytes, int vec, int v_vec, kvjit_index_type index_type,
+                                             kvjit_pdl_mode pdl, int split, int batch_class,
+                                             const kvjit_store_kv_quant *quant, const kvjit_store_kv_plan_view *k_view,
+                                             const kvjit_store_kv_plan_view *v_view) {
   const kvjit_store_kv_class_rule *rule = kvjit_store_kv_class_rule_get(batch_class);
   if (rule == NULL) return kvjit_fail(KVJIT_ERR_INTERNAL, "batch class %d: out of range", batch_class);
   if (arch <= 0 || arch > KVJIT_STORE_KV_MAX_ARCH) {
@@ -254,6 +350,10 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: must be 0 (automatic) or 1..%d, got %d",
                       KVJIT_STORE_KV_MAX_SPLIT, split);
   }
+  if (v_vec != 0 && (v_vec < 1 || v_vec > 16 || (v_vec & (v_vec - 1)) != 0)) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_vec: must be 0 (= vec), 1, 2, 4, 8 or 16, got %d", v_vec);
+  }
+  const int asked_vec = vec, asked_split = split;
   if (quant != NULL) {
     kvjit_status st = kvjit_store_kv_quant_check(quant, k_row_bytes, v_row_bytes, split, &vec);
     if (st != KVJIT_OK) return st;
@@ -314,6 +414,10 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
     out->num_heads = quant->scale_kind == KVJIT_SCALE_PER_HEAD ? quant->num_heads : 0;
     out->fp8_soft = arch < KVJIT_STORE_KV_FP8_HW_ARCH;
   }
+  if (!view_flat(k_view) || !view_flat(v_view)) {
+    return layout_plan(out, rule, asked_vec, v_vec, asked_split, quant, k_view, v_view);
+  }
+  if (v_vec != 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_vec: %d given for flat caches (one vec)", v_vec);
   return KVJIT_OK;
 }
 
@@ -328,7 +432,19 @@ int kvjit_store_kv_kernel_name(const kvjit_store_kv_plan *plan, char *out, size_
                    (long long)(plan->num_heads ? plan->k_row_bytes / plan->num_heads : 0),
                    (long long)(plan->num_heads ? plan->v_row_bytes / plan->num_heads : 0), plan->fp8_soft ? 1 : 0,
                    plan->items == 2 ? 2 : 1, plan->evict_first ? 1 : 0, plan->pdl && plan->pdl_trigger_first ? 1 : 0);
-  return n < 0 || (size_t)n >= capacity ? -1 : n;
+  if (n < 0 || (size_t)n >= capacity) return -1;
+  if (plan->layout) {
+    /* The layout kernel's overload (kernel_src/store_kv_layout.cuh): V's width and the two views. */
+    const kvjit_store_kv_plan_view *k = &plan->k_view, *v = &plan->v_view;
+    int m = snprintf(out + n - 1, capacity - (size_t)n + 1, ",%d,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld>",
+                     plan->v_vec, (long long)k->page_size, (long long)(k->atom ? k->atom : 1), (long long)k->extents[0],
+                     (long long)k->extents[1], (long long)k->extents[2], (long long)v->page_size,
+                     (long long)(v->atom ? v->atom : 1), (long long)v->extents[0], (long long)v->extents[1],
+                     (long long)v->extents[2]);
+    if (m < 0 || (size_t)m >= capacity - (size_t)n + 1) return -1;
+    n += m - 1;
+  }
+  return n;
 }
 
 /* -minimal: NVRTC leaves out of its built-in header what the template does not use (textures,
@@ -337,11 +453,17 @@ int kvjit_store_kv_kernel_name(const kvjit_store_kv_plan *plan, char *out, size_
 static const char *const store_kv_options[] = {"-std=c++17", "-minimal"};
 
 kvjit_status kvjit_store_kv_program(const kvjit_store_kv_plan *plan, kvjit_op_program *out) {
-  /* One name for every store program: the template is the source of all of them, so plain and
-   * quantizing variants of one arch can share a program (the kernel names tell them apart). The
-   * name is part of the key: keep it stable. */
-  kvjit_op_program_init(out, "kvjit_store_kv_cache.cu", kvjit_src_store_kv_cache, store_kv_options,
-                        sizeof store_kv_options / sizeof store_kv_options[0], plan->arch);
+  /* One name for every store program of flat caches: the template is the source of all of them, so
+   * plain and quantizing variants of one arch can share a program (the kernel names tell them
+   * apart). The name is part of the key: keep it stable. Laid-out caches: the second template
+   * (the first joined with layout.cuh and store_kv_layout.cuh), so flat kernels keep their key. */
+  if (plan->layout) {
+    kvjit_op_program_init(out, "kvjit_store_kv_layout.cu", kvjit_src_store_kv_layout, store_kv_options,
+                          sizeof store_kv_options / sizeof store_kv_options[0], plan->arch);
+  } else {
+    kvjit_op_program_init(out, "kvjit_store_kv_cache.cu", kvjit_src_store_kv_cache, store_kv_options,
+                          sizeof store_kv_options / sizeof store_kv_options[0], plan->arch);
+  }
   if (kvjit_store_kv_kernel_name(plan, out->kernel, sizeof out->kernel) < 0) {
     return kvjit_fail(KVJIT_ERR_INTERNAL, "store_kv_cache: kernel name longer than %d bytes",
                       KVJIT_OP_MAX_KERNEL_NAME - 1);

@@ -12,6 +12,7 @@
 
 #include "dtype.h"
 #include "kvjit_tools.h"
+#include "layout.h"
 #include "op_program.h"
 #include "rows.h"
 
@@ -45,6 +46,20 @@ typedef struct kvjit_store_kv_params {
   int64_t batch, num_slots, skip_slot;
   const float *k_scale, *v_scale; /* quantize on store: fp32 scales in device memory */
 } kvjit_store_kv_params;
+
+/** What a launch passes: the flat kernel reads the first part only, a layout kernel all of it
+ *  (kernel_src/store_kv_layout.cuh's kvjit_store_kv_layout_params). */
+typedef struct kvjit_store_kv_launch {
+  kvjit_store_kv_params base;
+  kvjit_view_strides k_view, v_view; /* a layout kernel's strides (unused when both views are flat) */
+} kvjit_store_kv_launch;
+
+/** The static part of a cache view a plan is specialized on (layout.h; all 0: flat). */
+typedef struct kvjit_store_kv_plan_view {
+  int64_t page_size;                    /* 0: flat */
+  int64_t atom;                         /* cache bytes of a contiguous run (the row when no dims) */
+  int64_t extents[KVJIT_VIEW_MAX_DIMS]; /* atoms, outermost first; 0 past the last dim */
+} kvjit_store_kv_plan_view;
 
 /** Quantize on store: what the source holds and what the cache gets (see kvjit_store_kv_quant_resolve()). */
 typedef struct kvjit_store_kv_quant {
@@ -89,6 +104,10 @@ typedef struct kvjit_store_kv_plan {
   kvjit_scale_kind scale_kind;
   int64_t num_heads;       /* PER_HEAD only */
   int fp8_soft;            /* 1: integer conversion (before sm_89), 0: the cvt instruction */
+  /* Cache layouts (all 0 with both views flat: today's kernel). */
+  int layout;              /* 1: the layout kernel (kernel_src/store_kv_layout.cuh) */
+  int v_vec;               /* layout kernel: V's bytes per access (vec is K's); 0 otherwise */
+  kvjit_store_kv_plan_view k_view, v_view;
 } kvjit_store_kv_plan;
 
 /** What the automatic choice does for one batch class (the table lives in store_kv_plan.c). */
@@ -133,6 +152,22 @@ kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, 
                                             int64_t v_row_bytes, int vec, kvjit_index_type index_type,
                                             kvjit_pdl_mode pdl, int split, int batch_class,
                                             const kvjit_store_kv_quant *quant);
+
+/** The static part of a canonical view (layout.h) as a plan holds it. */
+void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_view *out);
+
+/**
+ * kvjit_store_kv_plan_make_quant() for caches laid out as @p k_view and @p v_view (NULL or all 0:
+ * flat, today's kernel). A view that is not flat takes the layout kernel: K's accesses @p vec
+ * and V's @p v_vec (0: @p vec) wide at most, narrowed so that one never crosses a contiguous
+ * run of its cache; one item per lane group; at most 16 accesses per lane
+ * (KVJIT_ERR_UNSUPPORTED for a split that leaves more).
+ */
+kvjit_status kvjit_store_kv_plan_make_layout(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                             int64_t v_row_bytes, int vec, int v_vec, kvjit_index_type index_type,
+                                             kvjit_pdl_mode pdl, int split, int batch_class,
+                                             const kvjit_store_kv_quant *quant, const kvjit_store_kv_plan_view *k_view,
+                                             const kvjit_store_kv_plan_view *v_view);
 
 /**
  * The name expression of a plan's kernel, e.g. "kvjit_store_kv<1024,1024,1,16,...>": the template's

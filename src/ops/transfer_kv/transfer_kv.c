@@ -3,6 +3,9 @@
  * transfer_kv_plan.c; call validation transfer_kv_args.c. The hot path is the store's: validate
  * -> current device's arch -> request key -> lock-free lookup -> launch (grid.y = layers).
  */
+#include <stddef.h>
+
+#include "dtype.h"
 #include "status.h"
 #include "transfer_kv_op.h"
 
@@ -10,6 +13,13 @@ static const char *const index_words[] = {[KVJIT_INDEX_INT32] = "int32", [KVJIT_
 static const char *const location_words[] = {[KVJIT_LOCATION_DEVICE] = "device", [KVJIT_LOCATION_HOST] = "host"};
 static const char *const layers_words[] = {"one", "table"};
 static const char *const pdl_words[] = {[KVJIT_PDL_AUTO] = "auto", [KVJIT_PDL_ON] = "on", [KVJIT_PDL_OFF] = "off"};
+static const char *const dtype_words[] = {
+    [KVJIT_DTYPE_BYTES] = "bytes", [KVJIT_DTYPE_F16] = "f16",           [KVJIT_DTYPE_BF16] = "bf16",
+    [KVJIT_DTYPE_F32] = "f32",     [KVJIT_DTYPE_FP8_E4M3] = "fp8_e4m3", [KVJIT_DTYPE_FP8_E5M2] = "fp8_e5m2"};
+static const char *const scale_words[] = {
+    [KVJIT_SCALE_NONE] = "none", [KVJIT_SCALE_PER_TENSOR] = "tensor", [KVJIT_SCALE_PER_HEAD] = "head"};
+static const char *const ctas_words[] = {
+    [KVJIT_TRANSFER_KV_CTAS_AUTO] = "auto", [KVJIT_TRANSFER_KV_CTAS_FEW] = "few", [KVJIT_TRANSFER_KV_CTAS_ALL] = "all"};
 #define WORDS(t) (t), sizeof(t) / sizeof((t)[0])
 
 static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
@@ -33,19 +43,102 @@ static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
                           KVJIT_TRANSFER_KV_MAX_SPLIT, NULL, 0, 0, "auto"},
     [TRANSFER_F_VEC] = {"vec", "widest access, in bytes, the strides (and one layer's pointers) allow",
                         KVJIT_FIELD_INT, KVJIT_FIELD_POW2, 1, 16, NULL, 0, 16, "16"},
+    [TRANSFER_F_SRC_DTYPE] = {"src_dtype", "element type of the source rows of a converting copy", KVJIT_FIELD_WORD,
+                              KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words), KVJIT_DTYPE_BYTES,
+                              "bytes"},
+    [TRANSFER_F_DST_DTYPE] = {"dst_dtype",
+                              "element type of the destination: fp8 <-> f16/bf16/f32 converts, bytes copies",
+                              KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL | KVJIT_FIELD_DTYPE, 0, 0, WORDS(dtype_words),
+                              KVJIT_DTYPE_BYTES, "bytes"},
+    /* scale_kind, not the store's `scale`: kvjit prewarm's --scale is the model options' (store). */
+    [TRANSFER_F_SCALE] = {"scale_kind", "where a conversion's scales come from", KVJIT_FIELD_WORD,
+                          KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, "none"},
+    [TRANSFER_F_HEADS] = {"num_heads", "heads per K row and per V row (scale_kind=head)", KVJIT_FIELD_INT,
+                          KVJIT_FIELD_OPTIONAL, 0, KVJIT_TRANSFER_KV_MAX_HEADS, NULL, 0, 0, "0"},
+#define VIEW_FIELDS(F, p, what)                                                                                    \
+  [F##_PAGE] = {p "page", "slots per page of the " what " caches' view; 0 = flat slots", KVJIT_FIELD_INT,           \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
+  [F##_ATOM] = {p "atom", "bytes of each contiguous run of a " what " row; 0 = the row is one run", KVJIT_FIELD_INT, \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                                   \
+  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent; 0 = fewer",              \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
+  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,  \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
+    VIEW_FIELDS(TRANSFER_F_SRC, "src_", "source"),
+    VIEW_FIELDS(TRANSFER_F_DST, "dst_", "destination"),
+#undef VIEW_FIELDS
+    [TRANSFER_F_CTAS] = {"ctas", "SMs a copy takes: few CTAs striding over the batch, or all the batch needs (auto: "
+                         "few over the host link)", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(ctas_words),
+                         KVJIT_TRANSFER_KV_CTAS_AUTO, "auto"},
 };
 
+kvjit_status kvjit_transfer_kv_shape_of(const int64_t *v, kvjit_transfer_kv_shape *out) {
+  kvjit_transfer_kv_shape_plain(out, v[TRANSFER_F_K_ROW], v[TRANSFER_F_V_ROW], (kvjit_location)v[TRANSFER_F_SRC],
+                                (kvjit_location)v[TRANSFER_F_DST]);
+  out->vec = (int)v[TRANSFER_F_VEC];
+  out->index_type = (kvjit_index_type)v[TRANSFER_F_INDEX];
+  out->pdl = (kvjit_pdl_mode)v[TRANSFER_F_PDL];
+  out->split = (int)v[TRANSFER_F_SPLIT];
+  out->table = (int)v[TRANSFER_F_LAYERS];
+  out->src_dtype = (kvjit_dtype)v[TRANSFER_F_SRC_DTYPE];
+  out->dst_dtype = (kvjit_dtype)v[TRANSFER_F_DST_DTYPE];
+  out->scale_kind = (kvjit_scale_kind)v[TRANSFER_F_SCALE];
+  out->num_heads = v[TRANSFER_F_HEADS];
+  out->ctas = (kvjit_transfer_kv_ctas)v[TRANSFER_F_CTAS];
+  /* The views' static parts for their rows: the source's in source bytes, the destination's in
+   * its own (converting: the source's elements in the destination's type). */
+  const int es = out->src_dtype == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(out->src_dtype);
+  const int ed = out->dst_dtype == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(out->dst_dtype);
+  kvjit_status st = kvjit_view_from_values(&out->src_view, v + TRANSFER_F_SRC_PAGE, out->k_row_bytes, "src_");
+  if (st == KVJIT_OK)
+    st = kvjit_view_from_values(&out->dst_view, v + TRANSFER_F_DST_PAGE, out->k_row_bytes / es * ed, "dst_");
+  return st;
+}
+
+/* What `ctas=auto` means for a direction: few CTAs over the host link. */
+static int64_t auto_ctas(const int64_t *v) {
+  return v[TRANSFER_F_SRC] == KVJIT_LOCATION_HOST || v[TRANSFER_F_DST] == KVJIT_LOCATION_HOST
+             ? KVJIT_TRANSFER_KV_CTAS_FEW
+             : KVJIT_TRANSFER_KV_CTAS_ALL;
+}
+
 static kvjit_status transfer_plan(const int64_t *v, int arch, int batch_class, void *out) {
-  return kvjit_transfer_kv_plan_make(out, arch, v[TRANSFER_F_K_ROW], v[TRANSFER_F_V_ROW], (int)v[TRANSFER_F_VEC],
-                                     (kvjit_index_type)v[TRANSFER_F_INDEX], (kvjit_pdl_mode)v[TRANSFER_F_PDL],
-                                     (int)v[TRANSFER_F_SPLIT], (kvjit_location)v[TRANSFER_F_SRC],
-                                     (kvjit_location)v[TRANSFER_F_DST], (int)v[TRANSFER_F_LAYERS], batch_class);
+  kvjit_transfer_kv_shape shape;
+  kvjit_status st = kvjit_transfer_kv_shape_of(v, &shape);
+  return st != KVJIT_OK ? st : kvjit_transfer_kv_plan_make(out, arch, &shape, batch_class);
 }
 
 static kvjit_status transfer_check(int64_t *v, uint64_t given) {
-  (void)given;
+  if (given != KVJIT_OP_ALL_GIVEN && (given & KVJIT_OP_GIVEN(TRANSFER_F_HEADS)) &&
+      v[TRANSFER_F_SCALE] != KVJIT_SCALE_PER_HEAD) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: given without scale_kind=head");
+  }
+  kvjit_transfer_kv_shape shape;
+  kvjit_transfer_kv_shape_plain(&shape, v[TRANSFER_F_K_ROW], v[TRANSFER_F_V_ROW], (kvjit_location)v[TRANSFER_F_SRC],
+                                (kvjit_location)v[TRANSFER_F_DST]);
+  shape.src_dtype = (kvjit_dtype)v[TRANSFER_F_SRC_DTYPE];
+  shape.dst_dtype = (kvjit_dtype)v[TRANSFER_F_DST_DTYPE];
+  shape.scale_kind = (kvjit_scale_kind)v[TRANSFER_F_SCALE];
+  shape.num_heads = v[TRANSFER_F_HEADS];
+  kvjit_status st = kvjit_transfer_kv_convert_resolve(&shape);
+  if (st != KVJIT_OK) return st;
+  v[TRANSFER_F_SRC_DTYPE] = shape.src_dtype;
+  v[TRANSFER_F_DST_DTYPE] = shape.dst_dtype;
+  v[TRANSFER_F_SCALE] = shape.scale_kind;
+  v[TRANSFER_F_HEADS] = shape.num_heads;
+  if (v[TRANSFER_F_CTAS] == KVJIT_TRANSFER_KV_CTAS_AUTO) v[TRANSFER_F_CTAS] = auto_ctas(v);
   kvjit_transfer_kv_plan plan;
   return transfer_plan(v, v[TRANSFER_F_ARCH] ? (int)v[TRANSFER_F_ARCH] : KVJIT_TRANSFER_KV_MAX_ARCH, 0, &plan);
+}
+
+/* A plain copy of flat caches on the direction's CTAs keeps its version-1 line; a conversion ends
+ * with its dtypes and scale kind (num_heads with scale_kind=head), a budget other than the
+ * direction's with it, a laid-out side with the fields of its view that are not 0. */
+static int transfer_written(const int64_t *v, size_t field) {
+  if (field == TRANSFER_F_HEADS) return v[TRANSFER_F_SCALE] == KVJIT_SCALE_PER_HEAD;
+  if (field == TRANSFER_F_CTAS) return v[TRANSFER_F_CTAS] != auto_ctas(v);
+  if (field >= TRANSFER_F_SRC_PAGE) return v[field] != 0;
+  return v[TRANSFER_F_DST_DTYPE] != KVJIT_DTYPE_BYTES;
 }
 
 static kvjit_status transfer_program(const void *plan, kvjit_op_program *out) {
@@ -59,6 +152,7 @@ static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
   out->split = (uint32_t)p->split;
   out->items = (uint32_t)p->items;
   out->pdl = p->pdl;
+  out->loops = (uint32_t)p->loop;
 }
 
 #ifndef KVJIT_OP_FAMILY
@@ -68,16 +162,28 @@ static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
 /*
  * The request key. Word a, below the family byte: arch 46..55 | k_row_bytes 15..45 | batch class
  * 13..14 | log2 vec 10..12 | int64 indices 9 | source on the host 8 | destination on the host 7 |
- * layer tables 6 | pdl mode 4..5. Word b: v_row_bytes 0..30 | split 31..51.
+ * layer tables 6 | pdl mode 4..5 | scale kind 2..3 | converting 1 | few CTAs 0. Word b: plain
+ * copies v_row_bytes 0..30 | split 31..51; converting v_row_bytes 0..23 | split 24..44 | heads
+ * 45..57 | source dtype 58..60 | destination dtype 61..63 (validation keeps each in its bits).
  */
 static kvjit_fast_key transfer_key(const int64_t *v, int batch_class) {
+  const uint64_t convert = v[TRANSFER_F_DST_DTYPE] != KVJIT_DTYPE_BYTES;
   const uint64_t a = (uint64_t)v[TRANSFER_F_ARCH] << 46 | (uint64_t)v[TRANSFER_F_K_ROW] << 15 |
                      (uint64_t)batch_class << 13 | (uint64_t)__builtin_ctzll((uint64_t)v[TRANSFER_F_VEC]) << 10 |
                      (uint64_t)(v[TRANSFER_F_INDEX] == KVJIT_INDEX_INT64) << 9 | (uint64_t)v[TRANSFER_F_SRC] << 8 |
                      (uint64_t)v[TRANSFER_F_DST] << 7 | (uint64_t)v[TRANSFER_F_LAYERS] << 6 |
-                     (uint64_t)v[TRANSFER_F_PDL] << 4;
-  const uint64_t b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 31;
-  return kvjit_fast_key_make(KVJIT_OP_FAMILY, a, b);
+                     (uint64_t)v[TRANSFER_F_PDL] << 4 | (uint64_t)v[TRANSFER_F_SCALE] << 2 | convert << 1 |
+                     (uint64_t)(v[TRANSFER_F_CTAS] == KVJIT_TRANSFER_KV_CTAS_FEW);
+  uint64_t b;
+  if (convert) {
+    b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 24 | (uint64_t)v[TRANSFER_F_HEADS] << 45 |
+        (uint64_t)v[TRANSFER_F_SRC_DTYPE] << 58 | (uint64_t)v[TRANSFER_F_DST_DTYPE] << 61;
+  } else {
+    b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 31;
+  }
+  /* Words c and d: the static parts of the source's and the destination's views (0: flat). */
+  return kvjit_fast_key_make_wide(KVJIT_OP_FAMILY, a, b, kvjit_view_values_word(v + TRANSFER_F_SRC_PAGE),
+                                  kvjit_view_values_word(v + TRANSFER_F_DST_PAGE));
 }
 
 const kvjit_op kvjit_op_transfer_kv = {
@@ -89,7 +195,7 @@ const kvjit_op kvjit_op_transfer_kv = {
     .oob_counter = KVJIT_TRANSFER_KV_OOB_COUNTER,
     .max_arch = KVJIT_TRANSFER_KV_MAX_ARCH,
     .check = transfer_check,
-    .written = NULL,
+    .written = transfer_written,
     .plan = transfer_plan,
     .program = transfer_program,
     .geometry = transfer_geometry,
@@ -100,8 +206,8 @@ kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args 
   kvjit_transfer_kv_request r;
   kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
   if (st != KVJIT_OK) return st;
-  return kvjit_op_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch, r.layers, args->stream,
-                       &r.params);
+  return kvjit_op_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch, r.layers, r.max_blocks,
+                       args->stream, &r.params);
 }
 
 kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
@@ -119,6 +225,6 @@ kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, in
 
 kvjit_status kvjit_transfer_kv_args_init(kvjit_transfer_kv_args *out, unsigned version) {
   static const kvjit_transfer_kv_args defaults = KVJIT_TRANSFER_KV_ARGS_INIT;
-  static const size_t ends[] = {0, sizeof defaults};
+  static const size_t ends[] = {0, offsetof(kvjit_transfer_kv_args, src_dtype), sizeof defaults};
   return kvjit_struct_init(out, version, &defaults, ends, KVJIT_TRANSFER_KV_ARGS_VERSION, "kvjit_transfer_kv_args");
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "dtype.h"
 #include "status.h"
 #include "transfer_kv_op.h"
 
@@ -44,17 +45,84 @@ static kvjit_status check_index_array(const char *name, const void *indices, uin
   return KVJIT_OK;
 }
 
+/* The version-2 fields a call uses (a version-1 caller's struct ends before them: never read). */
+typedef struct v2_fields {
+  kvjit_dtype src_dtype, dst_dtype;
+  kvjit_scale_kind scale_kind;
+  const float *k_scale, *v_scale;
+  int64_t num_heads;
+  int max_ctas;
+  int layouts; /* any of the four layouts given */
+} v2_fields;
+
+static kvjit_status read_v2(const kvjit_transfer_kv_args *a, v2_fields *f) {
+  memset(f, 0, sizeof *f);
+  if (a->version < 2) return KVJIT_OK; /* BYTES, BYTES, NONE, NULL, NULL, 0, 0 */
+  f->src_dtype = a->src_dtype;
+  f->dst_dtype = a->dst_dtype;
+  f->scale_kind = a->scale_kind;
+  f->k_scale = a->k_scale;
+  f->v_scale = a->v_scale;
+  f->num_heads = a->num_heads;
+  f->max_ctas = a->max_ctas;
+  f->layouts = a->src_k_layout != NULL || a->src_v_layout != NULL || a->dst_k_layout != NULL || a->dst_v_layout != NULL;
+  if (f->max_ctas < KVJIT_TRANSFER_KV_ALL_CTAS || f->max_ctas > KVJIT_TRANSFER_KV_MAX_CTAS) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "max_ctas: must be 0 (the plan's), 1..%d or KVJIT_TRANSFER_KV_ALL_CTAS (-1), got %d",
+                      KVJIT_TRANSFER_KV_MAX_CTAS, f->max_ctas);
+  }
+  return KVJIT_OK;
+}
+
+/* A converting copy's scales: device pointers of whole floats, V's with V only. */
+static kvjit_status check_scales(const v2_fields *f, int has_v) {
+  if (f->scale_kind == KVJIT_SCALE_NONE) return KVJIT_OK;
+  const struct {
+    const char *name;
+    const float *ptr;
+    int needed;
+  } scales[] = {{"k_scale", f->k_scale, 1}, {"v_scale", f->v_scale, has_v}};
+  for (size_t i = 0; i < 2; i++) {
+    if (!scales[i].needed) continue;
+    if (scales[i].ptr == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL with a scale", scales[i].name);
+    if (((uintptr_t)scales[i].ptr & 3u) != 0) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: %p is not aligned to a 4-byte float", scales[i].name,
+                        (const void *)scales[i].ptr);
+    }
+  }
+  return KVJIT_OK;
+}
+
+/* Source bytes per access a converting copy's addresses allow: whole elements on both sides, as
+ * many as both sides' alignments allow (bits: the OR of each side's pointers, strides, rows). */
+static kvjit_status convert_vec(kvjit_dtype src_dtype, kvjit_dtype dst_dtype, uint64_t src_bits, uint64_t dst_bits,
+                                int *vec) {
+  const int es = kvjit_dtype_bytes(src_dtype), ed = kvjit_dtype_bytes(dst_dtype);
+  const int vs = kvjit_rows_vec_of(src_bits), vd = kvjit_rows_vec_of(dst_bits);
+  if (vs < es || vd < ed) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: pointers and strides must be multiples of the %d-byte %s element",
+                      vs < es ? "src" : "dst", vs < es ? es : ed, kvjit_dtype_name(vs < es ? src_dtype : dst_dtype));
+  }
+  const int elems = vs / es < vd / ed ? vs / es : vd / ed;
+  *vec = elems * es;
+  return KVJIT_OK;
+}
+
 kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_transfer_kv_args *a,
                                         kvjit_transfer_kv_request *r) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   if (a == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "args: NULL");
-  if (a->version != KVJIT_TRANSFER_KV_ARGS_VERSION) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "args->version: must be KVJIT_TRANSFER_KV_ARGS_VERSION (%d), got %u",
+  if (a->version < 1 || a->version > KVJIT_TRANSFER_KV_ARGS_VERSION) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "args->version: must be 1..KVJIT_TRANSFER_KV_ARGS_VERSION (%d), got %u",
                       KVJIT_TRANSFER_KV_ARGS_VERSION, a->version);
   }
+  v2_fields f;
+  kvjit_status st = read_v2(a, &f);
+  if (st != KVJIT_OK) return st;
   if (a->batch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: must be >= 0, got %lld", (long long)a->batch);
   int64_t v_row;
-  kvjit_status st = kvjit_args_rows(a->k_row_bytes, a->v_row_bytes, a->src_v, "src_v", a->dst_v, "dst_v",
+  st = kvjit_args_rows(a->k_row_bytes, a->v_row_bytes, a->src_v, "src_v", a->dst_v, "dst_v",
                                     "move K only", KVJIT_TRANSFER_KV_MAX_ROW_BYTES, &v_row);
   if (st != KVJIT_OK) return st;
   const int has_v = a->src_v != NULL;
@@ -83,20 +151,52 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_layers: must be 0 (one layer) or 1..%d (tables), got %lld",
                       KVJIT_TRANSFER_KV_MAX_LAYERS, (long long)a->num_layers);
   }
+  /* The conversion in canonical form (its rules: transfer_kv_plan.c); a destination row holds
+   * the source's elements in the destination's type. */
+  kvjit_transfer_kv_shape conv;
+  kvjit_transfer_kv_shape_plain(&conv, k_row, v_row, a->src, a->dst);
+  conv.src_dtype = f.src_dtype;
+  conv.dst_dtype = f.dst_dtype;
+  conv.scale_kind = f.scale_kind;
+  conv.num_heads = f.num_heads;
+  if ((st = kvjit_transfer_kv_convert_resolve(&conv)) != KVJIT_OK) return st;
+  const int converting = conv.dst_dtype != KVJIT_DTYPE_BYTES;
+  const int64_t es = converting ? kvjit_dtype_bytes(conv.src_dtype) : 1, ed = converting ? kvjit_dtype_bytes(conv.dst_dtype) : 1;
+  const int64_t k_dst_row = k_row / es * ed, v_dst_row = v_row / es * ed;
+  if (converting && (st = check_scales(&f, has_v)) != KVJIT_OK) return st;
   kvjit_transfer_kv_params *p = &r->params;
   p->src_k_stride = a->src_k_stride;
   p->dst_k_stride = a->dst_k_stride;
   p->src_v_stride = has_v ? a->src_v_stride : 0;
   p->dst_v_stride = has_v ? a->dst_v_stride : 0;
-  st = kvjit_args_stride("src_k_stride", &p->src_k_stride, k_row, "k_row_bytes");
-  if (st == KVJIT_OK) st = kvjit_args_stride("dst_k_stride", &p->dst_k_stride, k_row, "k_row_bytes");
-  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("src_v_stride", &p->src_v_stride, v_row, "v_row_bytes");
-  if (st == KVJIT_OK && has_v) st = kvjit_args_stride("dst_v_stride", &p->dst_v_stride, v_row, "v_row_bytes");
-  if (st != KVJIT_OK) return st;
   if (a->src_num_slots <= 0 || a->dst_num_slots <= 0) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: must be > 0, got %lld",
                       a->src_num_slots <= 0 ? "src_num_slots" : "dst_num_slots",
                       (long long)(a->src_num_slots <= 0 ? a->src_num_slots : a->dst_num_slots));
+  }
+  /* Laid-out sides: their views give the strides (and check their slots); flat ones as before. */
+  uint64_t view_bits[2] = {0, 0};
+  r->laid_out[0] = r->laid_out[1] = 0;
+  memset(r->values + TRANSFER_F_SRC_PAGE, 0, (TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE) * sizeof r->values[0]);
+  memset(&p->src_k_view, 0, 4 * sizeof p->src_k_view);
+  if (f.layouts && (st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0],
+                                                  &view_bits[1])) != KVJIT_OK)
+    return st;
+  const int src_laid = r->laid_out[0], dst_laid = r->laid_out[1];
+  const char *k_dst_name = converting ? "the destination's K row" : "k_row_bytes";
+  const char *v_dst_name = converting ? "the destination's V row" : "v_row_bytes";
+  if (!src_laid) st = kvjit_args_stride("src_k_stride", &p->src_k_stride, k_row, "k_row_bytes");
+  if (st == KVJIT_OK && !dst_laid) st = kvjit_args_stride("dst_k_stride", &p->dst_k_stride, k_dst_row, k_dst_name);
+  if (st == KVJIT_OK && has_v && !src_laid)
+    st = kvjit_args_stride("src_v_stride", &p->src_v_stride, v_row, "v_row_bytes");
+  if (st == KVJIT_OK && has_v && !dst_laid)
+    st = kvjit_args_stride("dst_v_stride", &p->dst_v_stride, v_dst_row, v_dst_name);
+  if (st != KVJIT_OK) return st;
+  if (src_laid || dst_laid) {
+    /* The flat side's view for the layout kernel: its slots, its stride apart. */
+    kvjit_view_strides *flat[2] = {src_laid ? &p->dst_k_view : &p->src_k_view, src_laid ? &p->dst_v_view : &p->src_v_view};
+    flat[0]->slot_stride = src_laid ? p->dst_k_stride : p->src_k_stride;
+    flat[1]->slot_stride = src_laid ? p->dst_v_stride : p->src_v_stride;
   }
   if (a->batch > 0 && (st = check_pointers(a)) != KVJIT_OK) return st;
   const uintptr_t index_bytes = a->index_type == KVJIT_INDEX_INT64 ? 8 : 4;
@@ -105,32 +205,37 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   st = check_index_array("src_indices", a->src_indices, index_bytes, p->src_index_stride, a->batch);
   if (st == KVJIT_OK) st = check_index_array("dst_indices", a->dst_indices, index_bytes, p->dst_index_stride, a->batch);
   if (st != KVJIT_OK) return st;
-  /* Every byte offset the kernel forms must fit in 64 bits. */
-  if (!kvjit_args_extent_fits(a->src_num_slots - 1, p->src_k_stride, k_row) ||
-      !kvjit_args_extent_fits(a->src_num_slots - 1, p->src_v_stride, v_row)) {
+  /* Every byte offset the kernel forms must fit in 64 bits (a view's: kvjit_view_check_slots()). */
+  if (!src_laid && (!kvjit_args_extent_fits(a->src_num_slots - 1, p->src_k_stride, k_row) ||
+                    !kvjit_args_extent_fits(a->src_num_slots - 1, p->src_v_stride, v_row))) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "src_num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->src_num_slots,
                       (long long)(p->src_k_stride > p->src_v_stride ? p->src_k_stride : p->src_v_stride));
   }
-  if (!kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_k_stride, k_row) ||
-      !kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_v_stride, v_row)) {
+  if (!dst_laid && (!kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_k_stride, k_dst_row) ||
+                    !kvjit_args_extent_fits(a->dst_num_slots - 1, p->dst_v_stride, v_dst_row))) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "dst_num_slots: %lld rows of stride %lld overflow a 64-bit offset",
                       (long long)a->dst_num_slots,
                       (long long)(p->dst_k_stride > p->dst_v_stride ? p->dst_k_stride : p->dst_v_stride));
   }
   const int table = a->num_layers > 0;
-  uint64_t bits = (uint64_t)k_row | (uint64_t)v_row | (uint64_t)p->src_k_stride | (uint64_t)p->src_v_stride |
-                  (uint64_t)p->dst_k_stride | (uint64_t)p->dst_v_stride;
-  const uintptr_t ptr_bits = (uintptr_t)a->src_k | (uintptr_t)a->src_v | (uintptr_t)a->dst_k | (uintptr_t)a->dst_v;
+  uint64_t src_bits = (uint64_t)k_row | (uint64_t)v_row |
+                      (src_laid ? view_bits[0] : (uint64_t)p->src_k_stride | (uint64_t)p->src_v_stride);
+  uint64_t dst_bits = (uint64_t)k_dst_row | (uint64_t)v_dst_row |
+                      (dst_laid ? view_bits[1] : (uint64_t)p->dst_k_stride | (uint64_t)p->dst_v_stride);
+  const uintptr_t src_ptrs = (uintptr_t)a->src_k | (uintptr_t)a->src_v, dst_ptrs = (uintptr_t)a->dst_k | (uintptr_t)a->dst_v;
   if (table) {
     /* Tables of uint64 pointers; the caches they point at are checked per layer by the kernel. */
-    if ((ptr_bits & 7u) != 0) {
+    if (((src_ptrs | dst_ptrs) & 7u) != 0) {
       return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_layers: %lld layers, but a layer table is not 8-byte aligned",
                         (long long)a->num_layers);
     }
   } else {
-    bits |= (uint64_t)ptr_bits;
+    src_bits |= (uint64_t)src_ptrs;
+    dst_bits |= (uint64_t)dst_ptrs;
   }
+  int vec = kvjit_rows_vec_of(src_bits | dst_bits);
+  if (converting && (st = convert_vec(conv.src_dtype, conv.dst_dtype, src_bits, dst_bits, &vec)) != KVJIT_OK) return st;
   p->src_k = a->src_k;
   p->src_v = a->src_v;
   p->dst_k = a->dst_k;
@@ -140,6 +245,13 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   p->batch = a->batch;
   p->src_num_slots = a->src_num_slots;
   p->dst_num_slots = a->dst_num_slots;
+  p->k_scale = converting ? f.k_scale : NULL;
+  p->v_scale = converting && has_v ? f.v_scale : NULL;
+  p->scale_stride = table && conv.scale_kind != KVJIT_SCALE_NONE
+                        ? (conv.scale_kind == KVJIT_SCALE_PER_HEAD ? conv.num_heads : 1)
+                        : 0;
+  const int host_link = a->src == KVJIT_LOCATION_HOST || a->dst == KVJIT_LOCATION_HOST;
+  const int few = f.max_ctas > 0 || (f.max_ctas == 0 && host_link);
   int64_t *v = r->values;
   v[TRANSFER_F_ARCH] = 0;
   v[TRANSFER_F_K_ROW] = k_row;
@@ -150,7 +262,13 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   v[TRANSFER_F_LAYERS] = table;
   v[TRANSFER_F_PDL] = a->pdl;
   v[TRANSFER_F_SPLIT] = a->split;
-  v[TRANSFER_F_VEC] = kvjit_rows_vec_of(bits);
+  v[TRANSFER_F_VEC] = vec;
+  v[TRANSFER_F_SRC_DTYPE] = conv.src_dtype;
+  v[TRANSFER_F_DST_DTYPE] = conv.dst_dtype;
+  v[TRANSFER_F_SCALE] = conv.scale_kind;
+  v[TRANSFER_F_HEADS] = conv.num_heads;
+  v[TRANSFER_F_CTAS] = few ? KVJIT_TRANSFER_KV_CTAS_FEW : KVJIT_TRANSFER_KV_CTAS_ALL;
+  r->max_blocks = few ? (uint32_t)(f.max_ctas > 0 ? f.max_ctas : KVJIT_TRANSFER_KV_HOST_CTAS) : 0;
   r->batch_class = a->batch > 0 ? kvjit_transfer_kv_batch_class(a->batch) : 0;
   r->layers = table ? (unsigned)a->num_layers : 1u;
   return KVJIT_OK;

@@ -9,9 +9,13 @@
  *  - device to device: one access per lane (all of a lane's loads issued before its stores, as in
  *    the store); at batches > 32768 a group of <= 8 lanes moves two items, for the same wave
  *    reason as the store's pairing;
- *  - over the host link (either side pinned host memory): two accesses per lane from batch 65 up,
- *    half the lane groups for the same bytes in flight: the link, not the SMs, is the bound, and
- *    fewer, longer-lived threads leave the SMs to the kernels running beside a transfer.
+ *  - over the host link (either side pinned host memory): at most KVJIT_TRANSFER_KV_HOST_CTAS
+ *    CTAs of 512 threads (or the caller's max_ctas) that stride over the batch, 8 accesses per
+ *    lane per slice: the link, not the SMs, is the bound, and the model running beside a
+ *    transfer keeps its SMs (issue 29). The all-SM plan (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS):
+ *    two accesses per lane from batch 65 up, the grid the batch needs.
+ *  - converting (fp8 <-> f16/bf16/f32): the same, in source bytes; a dequantizing access reads at
+ *    most 16 / (destination element size) bytes, so that its store is at most 16.
  *  - PDL: auto is on from sm_90, as for the store.
  */
 #include "transfer_kv_plan.h"
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dtype.h"
 #include "status.h"
 
 /* The op's template (kernel_src/), embedded at build time by this folder's meson.build. */
@@ -35,20 +40,142 @@ int kvjit_transfer_kv_batch_class(int64_t batch) {
 static int chunks_per_lane(int host_link, int batch_class) {
   return host_link && batch_class != KVJIT_TRANSFER_KV_CLASS_SMALL ? 2 : 1;
 }
+/* On few CTAs: up to 8 accesses per lane per slice (16 with V, all in flight before the first
+ * store): 4 CTAs x 512 threads x 256 B keep 512 KiB of reads in flight, what a host link of
+ * ~55 GB/s needs at a few microseconds of latency per read. */
+#define FEW_CHUNKS_PER_LANE 8
 
-kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, int64_t k_row_bytes,
-                                         int64_t v_row_bytes, int vec, kvjit_index_type index_type,
-                                         kvjit_pdl_mode pdl, int split, kvjit_location src, kvjit_location dst,
-                                         int table, int batch_class) {
+static int elem_bytes(kvjit_dtype d) { return d == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(d); }
+
+void kvjit_transfer_kv_shape_plain(kvjit_transfer_kv_shape *out, int64_t k_row_bytes, int64_t v_row_bytes,
+                                   kvjit_location src, kvjit_location dst) {
+  memset(out, 0, sizeof *out);
+  out->k_row_bytes = k_row_bytes;
+  out->v_row_bytes = v_row_bytes;
+  out->vec = 16;
+  out->index_type = KVJIT_INDEX_INT64;
+  out->pdl = KVJIT_PDL_AUTO;
+  out->src = src;
+  out->dst = dst;
+  out->src_dtype = out->dst_dtype = KVJIT_DTYPE_BYTES;
+  out->scale_kind = KVJIT_SCALE_NONE;
+  out->ctas = KVJIT_TRANSFER_KV_CTAS_AUTO;
+  kvjit_view_flat(&out->src_view, 0, 0);
+  kvjit_view_flat(&out->dst_view, 0, 0);
+}
+
+/* A view's static part as the template takes it: page size, run bytes, extents (flat: all 0). */
+static void static_part(const kvjit_view *v, int64_t out[5]) {
+  memset(out, 0, 5 * sizeof out[0]);
+  if (kvjit_view_is_flat(v)) return;
+  out[0] = v->page_size;
+  out[1] = v->atom;
+  for (int d = 0; d < v->num_dims; d++) out[2 + d] = v->extents[d];
+}
+
+static int is_fp8(kvjit_dtype d) { return d == KVJIT_DTYPE_FP8_E4M3 || d == KVJIT_DTYPE_FP8_E5M2; }
+static int is_float(kvjit_dtype d) { return d == KVJIT_DTYPE_F16 || d == KVJIT_DTYPE_BF16 || d == KVJIT_DTYPE_F32; }
+
+kvjit_status kvjit_transfer_kv_convert_resolve(kvjit_transfer_kv_shape *s) {
+  if (kvjit_dtype_name(s->src_dtype) == NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "src_dtype: not a kvjit_dtype, got %d", (int)s->src_dtype);
+  }
+  if (kvjit_dtype_name(s->dst_dtype) == NULL) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "dst_dtype: not a kvjit_dtype, got %d", (int)s->dst_dtype);
+  }
+  if (s->scale_kind != KVJIT_SCALE_NONE && s->scale_kind != KVJIT_SCALE_PER_TENSOR &&
+      s->scale_kind != KVJIT_SCALE_PER_HEAD) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "scale_kind: must be KVJIT_SCALE_NONE (0), _PER_TENSOR (1) or _PER_HEAD (2), got %d",
+                      (int)s->scale_kind);
+  }
+  if (s->dst_dtype == KVJIT_DTYPE_BYTES || s->dst_dtype == s->src_dtype) {
+    if (s->scale_kind != KVJIT_SCALE_NONE) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                        "scale_kind: %d needs a conversion (fp8 <-> f16/bf16/f32); %s to %s is a plain copy",
+                        (int)s->scale_kind, kvjit_dtype_name(s->src_dtype), kvjit_dtype_name(s->dst_dtype));
+    }
+    s->src_dtype = s->dst_dtype = KVJIT_DTYPE_BYTES; /* a plain copy's kernel knows no element type */
+    s->num_heads = 0;
+    return KVJIT_OK;
+  }
+  if (!(is_fp8(s->src_dtype) && is_float(s->dst_dtype)) && !(is_float(s->src_dtype) && is_fp8(s->dst_dtype))) {
+    return kvjit_fail(s->src_dtype == KVJIT_DTYPE_BYTES ? KVJIT_ERR_INVALID_ARGUMENT : KVJIT_ERR_UNSUPPORTED,
+                      "dst_dtype: %s from src_dtype %s: transfer_kv converts fp8 to f16/bf16/f32 and f16/bf16/f32 "
+                      "to fp8 only",
+                      kvjit_dtype_name(s->dst_dtype), kvjit_dtype_name(s->src_dtype));
+  }
+  if (s->scale_kind == KVJIT_SCALE_PER_HEAD) {
+    if (s->num_heads < 1 || s->num_heads > KVJIT_TRANSFER_KV_MAX_HEADS) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: must be 1..%d with KVJIT_SCALE_PER_HEAD, got %lld",
+                        KVJIT_TRANSFER_KV_MAX_HEADS, (long long)s->num_heads);
+    }
+  } else {
+    s->num_heads = 0;
+  }
+  if (s->k_row_bytes > KVJIT_TRANSFER_KV_CONVERT_MAX_ROW_BYTES || s->v_row_bytes > KVJIT_TRANSFER_KV_CONVERT_MAX_ROW_BYTES) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: %lld is more than a converting copy takes (%lld)",
+                      s->k_row_bytes > KVJIT_TRANSFER_KV_CONVERT_MAX_ROW_BYTES ? "k_row_bytes" : "v_row_bytes",
+                      (long long)(s->k_row_bytes > s->v_row_bytes ? s->k_row_bytes : s->v_row_bytes),
+                      (long long)KVJIT_TRANSFER_KV_CONVERT_MAX_ROW_BYTES);
+  }
+  return KVJIT_OK;
+}
+
+/* Converting: rows of whole source elements, and per-head scales' heads dividing both rows. */
+static kvjit_status check_elements(const kvjit_transfer_kv_shape *s, int es, int64_t *k_head, int64_t *v_head) {
+  *k_head = *v_head = 0;
+  const char *name = kvjit_dtype_name(s->src_dtype);
+  if (s->k_row_bytes % es != 0 || s->v_row_bytes % es != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: %lld is not a whole number of %d-byte %s elements",
+                      s->k_row_bytes % es ? "k_row_bytes" : "v_row_bytes",
+                      (long long)(s->k_row_bytes % es ? s->k_row_bytes : s->v_row_bytes), es, name);
+  }
+  if (s->scale_kind != KVJIT_SCALE_PER_HEAD) return KVJIT_OK;
+  const int64_t h = s->num_heads;
+  if (h < 1 || (s->k_row_bytes / es) % h != 0 || (s->v_row_bytes / es) % h != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "num_heads: %lld does not divide the %lld K and %lld V elements of a row",
+                      (long long)h, (long long)(s->k_row_bytes / es), (long long)(s->v_row_bytes / es));
+  }
+  *k_head = s->k_row_bytes / h;
+  *v_head = s->v_row_bytes / h;
+  return KVJIT_OK;
+}
+
+kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, const kvjit_transfer_kv_shape *shape,
+                                         int batch_class) {
   if (batch_class < 0 || batch_class >= KVJIT_TRANSFER_KV_CLASSES) {
     return kvjit_fail(KVJIT_ERR_INTERNAL, "transfer_kv: batch class %d out of range", batch_class);
   }
-  if (pdl == KVJIT_PDL_ON && arch < 90) {
+  if (shape->pdl == KVJIT_PDL_ON && arch < 90) {
     return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "pdl: on needs sm_90 or newer, the target is sm_%d", arch);
   }
-  const int host_link = src == KVJIT_LOCATION_HOST || dst == KVJIT_LOCATION_HOST;
-  const int cpl = chunks_per_lane(host_link, batch_class);
-  vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes);
+  const int64_t k_row_bytes = shape->k_row_bytes, v_row_bytes = shape->v_row_bytes;
+  const int host_link = shape->src == KVJIT_LOCATION_HOST || shape->dst == KVJIT_LOCATION_HOST;
+  const int few = shape->ctas == KVJIT_TRANSFER_KV_CTAS_FEW || (shape->ctas == KVJIT_TRANSFER_KV_CTAS_AUTO && host_link);
+  const int converting = shape->src_dtype != KVJIT_DTYPE_BYTES;
+  const int es = elem_bytes(shape->src_dtype), ed = elem_bytes(shape->dst_dtype);
+  int64_t k_head = 0, v_head = 0;
+  if (converting) {
+    kvjit_status st = check_elements(shape, es, &k_head, &v_head);
+    if (st != KVJIT_OK) return st;
+  }
+  const int cpl = few ? FEW_CHUNKS_PER_LANE : chunks_per_lane(host_link, batch_class);
+  /* A view's accesses stay inside its runs: the source's in source bytes, the destination's in
+   * destination bytes (converting, as many source bytes as its elements). */
+  const int src_laid = !kvjit_view_is_flat(&shape->src_view), dst_laid = !kvjit_view_is_flat(&shape->dst_view);
+  if ((src_laid || dst_laid) && v_row_bytes != 0 && v_row_bytes != k_row_bytes) {
+    return kvjit_fail(KVJIT_ERR_UNSUPPORTED,
+                      "v_row_bytes: laid-out caches take V rows of K's size (one view per side), got %lld and %lld",
+                      (long long)v_row_bytes, (long long)k_row_bytes);
+  }
+  const uint64_t runs = (uint64_t)(shape->src_view.num_dims ? shape->src_view.atom : 0) |
+                        (uint64_t)(shape->dst_view.num_dims ? shape->dst_view.atom / ed * es : 0);
+  int vec = kvjit_rows_vec_of((uint64_t)shape->vec | (uint64_t)k_row_bytes | (uint64_t)v_row_bytes |
+                              (uint64_t)k_head | (uint64_t)v_head | runs);
+  /* Dequantizing widens each byte: a destination access of at most 16 bytes. */
+  if (ed > es && vec > 16 / ed * es) vec = 16 / ed * es;
+  int split = shape->split;
   if (split == 0) {
     split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, cpl);
   } else {
@@ -62,6 +189,10 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
     }
     vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
   }
+  if (vec < es) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d cuts a %d-byte %s element of a row in two", split, es,
+                      kvjit_dtype_name(shape->src_dtype));
+  }
   const int64_t widest = k_row_bytes > v_row_bytes ? k_row_bytes : v_row_bytes;
   memset(out, 0, sizeof *out);
   out->arch = arch;
@@ -70,21 +201,42 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->split = split;
   out->vec = vec;
   out->lanes = kvjit_rows_lanes(widest / split / vec, cpl);
-  out->block = KVJIT_TRANSFER_KV_BLOCK;
+  out->block = few ? KVJIT_TRANSFER_KV_FEW_BLOCK : KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
-  out->items = !host_link && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE && out->lanes <= 8 && one_access ? 2 : 1;
-  out->index64 = index_type == KVJIT_INDEX_INT64;
+  out->items = !few && !host_link && !src_laid && !dst_laid && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE &&
+                       out->lanes <= 8 && one_access
+                   ? 2
+                   : 1;
+  out->index64 = shape->index_type == KVJIT_INDEX_INT64;
+  const kvjit_pdl_mode pdl = shape->pdl;
   out->pdl = pdl == KVJIT_PDL_AUTO ? arch >= 90 : pdl == KVJIT_PDL_ON;
-  out->table = table != 0;
+  out->table = shape->table != 0;
   out->host_link = host_link;
+  out->src_dtype = shape->src_dtype;
+  out->dst_dtype = shape->dst_dtype;
+  out->scale = converting ? shape->scale_kind : KVJIT_SCALE_NONE;
+  out->k_head_bytes = k_head;
+  out->v_head_bytes = v_head;
+  /* cvt.rn.satfinite to fp8 is sm_89's; before, the integer encoding (the same bits). */
+  out->fp8_soft = converting && ed < es && arch < 89;
+  out->loop = few;
+  static_part(&shape->src_view, out->src_view);
+  static_part(&shape->dst_view, out->dst_view);
   return KVJIT_OK;
 }
 
 int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out, size_t capacity) {
   /* The template's arguments in its order (kernel_src/transfer_kv.cuh). */
-  int n = snprintf(out, capacity, KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d>",
+  const int64_t *sv = plan->src_view, *dv = plan->dst_view;
+  int n = snprintf(out, capacity,
+                   KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
+                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
-                   plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, plan->table ? 1 : 0);
+                   plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, plan->table ? 1 : 0,
+                   plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
+                   (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
+                   (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],
+                   (long long)dv[2], (long long)dv[3], (long long)dv[4]);
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 
