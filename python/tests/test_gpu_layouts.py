@@ -7,7 +7,9 @@ transposed V (layout="vllm_paged"), MLA's kv_c + k_pe into one row, and SGLang-s
 with strided heads. bf16 rows; fp8 e4m3 with per-tensor and per-head scales; int32 and int64 ids
 with padding (-1) and out-of-range ids (skipped and counted); a CUDA graph replayed with new
 ids and rows; and, for every layout, the whole storage compared, so nothing outside the target
-rows may change. Skips without torch or a CUDA device.
+rows may change. Then transfer_kv between a device pool and SGLang's pinned host layouts
+(page_first_direct, page_head) passed as per-layer views, both directions. Skips without torch or
+a CUDA device.
 """
 
 from _support import need_gpu, parametrize
