@@ -32,6 +32,21 @@
 /** The static part of a view, as an op's variant fields hold it (0: absent). */
 enum { KVJIT_VIEW_F_PAGE, KVJIT_VIEW_F_ATOM, KVJIT_VIEW_F_DIM0, KVJIT_VIEW_F_DIM1, KVJIT_VIEW_F_COUNT };
 
+/**
+ * The four fields of one view's static part in an op's field table (kvjit_op_field initializers of
+ * F##_PAGE .. F##_DIM1, in KVJIT_VIEW_F_* order), named @p p "page", "atom", "dim0", "dim1"; @p what
+ * names the cache in their help. One copy for every op that takes layouts.
+ */
+#define KVJIT_VIEW_FIELDS(F, p, what)                                                                                    \
+  [F##_PAGE] = {p "page", "slots per page of the " what " cache; 0 = flat slots", KVJIT_FIELD_INT,                  \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
+  [F##_ATOM] = {p "atom", "cache bytes of each contiguous run of a " what " row; 0 = the row is one run",           \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                  \
+  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent (the last's follows); 0 = fewer", \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
+  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,         \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
+
 typedef struct kvjit_view {
   /* static: what a kernel is specialized on */
   int64_t page_size;                   /* 0: flat slots; else >= 2 */
