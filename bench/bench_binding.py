@@ -170,8 +170,8 @@ def main():
     candidates.append(("kvjit.store_kv_cache (keywords in Python, then kvjit._C)", "shipped",
                        lambda: friendly(k, v, kc, vc, loc)))
     native = _ops.native()
-    candidates.append(("kvjit._C.store_kv_cache, the op's 12 arguments (METH_FASTCALL + DLPack)", "ext",
-                       lambda: native.store_kv_cache(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0)))
+    candidates.append(("kvjit._C.store_kv_cache, the op's 13 arguments (METH_FASTCALL + DLPack)", "ext",
+                       lambda: native.store_kv_cache(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0)))
     binding_so = os.path.join(build, "bench", "libkvjit_bench_binding.so")
     cbench = ctypes.CDLL(binding_so)
     cbench.kvjit_bench_store_loop.restype = ctypes.c_double

@@ -330,6 +330,17 @@ KVJIT_API kvjit_status kvjit_variant_init(kvjit_variant *out, const kvjit_op_inf
  */
 KVJIT_API kvjit_status kvjit_variant_check(kvjit_variant *variant);
 
+/**
+ * Give @p variant the layouts of its caches (kvjit_layout): their static part into its fields and
+ * the widest accesses their strides allow, as a call with these layouts and 16-byte aligned
+ * pointers would key it. store_kv_cache takes 2: the K cache's, then the V cache's (NULL: flat
+ * rows). Set the rows and dtypes first; the fields it sets replace any given before.
+ * @return KVJIT_ERR_UNSUPPORTED for an op without layouts; KVJIT_ERR_INVALID_ARGUMENT naming the
+ *         layout, its field and the value.
+ */
+KVJIT_API kvjit_status kvjit_variant_set_layouts(kvjit_variant *variant, const kvjit_layout *const *layouts,
+                                                 size_t count);
+
 /** Parse one manifest line of any op (trailing newline and # comments allowed); checked. A blank
  *  or comment-only line gives KVJIT_ERR_NOT_FOUND. */
 KVJIT_API kvjit_status kvjit_variant_parse(kvjit_variant *out, const char *line);

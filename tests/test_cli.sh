@@ -134,6 +134,22 @@ test_dry_run() {
   [[ $(dry_run_count) -eq 1 ]] || fail "K only: $(dry_run_count) variants, expected 1"
   expect_out ' k_row_bytes=1152 v_row_bytes=0 '
 
+  # Layout presets (issue 29): NHD is flat (the plain line); HND and FlashAttention share a static
+  # part; the chunked K + transposed V takes its own V access width; block sizes multiply.
+  kvjit_n prewarm --arch sm_90 -n --model llama-3.1-8b --dtype bf16 --tp 1 --index int64 \
+    --layout vllm-nhd,vllm-hnd,flash,vllm-chunked --block-size 16,32
+  expect_rc 0
+  [[ $(dry_run_count) -eq 5 ]] || fail "layouts: $(dry_run_count) variants, expected 5"
+  expect_out 'vec=16$'
+  expect_out ' vec=16 k_page=16 k_atom=256 v_page=16 v_atom=256$'
+  expect_out ' vec=16 k_page=32 k_atom=16 v_page=32 v_atom=2 v_vec=2$'
+  kvjit_n prewarm --arch sm_90 -n --model llama-3.1-8b --layout vllm-pagd
+  expect_rc 2
+  expect_err "bad value 'vllm-pagd' for --layout"
+  kvjit_n prewarm --arch sm_90 -n --k-row-bytes 256 --layout vllm-hnd
+  expect_rc 2
+  expect_err 'need a model'
+
   # Row sizes, every K x V pair, x index x pdl; pdl=on is dropped before sm_90.
   kvjit_n prewarm --arch sm_80 -n --k-row-bytes 256,512 --v-row-bytes 0,128 --index int32,int64 --pdl on,off
   expect_rc 0

@@ -192,6 +192,12 @@ static void test_self_overlap(void **state) {
   assert_int_equal(kvjit_view_resolve(&v, "k_cache_layout", &l, 512, 0), KVJIT_OK);
   assert_int_equal(kvjit_view_check_slots(&v, "k_cache_layout", 16 * 8), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "past a 64-bit offset"));
+  /* Every slot id an int64 holds: refused, without overflowing on the way. */
+  hnd(&l);
+  assert_int_equal(kvjit_view_resolve(&v, "k_cache_layout", &l, 512, 0), KVJIT_OK);
+  assert_int_equal(kvjit_view_check_slots(&v, "k_cache_layout", INT64_MAX), KVJIT_ERR_INVALID_ARGUMENT);
+  kvjit_view other = v;
+  assert_int_equal(kvjit_view_check_disjoint(&v, "k", 0, &other, "v", 1ull << 40, INT64_MAX), KVJIT_ERR_INVALID_ARGUMENT);
 }
 
 /* K and V of one call: apart as intervals, interleaved per head (FlashAttention), or one on the other. */

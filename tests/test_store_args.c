@@ -306,6 +306,17 @@ static void test_layout_arguments(void **state) {
     bad_case c = {bad[i].needle, KVJIT_ERR_INVALID_ARGUMENT, bad[i].needle};
     expect_bad(&cases[i], &c);
   }
+  /* One layout struct for both views (checked once): V half a head on: fine; V on K: refused. */
+  kvjit_store_kv_args same = layout_args(&flash, 0);
+  same.v_cache_layout = same.k_cache_layout;
+  assert_true(needs_driver(kvjit_store_kv_cache(ctx, &same)));
+  same.v_cache = same.k_cache;
+  assert_int_equal(kvjit_store_kv_cache(ctx, &same), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "k_cache, v_cache: the two views may share bytes"));
+  same.v_cache = (char *)same.k_cache + 64 * 2;
+  same.v_cache_stride = 512;
+  assert_int_equal(kvjit_store_kv_cache(ctx, &same), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "v_cache_stride: must be 0 with v_cache_layout"));
   /* A version-2 caller's struct ends before the layouts: they are never read. */
   kvjit_store_kv_args v2 = good_args();
   v2.version = 2;
@@ -368,6 +379,43 @@ static void test_layout_lines(void **state) {
                kvjit_last_error(), bad[i].needle);
     }
   }
+}
+
+/* kvjit_variant_set_layouts(): a variant keyed as a call with those layouts (the prewarm door). */
+static void test_variant_set_layouts(void **state) {
+  (void)state;
+  kvjit_test_layout flash, chunked;
+  kvjit_test_layout_make(&flash, &kvjit_test_layouts[2]);
+  kvjit_test_layout_make(&chunked, &kvjit_test_layouts[3]);
+  kvjit_variant v;
+  assert_int_equal(kvjit_variant_parse(&v, "store_kv_cache arch=90 k_row_bytes=512 v_row_bytes=512 index=int64 "
+                                           "pdl=auto split=0 vec=16"),
+                   KVJIT_OK);
+  const kvjit_layout *fl[2] = {&flash.k, &flash.v}, *ch[2] = {&chunked.k, &chunked.v}, *none[2] = {NULL, NULL};
+  char line[512];
+  kvjit_variant w = v;
+  assert_int_equal(kvjit_variant_set_layouts(&w, fl, 2), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&w, line, sizeof line), KVJIT_OK);
+  assert_non_null(strstr(line, " vec=16 k_page=16 k_atom=128 v_page=16 v_atom=128"));
+  w = v;
+  assert_int_equal(kvjit_variant_set_layouts(&w, ch, 2), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&w, line, sizeof line), KVJIT_OK);
+  assert_non_null(strstr(line, " vec=16 k_page=16 k_atom=16 v_page=16 v_atom=2 v_vec=2"));
+  assert_int_equal(kvjit_variant_set_layouts(&w, none, 2), KVJIT_OK); /* back to flat */
+  assert_int_equal(kvjit_variant_format(&w, line, sizeof line), KVJIT_OK);
+  assert_string_equal(line, "store_kv_cache arch=90 k_row_bytes=512 v_row_bytes=512 index=int64 pdl=auto split=0 vec=16");
+  assert_int_equal(kvjit_variant_set_layouts(&w, fl, 1), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "count: store_kv_cache takes 2 layouts"));
+  kvjit_layout bad = flash.k;
+  bad.row_extents[1] = 100;
+  const kvjit_layout *badl[2] = {&bad, NULL};
+  assert_int_equal(kvjit_variant_set_layouts(&w, badl, 2), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "layouts[0] (K cache)->row_extents"));
+  kvjit_variant t;
+  assert_int_equal(kvjit_variant_init(&t, kvjit_op_find("transfer_kv")), KVJIT_OK);
+  t.values[0] = 90;
+  t.values[1] = 256;
+  assert_true(kvjit_variant_set_layouts(&t, none, 2) != KVJIT_OK);
 }
 
 /* Argument errors come first, with or without a driver; batch 0 needs no driver at all. */
@@ -580,7 +628,7 @@ int main(void) {
       cmocka_unit_test(test_variant_parse_errors),  cmocka_unit_test(test_variant_format_errors),
       cmocka_unit_test(test_fp8_bad_arguments),     cmocka_unit_test(test_fp8_valid_and_version_1),
       cmocka_unit_test(test_fp8_variant_lines),     cmocka_unit_test(test_layout_arguments),
-      cmocka_unit_test(test_layout_lines),
+      cmocka_unit_test(test_layout_lines),          cmocka_unit_test(test_variant_set_layouts),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -27,17 +27,6 @@ extern const check_op check_store_op;
 
 static kvjit_context *ctx;
 
-static float source_value(kvjit_dtype d, const unsigned char *p) {
-  if (d == KVJIT_DTYPE_F32) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-  }
-  uint16_t h;
-  memcpy(&h, p, 2);
-  return d == KVJIT_DTYPE_F16 ? fp8_ref_f16_to_float(h) : fp8_ref_bf16_to_float(h);
-}
-
 typedef struct emu_view {
   long long page_size, atom, e1, e2;
   int dims;
@@ -97,7 +86,7 @@ static void emulate_row(const kvjit_store_kv_plan *plan, const kvjit_store_kv_ar
         for (int j = 0; j < vec / elem; j++) {
           unsigned char out = src[sb + j];
           if (quant) {
-            float x = source_value(plan->src_dtype, src + sb + (int64_t)j * elem);
+            float x = check_store_source_value(plan->src_dtype, src + sb + (int64_t)j * elem);
             if (plan->scale_kind != KVJIT_SCALE_NONE) x = x / scale;
             out = fp8_ref_encode(x, plan->cache_dtype == KVJIT_DTYPE_FP8_E4M3);
           }

@@ -20,8 +20,10 @@
 #include "registry.h"
 #include "internal_util.h"
 #include "kvjit.h"
+#include "store_kv_op.h"
 #include "store_kv_plan.h"
 #include "test_util.h"
+#include "variant.h"
 
 typedef struct rows {
   int64_t k, v;
@@ -129,6 +131,55 @@ static void plan_line(text *plans, const kvjit_store_kv_plan *p, const char *hex
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* Laid-out caches (issue 29): static views of vLLM's layouts as a variant's fields hold them
+ * (src/op/layout.h's canonical form: page, atom, dim0, dim1 of K then V, and v_vec), plain and
+ * quantizing, on the layout kernel's template. */
+static const struct {
+  const char *name;
+  int64_t k_row, v_row, fields[9]; /* k page, atom, dim0, dim1, v page, atom, dim0, dim1, v_vec */
+  kvjit_dtype src;                  /* BYTES: a plain copy; else quantizing to e4m3 with per-head scales */
+} layout_cases[] = {
+    {"hnd_flash_8x128_bs16", 2048, 2048, {16, 256, 0, 0, 16, 256, 0, 0, 0}, KVJIT_DTYPE_BYTES},
+    {"hnd_flash_8x128_bs16_fp8", 2048, 2048, {16, 128, 0, 0, 16, 128, 0, 0, 0}, KVJIT_DTYPE_BF16},
+    {"hnd_3x96_bs5", 576, 576, {5, 192, 0, 0, 5, 192, 0, 0, 0}, KVJIT_DTYPE_BYTES},
+    {"chunked_8x128_bs16", 2048, 2048, {16, 16, 0, 0, 16, 2, 0, 0, 2}, KVJIT_DTYPE_BYTES},
+    {"chunked_8x128_bs16_fp8", 2048, 2048, {16, 16, 0, 0, 16, 1, 0, 0, 2}, KVJIT_DTYPE_BF16},
+    {"k_only_3_dims", 2048, 0, {0, 16, 8, 4, 0, 0, 0, 0, 0}, KVJIT_DTYPE_BYTES},
+};
+
+static void layout_text(text *out) {
+  text_add(out, "# Laid-out caches: arch, static views (K page/atom/dim0/dim1, V the same, v_vec) -> per batch\n"
+                "# class the plan's key; each plan: split, vec, v_vec, lanes and the views it is specialized on.\n");
+  for (size_t a = 0; a < COUNT(archs); a++)
+    for (size_t i = 0; i < COUNT(layout_cases); i++) {
+      int64_t v[STORE_F_COUNT] = {archs[a], layout_cases[i].k_row, layout_cases[i].v_row, KVJIT_INDEX_INT64,
+                                  KVJIT_PDL_AUTO, 0, 16};
+      if (layout_cases[i].src != KVJIT_DTYPE_BYTES) {
+        v[STORE_F_DTYPE] = layout_cases[i].src;
+        v[STORE_F_CACHE_DTYPE] = KVJIT_DTYPE_FP8_E4M3;
+        v[STORE_F_SCALE] = KVJIT_SCALE_PER_HEAD;
+        v[STORE_F_HEADS] = 8;
+      }
+      memcpy(v + STORE_F_K_PAGE, layout_cases[i].fields, sizeof layout_cases[i].fields);
+      text_add(out, "layout sm%d %s:", archs[a], layout_cases[i].name);
+      assert_int_equal(kvjit_op_check_values(&kvjit_op_store_kv, v, KVJIT_OP_ALL_GIVEN), KVJIT_OK);
+      for (int cls = 0; cls < KVJIT_STORE_KV_CLASSES; cls++) {
+        kvjit_store_kv_plan p;
+        assert_int_equal(kvjit_op_store_kv.plan(v, archs[a], cls, &p), KVJIT_OK);
+        assert_true(p.layout);
+        kvjit_key key = plan_cache_key(&p);
+        char hex[33];
+        kvjit_key_hex(&key, hex);
+        text_add(out, " %.16s split=%d vec=%d/%d lanes=%d k=%lld/%lld/%lld,%lld,%lld v=%lld/%lld/%lld,%lld,%lld", hex,
+                 p.split, p.vec, p.v_vec, p.lanes, (long long)p.k_view.page_size, (long long)p.k_view.atom,
+                 (long long)p.k_view.extents[0], (long long)p.k_view.extents[1], (long long)p.k_view.extents[2],
+                 (long long)p.v_view.page_size, (long long)p.v_view.atom, (long long)p.v_view.extents[0],
+                 (long long)p.v_view.extents[1], (long long)p.v_view.extents[2]);
+      }
+      text_add(out, "\n");
+    }
+}
+
 /* The grid as text: one line per combination (its batch classes: the first 16 hex digits of each
  * plan's cache key, or the status that refused it), then one line per distinct plan, sorted. */
 static void grid_text(text *out, size_t *valid, size_t *refused) {
@@ -184,6 +235,7 @@ static void grid_text(text *out, size_t *valid, size_t *refused) {
     if (k == 0 || strcmp(lines[k], lines[k - 1]) != 0) text_add(out, "%s\n", lines[k]);
   free(lines);
   free(plans.data);
+  layout_text(out);
 }
 
 /* The next line of @p s (NUL-terminated in place), or NULL at the end. */

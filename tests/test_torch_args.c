@@ -14,44 +14,9 @@
 
 #include "kvjit.h"
 #include "dlpack_view.h"
+#include "request_util.h"
 #include "store_args.h"
 #include "transfer_args.h"
-
-enum { DEV_CUDA = 1 };
-
-/* A tensor with its own size and stride arrays (the view borrows them). */
-typedef struct tensor {
-  int64_t sizes[4], strides[4];
-  kvjit_tensor_view view;
-} tensor;
-
-/* By kind; any distinct codes do. */
-static const int32_t codes[KVJIT_TENSOR_KIND_COUNT] = {99, 5, 15, 6, 23, 24, 0, 1, 3, 4, 7, 2, 27,
-                                                       28, 29, 11, 8, 9, 10, 25, 26, 44, 45};
-static const int64_t itemsizes[KVJIT_TENSOR_KIND_COUNT] = {8, 2, 2, 4, 1, 1, 1, 1, 4, 8, 8, 2, 2, 4, 8, 1, 4, 8, 16,
-                                                           1, 1, 1, 1};
-
-/* A contiguous tensor of @p ndim dims (sizes from the varargs) at @p data. */
-static void make(tensor *t, kvjit_tensor_kind kind, uintptr_t data, int ndim, ...) {
-  memset(t, 0, sizeof *t);
-  va_list ap;
-  va_start(ap, ndim);
-  for (int i = 0; i < ndim; i++) t->sizes[i] = va_arg(ap, int64_t);
-  va_end(ap);
-  int64_t step = 1;
-  for (int i = ndim - 1; i >= 0; i--) {
-    t->strides[i] = step;
-    step *= t->sizes[i] > 0 ? t->sizes[i] : 1;
-  }
-  t->view = (kvjit_tensor_view){1, data, ndim, t->sizes, t->strides, itemsizes[kind], kind, codes[kind], DEV_CUDA, 0};
-}
-
-typedef struct request {
-  tensor k, v, k_cache, v_cache, indices, k_scale, v_scale;
-  kvjit_store_request req;
-  kvjit_store_kv_args args;
-  char msg[512];
-} request;
 
 /* A decode-sized bf16 store: k, v [16, 8, 128]; caches [4096, 8, 128]; int64 slot ids. */
 static void standard(request *r) {
@@ -63,17 +28,6 @@ static void standard(request *r) {
   make(&r->indices, KVJIT_TENSOR_I64, 0x30000, 1, (int64_t)16);
   r->req.num_slots = -1;
   r->req.skip_slot = -1;
-}
-
-static kvjit_request_error run(request *r) {
-  r->req.k = r->k.view;
-  r->req.v = r->v.view;
-  r->req.k_cache = r->k_cache.view;
-  r->req.v_cache = r->v_cache.view;
-  r->req.indices = r->indices.view;
-  r->req.k_scale = r->k_scale.view;
-  r->req.v_scale = r->v_scale.view;
-  return kvjit_store_request_args(&r->req, &r->args, r->msg, sizeof r->msg);
 }
 
 /* The request is refused with @p kind and a message starting "@p arg:". */
@@ -195,7 +149,7 @@ static void test_bad_shapes(void **state) {
   expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_cache");
   standard(&r);
   make(&r.k_cache, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)256, (int64_t)16, (int64_t)8, (int64_t)128);
-  r.k_cache.strides[1] = 1024 * 2; /* pages and page rows do not flatten */
+  r.k_cache.strides[0] = 0; /* a broadcast page dim: pages would share bytes (test_cache_views.c: the rest) */
   expect_refused(&r, KVJIT_REQUEST_VALUE_ERROR, "k_cache");
   standard(&r);
   make(&r.v_cache, KVJIT_TENSOR_BF16, 0x2000000, 3, (int64_t)0, (int64_t)8, (int64_t)128);
@@ -306,9 +260,9 @@ static void test_short_message_buffer(void **state) {
   r.req.v_cache = r.v_cache.view;
   r.req.indices = r.indices.view;
   char tiny[8];
-  assert_int_equal(kvjit_store_request_args(&r.req, &r.args, tiny, sizeof tiny), KVJIT_REQUEST_VALUE_ERROR);
+  assert_int_equal(kvjit_store_request_args(&r.req, &r.args, &r.layouts, tiny, sizeof tiny), KVJIT_REQUEST_VALUE_ERROR);
   assert_string_equal(tiny, "k: expe");
-  assert_int_equal(kvjit_store_request_args(&r.req, &r.args, NULL, 0), KVJIT_REQUEST_VALUE_ERROR);
+  assert_int_equal(kvjit_store_request_args(&r.req, &r.args, &r.layouts, NULL, 0), KVJIT_REQUEST_VALUE_ERROR);
 }
 
 static void test_every_tensor_on_the_device(void **state) {

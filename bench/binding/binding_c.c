@@ -114,9 +114,11 @@ BENCH_API int __tvm_ffi_store_kv_cache(void *self, const tvm_ffi_any *args, int3
     }
   }
   kvjit_store_request req = {views[0].view, views[1].view, views[2].view, views[3].view, views[4].view,
-                             {0},           {0},           -1,            -1,            0, KVJIT_PDL_AUTO, 0};
+                             {0},           {0},           -1,            -1,            0, KVJIT_PDL_AUTO, 0,
+                             KVJIT_STORE_LAYOUT_AUTO};
   kvjit_store_kv_args a;
-  kvjit_request_error refused = kvjit_store_request_args(&req, &a, msg, sizeof msg);
+  kvjit_store_layouts layouts;
+  kvjit_request_error refused = kvjit_store_request_args(&req, &a, &layouts, msg, sizeof msg);
   if (refused) {
     tvm_set_error(refused == KVJIT_REQUEST_TYPE_ERROR ? "TypeError" : "ValueError", msg);
     return -1;

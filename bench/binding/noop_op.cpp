@@ -23,12 +23,12 @@ typedef int32_t (*delete_tensor_fn)(void *);
 
 delete_tensor_fn g_delete_tensor;
 
-/* The store schema's arguments: 1 a Tensor, 2 a Tensor?, 0 an int (src/torch/op.cpp). */
-const int kStoreArgs[12] = {1, 2, 1, 2, 1, 0, 0, 0, 0, 2, 2, 0};
+/* The store schema's arguments: 1 a Tensor, 2 a Tensor?, 0 an int (python/csrc/op.cpp). */
+const int kStoreArgs[13] = {1, 2, 1, 2, 1, 0, 0, 0, 0, 2, 2, 0, 0};
 
 void store_noop(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {
   (void)num_outputs;
-  for (uint64_t i = 0; i < num_args && i < 12; i++) {
+  for (uint64_t i = 0; i < num_args && i < 13; i++) {
     if (kStoreArgs[i] == 1) {
       g_delete_tensor(reinterpret_cast<void *>(stack[i]));
     } else if (kStoreArgs[i] == 2 && stack[i] != 0) {

@@ -104,10 +104,10 @@ enum door_mode { MODE_CALL, MODE_PREPARE, MODE_ARGS };
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
 
 /* store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
- * v_scale, cache_dtype[, stream[, context[, batch]]]): the op's arguments, then the door's. */
+ * v_scale, cache_dtype, layout[, stream[, context[, batch]]]): the op's arguments, then the door's. */
 static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 12 || nargs > 15) {
-    PyErr_SetString(PyExc_TypeError, "store_kv_cache takes the op's 12 arguments, then stream, context, batch");
+  if (nargs < 13 || nargs > 16) {
+    PyErr_SetString(PyExc_TypeError, "store_kv_cache takes the op's 13 arguments, then stream, context, batch");
     return NULL;
   }
   if (!ready()) return NULL;
@@ -126,15 +126,16 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
   kvjit_door_fill_devices(views, 7);
   if (int_arg(args[5], "num_slots", &req.num_slots) || int_arg(args[6], "skip_slot", &req.skip_slot) ||
       int_arg(args[7], "split", &req.split) || int_arg(args[8], "pdl", &req.pdl) ||
-      int_arg(args[11], "cache_dtype", &req.cache_dtype))
+      int_arg(args[11], "cache_dtype", &req.cache_dtype) || int_arg(args[12], "layout", &req.layout))
     goto done;
   int has_stream;
   void *stream = NULL;
   kvjit_context *ctx;
-  if (stream_and_context(nargs > 12 ? args[12] : NULL, nargs > 13 ? args[13] : NULL, &has_stream, &stream, &ctx))
+  if (stream_and_context(nargs > 13 ? args[13] : NULL, nargs > 14 ? args[14] : NULL, &has_stream, &stream, &ctx))
     goto done;
   char msg[512];
   kvjit_store_kv_args a;
+  kvjit_store_layouts layouts; /* what a's layout pointers point at */
   /* On CUDA, or all on the CPU (a plain loop there; the rules are the same). */
   kvjit_request_error refused = kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", msg, sizeof msg);
   int on_cuda = !refused;
@@ -142,11 +143,18 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     raise_refusal(refused, msg);
     goto done;
   }
-  if ((refused = kvjit_store_request_args(&req, &a, msg, sizeof msg))) {
+  if (mode == MODE_ARGS) memset(&layouts, 0, sizeof layouts); /* returned whole, flat or not */
+  if ((refused = kvjit_store_request_args(&req, &a, &layouts, msg, sizeof msg))) {
     raise_refusal(refused, msg);
     goto done;
   }
   if (!on_cuda && a.batch > 0 && mode != MODE_ARGS) {
+    if (a.k_cache_layout != NULL || a.v_cache_layout != NULL) {
+      /* The host loop addresses flat rows only; the layout's address rule lives in the library. */
+      PyErr_Format(PyExc_ValueError, "%s: a strided cache (pages, or a row with strides) is stored on CUDA tensors "
+                   "only; on the CPU pass flat caches", a.k_cache_layout != NULL ? "k_cache" : "v_cache");
+      goto done;
+    }
     if (mode == MODE_CALL) kvjit_host_store(&a);
     result = call_result(KVJIT_OK);
     goto done;
@@ -157,9 +165,13 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     goto done;
   else
     a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 14 && args[14] != Py_None && int_arg(args[14], "batch", &a.batch)) goto done;
+  if (mode == MODE_PREPARE && nargs > 15 && args[15] != Py_None && int_arg(args[15], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
-    result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
+    /* The args, then the K and V layouts their pointers point at (pointers mean nothing outside). */
+    char raw[sizeof a + sizeof layouts];
+    memcpy(raw, &a, sizeof a);
+    memcpy(raw + sizeof a, &layouts, sizeof layouts);
+    result = PyBytes_FromStringAndSize(raw, sizeof raw);
     goto done;
   }
   kvjit_door_guard guard;
@@ -408,12 +420,13 @@ static PyMethodDef methods[] = {
     {"init", FASTCALL(c_init), "init(libkvjit_path, default_context, error)"},
     {"store_kv_cache", FASTCALL(c_store),
      "store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, "
-     "cache_dtype, stream=None, context=None)\n--\n\nThe store with the op's arguments (kvjit.store_kv_cache "
+     "cache_dtype, layout, stream=None, context=None)\n--\n\nThe store with the op's arguments (kvjit.store_kv_cache "
      "normalises the keywords)."},
     {"store_kv_cache_prepare", FASTCALL(c_store_prepare),
      "store_kv_cache_prepare(<store_kv_cache's arguments>, stream, context, batch): load without launching."},
     {"store_kv_args", FASTCALL(c_store_args),
-     "store_kv_args(<store_kv_cache's arguments>): the kvjit_store_kv_args the rules make, as bytes."},
+     "store_kv_args(<store_kv_cache's arguments>): the kvjit_store_kv_args the rules make, then the K and V "
+     "kvjit_layout they point at, as bytes."},
     {"transfer_kv", FASTCALL(c_transfer),
      "transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
      "pdl, row_elements, k_scale, v_scale, max_ctas, stream=None, context=None)"},

@@ -98,19 +98,21 @@ bool any_on(const kvjit_store_request &req, int32_t device_type) {
 }
 
 /* Schema: (Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v_cache, Tensor indices, int num_slots,
- *          int skip_slot, int split, int pdl, Tensor? k_scale, Tensor? v_scale, int cache_dtype) -> () */
+ *          int skip_slot, int split, int pdl, Tensor? k_scale, Tensor? v_scale, int cache_dtype,
+ *          int layout) -> () */
 enum {
   ARG_K, ARG_V, ARG_K_CACHE, ARG_V_CACHE, ARG_INDICES, ARG_NUM_SLOTS, ARG_SKIP_SLOT, ARG_SPLIT, ARG_PDL,
-  ARG_K_SCALE, ARG_V_SCALE, ARG_CACHE_DTYPE, NUM_STORE_ARGS
+  ARG_K_SCALE, ARG_V_SCALE, ARG_CACHE_DTYPE, ARG_LAYOUT, NUM_STORE_ARGS
 };
-const bool kStoreIsTensor[NUM_STORE_ARGS] = {true, true, true, true, true, false, false, false, false, true, true, false};
-const bool kStoreIsOptional[NUM_STORE_ARGS] = {false, true, false, true, false, false, false, false, false, true, true,
-                                               false};
+const bool kStoreIsTensor[NUM_STORE_ARGS] = {true,  true,  true,  true, true,  false, false,
+                                             false, false, true, true, false, false};
+const bool kStoreIsOptional[NUM_STORE_ARGS] = {false, true,  false, true, false, false, false,
+                                               false, false, true,  true, false, false};
 
 void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {
   if (num_args != NUM_STORE_ARGS || num_outputs != 0)
     throw std::runtime_error("kvjit: store_kv_cache kernel registered under a schema of " + std::to_string(num_args) +
-                             " arguments and " + std::to_string(num_outputs) + " returns; it takes 12 and 0");
+                             " arguments and " + std::to_string(num_outputs) + " returns; it takes 13 and 0");
   CallArgs call(stack, num_args);
   call.adopt(kStoreIsTensor, kStoreIsOptional);
   kvjit_store_request req;
@@ -126,15 +128,17 @@ void store_kv_cache_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_
   req.split = call.integer(ARG_SPLIT);
   req.pdl = call.integer(ARG_PDL);
   req.cache_dtype = call.integer(ARG_CACHE_DTYPE);
+  req.layout = call.integer(ARG_LAYOUT);
 
   kvjit_store_kv_args args;
+  kvjit_store_layouts layouts; /* what args' layout pointers point at */
   char msg[512];
   /* The dispatcher picks the CUDA kernel when any tensor is a CUDA one: then all must be. None
    * is when this kernel is registered for another key (the tests' CPU). */
   kvjit_request_error refused = kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", nullptr, 0);
   if (refused && !any_on(req, g_torch.device_cuda)) refused = KVJIT_REQUEST_OK;
   if (refused) kvjit_store_request_on_device(&req, g_torch.device_cuda, "CUDA", msg, sizeof msg); /* its words */
-  if (!refused) refused = kvjit_store_request_args(&req, &args, msg, sizeof msg);
+  if (!refused) refused = kvjit_store_request_args(&req, &args, &layouts, msg, sizeof msg);
   if (refused) fail_request(refused, msg);
   if (req.k.device_type != g_torch.device_cuda) {
     /* Only reachable when registered for another dispatch key (the tests do, for CPU): an empty

@@ -10,7 +10,6 @@
 #define dims kvjit_request_dims
 #define dtype_of kvjit_request_dtype
 #define is_raw kvjit_tensor_kind_is_raw
-#define cache_slots_of kvjit_request_cache_slots
 typedef kvjit_request_msg request_error;
 
 const char *kvjit_tensor_kind_name(kvjit_tensor_kind kind) {
@@ -135,9 +134,27 @@ static kvjit_dtype source_dtype(kvjit_tensor_kind kind) {
 }
 
 /* The V side: rows, caches and their pairing with K's. */
+/* A cache's view into args' pointer and stride (flat) or layout (strided). */
+static void set_cache(const kvjit_cache_view *view, kvjit_layout *storage, int64_t *stride,
+                      const kvjit_layout **layout) {
+  if (view->strided) {
+    *storage = view->layout;
+    *layout = storage;
+    *stride = 0;
+  } else {
+    *stride = view->slot_stride;
+    *layout = NULL;
+  }
+}
+
+static kvjit_cache_form cache_form(const kvjit_store_request *req, int is_v) {
+  if (req->layout != KVJIT_STORE_LAYOUT_VLLM_PAGED) return KVJIT_CACHE_FORM_AUTO;
+  return is_v ? KVJIT_CACHE_FORM_VLLM_V : KVJIT_CACHE_FORM_VLLM_K;
+}
+
 static kvjit_request_error v_side(request_error *e, const kvjit_store_request *req, const input_rows *k_rows,
                                   int quant, kvjit_tensor_kind cache_kind, int64_t *slots, kvjit_store_kv_args *args,
-                                  int64_t *v_row_elems) {
+                                  kvjit_store_layouts *layouts, int k_five_dims, int64_t *v_row_elems) {
   const kvjit_tensor_view *v = &req->v, *vc = &req->v_cache, *k = &req->k;
   if (!v->present || !vc->present) {
     if (v->present || vc->present) {
@@ -166,13 +183,18 @@ static kvjit_request_error v_side(request_error *e, const kvjit_store_request *r
     return refuse(e, KVJIT_REQUEST_TYPE_ERROR, "v_cache: dtype %s differs from v's %s (kvjit copies bytes; view both "
                   "as uint8 to store raw bytes)", dtype_of(vc).text, dtype_of(v).text);
   }
-  int64_t v_slots, v_cache_stride;
+  if (k_five_dims && req->layout == KVJIT_STORE_LAYOUT_AUTO)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "v_cache: k_cache is vLLM's 5-D [blocks, H, D/x, block_size, x]: pass "
+                  "layout='vllm_paged' to read v_cache as [blocks, H, D, block_size] (a 4-D shape alone reads as "
+                  "[blocks, block_size, H, D])");
+  kvjit_cache_view view;
   args->v_row_bytes = rows.row * v->itemsize;
   args->v_stride = rows.stride * v->itemsize;
-  if ((r = cache_slots_of(e, "v_cache", vc, quant ? rows.row : args->v_row_bytes, "v", &v_slots, &v_cache_stride)))
+  if ((r = kvjit_request_cache_view(e, "v_cache", vc, quant ? rows.row : args->v_row_bytes, "v",
+                                    cache_form(req, 1), &view)))
     return r;
-  if (v_slots < *slots) *slots = v_slots;
-  args->v_cache_stride = v_cache_stride;
+  if (view.slots < *slots) *slots = view.slots;
+  set_cache(&view, &layouts->v, &args->v_cache_stride, &args->v_cache_layout);
   args->v = (const void *)v->data;
   args->v_cache = (void *)vc->data;
   /* An empty tensor may have a NULL pointer, which would read as "K only": with no rows nothing
@@ -295,8 +317,8 @@ static kvjit_request_error scalars_of(request_error *e, const kvjit_store_reques
   return KVJIT_REQUEST_OK;
 }
 
-kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args, char *msg,
-                                             size_t msg_size) {
+kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args,
+                                             kvjit_store_layouts *layouts, char *msg, size_t msg_size) {
   request_error e = {msg, msg_size};
   if (msg_size) msg[0] = '\0';
   kvjit_store_kv_args init = KVJIT_STORE_KV_ARGS_INIT;
@@ -314,10 +336,17 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
   args->batch = k_rows.batch;
   args->k_row_bytes = k_rows.row * req->k.itemsize;
   args->k_stride = k_rows.stride * req->k.itemsize;
-  int64_t slots, v_row_elems = 0;
-  if ((r = cache_slots_of(&e, "k_cache", &req->k_cache, quant ? k_rows.row : args->k_row_bytes, "k", &slots,
-                          &args->k_cache_stride)) ||
-      (r = v_side(&e, req, &k_rows, quant, cache_kind, &slots, args, &v_row_elems)) ||
+  if (req->layout != KVJIT_STORE_LAYOUT_AUTO && req->layout != KVJIT_STORE_LAYOUT_VLLM_PAGED)
+    return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "layout: must be %d (from the tensors) or %d ('vllm_paged'), got %lld",
+                  KVJIT_STORE_LAYOUT_AUTO, KVJIT_STORE_LAYOUT_VLLM_PAGED, (long long)req->layout);
+  int64_t v_row_elems = 0;
+  kvjit_cache_view k_view;
+  if ((r = kvjit_request_cache_view(&e, "k_cache", &req->k_cache, quant ? k_rows.row : args->k_row_bytes, "k",
+                                    cache_form(req, 0), &k_view)))
+    return r;
+  set_cache(&k_view, &layouts->k, &args->k_cache_stride, &args->k_cache_layout);
+  int64_t slots = k_view.slots;
+  if ((r = v_side(&e, req, &k_rows, quant, cache_kind, &slots, args, layouts, k_view.five_dims, &v_row_elems)) ||
       (r = indices_of(&e, req, k_rows.batch, args)) || (r = scalars_of(&e, req, slots, args)))
     return r;
   if (quant) {

@@ -73,7 +73,21 @@ typedef struct kvjit_store_request {
   int64_t split;       /**< 0: automatic */
   int64_t pdl;         /**< a kvjit_pdl_mode */
   int64_t cache_dtype; /**< 0: the caches' own dtype; KVJIT_DTYPE_FP8_E4M3 / _E5M2 for byte caches */
+  int64_t layout;      /**< a kvjit_store_layout_kind: how the caches' dims are read */
 } kvjit_store_request;
+
+/** store_kv_cache's layout= keyword: how the caches' dims are read where shape alone cannot tell. */
+typedef enum kvjit_store_layout_kind {
+  KVJIT_STORE_LAYOUT_AUTO = 0,      /**< from the shapes and strides (view_rules.h's FORM_AUTO) */
+  KVJIT_STORE_LAYOUT_VLLM_PAGED = 1 /**< vLLM's older paged caches: K [blocks, H, D/x, block_size, x],
+                                         V [blocks, H, D, block_size] */
+} kvjit_store_layout_kind;
+
+/** Where kvjit_store_request_args() puts the caches' layouts; the args point into it, so it
+ *  must live as long as they are used. */
+typedef struct kvjit_store_layouts {
+  kvjit_layout k, v;
+} kvjit_store_layouts;
 
 /** Which Python exception class a refusal maps to. */
 typedef enum kvjit_request_error {
@@ -83,12 +97,14 @@ typedef enum kvjit_request_error {
 } kvjit_request_error;
 
 /**
- * Check @p req and fill @p args (stream left NULL: the caller sets it). On refusal returns the
- * error class and writes a one-line message naming the argument into @p msg (NUL-terminated,
+ * Check @p req and fill @p args (stream left NULL: the caller sets it). A cache that is not flat
+ * rows (vLLM's HND, FlashAttention or chunked caches, any strided view) gets a kvjit_layout in
+ * @p layouts, which args->k_cache_layout / v_cache_layout point at. On refusal returns the error
+ * class and writes a one-line message naming the argument into @p msg (NUL-terminated,
  * truncated to @p msg_size); @p args is then unspecified.
  */
-kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args, char *msg,
-                                             size_t msg_size);
+kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvjit_store_kv_args *args,
+                                             kvjit_store_layouts *layouts, char *msg, size_t msg_size);
 
 /**
  * Check that every tensor of @p req is on @p device_type (the framework's code, called

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kvjit.h"
 #include "store_args.h"
 
 #ifdef __cplusplus
@@ -40,10 +41,48 @@ kvjit_dtype_text kvjit_request_dtype(const kvjit_tensor_view *t);
 /** uint8 / int8: rows kvjit copies as bytes whatever the other side's dtype. */
 int kvjit_tensor_kind_is_raw(kvjit_tensor_kind kind);
 
+/** How a cache tensor's dims are read (shape alone cannot always tell; see kvjit_request_cache_view()). */
+typedef enum kvjit_cache_form {
+  KVJIT_CACHE_FORM_AUTO = 0,   /**< from the shape: [slots | pages, page_size, ...row dims] or the 5-D chunked K */
+  KVJIT_CACHE_FORM_VLLM_K = 1, /**< vLLM's older paged K: [blocks, H, D/x, block_size, x] */
+  KVJIT_CACHE_FORM_VLLM_V = 2, /**< vLLM's older paged V: [blocks, H, D, block_size] */
+  KVJIT_CACHE_FORM_FLAT = 3     /**< 2..4 dims as AUTO, but only flat: slots that flatten, a contiguous row */
+} kvjit_cache_form;
+
+/** A cache tensor as kvjit addresses it. */
+typedef struct kvjit_cache_view {
+  int64_t slots;        /**< slot ids 0 .. slots - 1 address it */
+  int strided;          /**< 0: flat rows slot_stride bytes apart (no layout needed); 1: ::layout */
+  int64_t slot_stride;  /**< bytes, when flat */
+  int five_dims;        /**< read as the 5-D chunked K */
+  kvjit_layout layout;  /**< when strided: slot and row dims, strides in bytes */
+} kvjit_cache_view;
+
 /**
- * The slots of a cache whose trailing dims make one row of @p row_bytes and whose leading dims
- * flatten into one slot index ([slots, H, D], [slots, H*D], [pages, page_size, H(, D)]): the
- * slot count and the slot stride in bytes. @p source names the rows' tensor in messages.
+ * A cache tensor @p t as slot dims and row dims, for rows of @p row_bytes (@p source names the
+ * rows' tensor in messages). The dims:
+ *   - AUTO, 2..4 dims: the row is the fewest trailing dims that hold @p row_bytes, the slot dims
+ *     the rest: (slots), or (pages, page_size) when two slot dims do not flatten into one index
+ *     (vLLM's HND and FlashAttention caches, passed as NHD-shaped views with permuted strides);
+ *   - 5 dims (AUTO or VLLM_K): vLLM's older K [blocks, H, D/x, block_size, x]: slots (blocks,
+ *     block_size), row (H, D/x, x);
+ *   - VLLM_V, 4 dims: vLLM's older V [blocks, H, D, block_size]: slots (blocks, block_size), row
+ *     (H, D). (A 4-D shape is NHD under AUTO: shape alone cannot tell the two apart.)
+ * Any positive strides. A cache whose slots flatten and whose row is contiguous stays flat
+ * (today's k_cache_stride; no layout); anything else fills a kvjit_layout (strides in bytes) that
+ * the library validates, overlap included. Refused here: the dims not making one row, a stride
+ * of 0 or below on a dim of more than one element (a broadcast view: rows would share bytes), no
+ * slots, slot dims that are neither (slots) nor (pages, page_size), a flat slot stride shorter
+ * than the row.
+ */
+kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                             int64_t row_bytes, const char *source, kvjit_cache_form form,
+                                             kvjit_cache_view *out);
+
+/**
+ * The slots of a flat cache (FORM_FLAT above: [slots, H, D], [slots, H*D], [pages, page_size,
+ * H(, D)] whose slot dims flatten into one index, each row contiguous): the slot count and the
+ * slot stride in bytes.
  */
 kvjit_request_error kvjit_request_cache_slots(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
                                               int64_t row_bytes, const char *source, int64_t *slots_out,

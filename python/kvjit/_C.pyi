@@ -9,15 +9,16 @@ Tensor = Any
 def init(libkvjit_path: str, default_context: int, error: Callable[[int, str, str], BaseException]) -> None: ...
 def store_kv_cache(k: Tensor, v: Optional[Tensor], k_cache: Tensor, v_cache: Optional[Tensor], indices: Tensor,
                    num_slots: int, skip_slot: int, split: int, pdl: int, k_scale: Optional[Tensor],
-                   v_scale: Optional[Tensor], cache_dtype: int, stream: Optional[int] = None,
+                   v_scale: Optional[Tensor], cache_dtype: int, layout: int, stream: Optional[int] = None,
                    context: Optional[int] = None) -> None: ...
 def store_kv_cache_prepare(k: Tensor, v: Optional[Tensor], k_cache: Tensor, v_cache: Optional[Tensor],
                            indices: Tensor, num_slots: int, skip_slot: int, split: int, pdl: int,
-                           k_scale: Optional[Tensor], v_scale: Optional[Tensor], cache_dtype: int,
+                           k_scale: Optional[Tensor], v_scale: Optional[Tensor], cache_dtype: int, layout: int,
                            stream: Optional[int], context: Optional[int], batch: Optional[int]) -> None: ...
 def store_kv_args(k: Tensor, v: Optional[Tensor], k_cache: Tensor, v_cache: Optional[Tensor], indices: Tensor,
                   num_slots: int, skip_slot: int, split: int, pdl: int, k_scale: Optional[Tensor],
-                  v_scale: Optional[Tensor], cache_dtype: int, stream: Optional[int] = None) -> bytes: ...
+                  v_scale: Optional[Tensor], cache_dtype: int, layout: int,
+                  stream: Optional[int] = None) -> bytes: ...
 def transfer_kv(src_k: Tensor, src_v: Optional[Tensor], dst_k: Tensor, dst_v: Optional[Tensor],
                 src_indices: Tensor, dst_indices: Tensor, src_num_slots: int, dst_num_slots: int, split: int,
                 pdl: int, row_elements: int, stream: Optional[int] = None, context: Optional[int] = None) -> None: ...

@@ -78,7 +78,7 @@ CONTEXT_OPTIONS_VERSION = 3
 COMPILE_MODES = {"always": 0, "warn": 1, "never": 2}  # kvjit_compile_mode; None: $KVJIT_COMPILE
 COMPILE_FROM_ENV = -1
 PROGRAM_DESC_VERSION = 1
-STORE_KV_ARGS_VERSION = 2
+STORE_KV_ARGS_VERSION = 3
 
 
 # ---- errors ------------------------------------------------------------------------------------
@@ -282,8 +282,31 @@ class LaunchConfig(ctypes.Structure):
         self.num_args = ARGS_UNCHECKED
 
 
+LAYOUT_VERSION = 1
+LAYOUT_MAX_ROW_DIMS = 3
+
+
+class Layout(ctypes.Structure):
+    """kvjit_layout (version 1): a cache as slot dims and row dims, strides in bytes."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint),
+        ("page_size", ctypes.c_int64),
+        ("page_stride", ctypes.c_int64),
+        ("slot_stride", ctypes.c_int64),
+        ("element_bytes", ctypes.c_int64),
+        ("num_row_dims", ctypes.c_int),
+        ("row_extents", ctypes.c_int64 * LAYOUT_MAX_ROW_DIMS),
+        ("row_strides", ctypes.c_int64 * LAYOUT_MAX_ROW_DIMS),
+    ]
+
+    def row(self):
+        """[(extent, stride in bytes), ...], outermost first."""
+        return [(self.row_extents[i], self.row_strides[i]) for i in range(self.num_row_dims)]
+
+
 class StoreKvArgs(ctypes.Structure):
-    """kvjit_store_kv_args (version 2), as the native module fills it (kvjit._ops.store_kv_args)."""
+    """kvjit_store_kv_args (version 3), as the native module fills it (kvjit._ops.store_kv_args)."""
 
     _fields_ = [
         ("version", ctypes.c_uint),
@@ -313,6 +336,9 @@ class StoreKvArgs(ctypes.Structure):
         ("k_scale", ctypes.c_void_p),
         ("v_scale", ctypes.c_void_p),
         ("num_heads", ctypes.c_int64),
+        # version 3
+        ("k_cache_layout", ctypes.c_void_p),
+        ("v_cache_layout", ctypes.c_void_p),
     ]
 
 

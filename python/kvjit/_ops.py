@@ -103,10 +103,26 @@ def context_handle(context):
     return None if context is None else _context.context_arg(context).handle
 
 
-def store_arguments(num_slots, skip_slot, split, pdl, cache_dtype):
-    """The op's scalar arguments from store_kv_cache()'s keywords."""
+# store_kv_cache's layout= (python/csrc/store_args.h's kvjit_store_layout_kind).
+_LAYOUTS = {"auto": 0, "vllm_paged": 1}
+
+
+def layout_code(layout):
+    """layout: None or "auto" (from the tensors) or "vllm_paged", as the op's int."""
+    if layout is None:
+        return 0
+    code = _LAYOUTS.get(layout) if type(layout) is str else None
+    if code is None:
+        raise ValueError(f"layout: expected None, 'auto' or 'vllm_paged', got {layout!r}")
+    return code
+
+
+def store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout=None):
+    """The op's scalar arguments from store_kv_cache()'s keywords: num_slots, skip_slot, split,
+    pdl (the op's ints before k_scale, v_scale), then cache_dtype and layout (after them)."""
     return (int_arg(num_slots, "num_slots", 1, none=-1), int_arg(skip_slot, "skip_slot", 0, none=-1),
-            int_arg(split, "split", 0, 2**31 - 1), pdl_mode(pdl), cache_dtype_code(cache_dtype))
+            int_arg(split, "split", 0, 2**31 - 1), pdl_mode(pdl), cache_dtype_code(cache_dtype),
+            layout_code(layout))
 
 
 def transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale=None, v_scale=None,
@@ -192,18 +208,28 @@ def _traced_transfer(*args):  # replaced by _torch.py
 # `is` tells a call that needs no normalising; split=False is not 0 here and is refused later.
 _ZERO = 0
 _AUTO = "auto"
+# The canonical spellings of cache_dtype= and layout=, mapped without normalising: an fp8 or a
+# laid-out store skips store_arguments() (0.4-0.8 us); any other spelling takes the long way.
+_FAST_CACHE_DTYPE = {"fp8_e4m3": _lib.DTYPE_FP8_E4M3, "fp8_e5m2": _lib.DTYPE_FP8_E5M2}
+_FAST_LAYOUT = {"vllm_paged": 1}
 
 
 def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
-                   k_scale=None, v_scale=None, cache_dtype=None, stream=None, context=None):
+                   k_scale=None, v_scale=None, cache_dtype=None, layout=None, stream=None, context=None):
     """``k_cache[indices] = k; v_cache[indices] = v`` in one kernel, on the current stream.
 
     Args:
         k, v: ``[B, H, D]`` or ``[B, H*D]`` CUDA tensors (torch, or anything with
             ``__cuda_array_interface__`` or ``__dlpack__``), each token's row contiguous.
             ``v`` and ``v_cache`` may both be None (K only).
-        k_cache, v_cache: ``[slots, H, D]``, ``[slots, H*D]`` or paged
-            ``[pages, page_size, H(, D)]``; any slot stride.
+        k_cache, v_cache: the caches as views, any strides; the layout comes from them:
+            ``[slots, H, D]`` or ``[slots, H*D]`` (SGLang's pools: flat slots); paged
+            ``[pages, page_size, H, D]``, whose page and slot strides need not flatten into one
+            slot index and whose heads may be strided (vLLM's NHD caches, and its HND and
+            FlashAttention ``[blocks, H, block_size, 2*D]`` caches as the NHD-shaped views vLLM
+            passes, ``transpose(1, 2)`` and ``[..., :D]`` / ``[..., D:]``); vLLM's older K cache
+            ``[blocks, H, D/x, block_size, x]``. Slot ``s`` is page ``s // page_size``, position
+            ``s % page_size``. Views whose rows could share bytes are refused.
         indices: ``[B]`` int32 or int64. Ids < 0 and == ``skip_slot`` are skipped; ids >=
             ``num_slots`` are skipped and counted (:func:`oob_count`).
         num_slots: default the caches' slot count.
@@ -215,6 +241,11 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
             ``cache_dtype="fp8_e4m3"`` / ``"fp8_e5m2"``) fed from float16/bfloat16/float32 rows
             stores ``fp8(x / scale)``.
         cache_dtype: None (the caches' own dtype) or an fp8 type for uint8 caches.
+        layout: None (from the tensors) or ``"vllm_paged"``: vLLM's older paged caches, K
+            ``[blocks, H, D/x, block_size, x]`` and V ``[blocks, H, D, block_size]``. Needed only
+            there: a 4-D V of that layout has the rank of an NHD ``[blocks, block_size, H, D]``
+            cache, so its shape alone cannot say which it is (a 5-D K with a V cache and no
+            ``layout`` is refused, naming this keyword).
         stream: default torch's current stream for torch tensors, else the
             ``__cuda_array_interface__`` stream of k, else the legacy default stream.
         context: a :class:`Context` (default: the shared one).
@@ -227,29 +258,39 @@ def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot
     break) unless ``stream`` or ``context`` is given.
     """
     if (num_slots is None and skip_slot is None and split is _ZERO and pdl is _AUTO and cache_dtype is None
-            and stream is None and context is None):
+            and layout is None and stream is None and context is None):
         # The common call, its keywords the defaults (the very objects: 0.2 us cheaper than
         # comparing): nothing to normalise.
         if _compiling():
-            return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0)
-        return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0)  # pdl 0: auto
-    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
+            return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0, 0)
+        return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0, 0)  # pdl 0: auto
+    if (num_slots is None and skip_slot is None and split is _ZERO and pdl is _AUTO and stream is None
+            and context is None):
+        dtype_code = 0 if cache_dtype is None else _FAST_CACHE_DTYPE.get(cache_dtype) if type(cache_dtype) is str \
+            else None
+        layout_int = 0 if layout is None else _FAST_LAYOUT.get(layout) if type(layout) is str else None
+        if dtype_code is not None and layout_int is not None:
+            if _compiling():
+                return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, dtype_code,
+                                     layout_int)
+            return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, dtype_code, layout_int)
+    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout)
     if stream is None and context is None:
         if _compiling():
-            return _traced_store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, scalars[4])
-        return _store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, scalars[4])
-    return _store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, scalars[4],
+            return _traced_store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:])
+        return _store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:])
+    return _store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:],
                   stream_handle(stream), context_handle(context))
 
 
 def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip_slot=None, split=0, pdl="auto",
-            k_scale=None, v_scale=None, cache_dtype=None, stream=None, context=None):
+            k_scale=None, v_scale=None, cache_dtype=None, layout=None, stream=None, context=None):
     """Load the kernel :func:`store_kv_cache` uses for these arguments, without launching: call it
     before CUDA graph capture. ``batch``: None for k's batch, another size for its size class, 0
     for every size class. Pointers are not dereferenced, but their alignment counts."""
-    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype)
+    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout)
     batch = int_arg(batch, "batch", 0, none=-1)
-    native().store_kv_cache_prepare(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, scalars[4],
+    native().store_kv_cache_prepare(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:],
                                     stream_handle(stream), context_handle(context), None if batch < 0 else batch)
 
 
@@ -309,12 +350,18 @@ def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *,
 
 def store_kv_args(k, v, k_cache, v_cache, indices, **keywords):
     """The kvjit_store_kv_args the rules make of these arguments (a _lib.StoreKvArgs), without
-    calling the library: what tests and benchmarks read."""
+    calling the library: what tests and benchmarks read. Its ``k_layout`` and ``v_layout`` are
+    the caches' inferred layouts (_lib.Layout), or None for flat caches."""
     scalars = store_arguments(keywords.get("num_slots"), keywords.get("skip_slot"), keywords.get("split", 0),
-                              keywords.get("pdl", "auto"), keywords.get("cache_dtype"))
+                              keywords.get("pdl", "auto"), keywords.get("cache_dtype"), keywords.get("layout"))
     raw = native().store_kv_args(k, v, k_cache, v_cache, indices, *scalars[:4], keywords.get("k_scale"),
-                                 keywords.get("v_scale"), scalars[4], stream_handle(keywords.get("stream")))
-    return _lib.StoreKvArgs.from_buffer_copy(raw)
+                                 keywords.get("v_scale"), *scalars[4:], stream_handle(keywords.get("stream")))
+    args = _lib.StoreKvArgs.from_buffer_copy(raw)
+    layouts = raw[ctypes.sizeof(_lib.StoreKvArgs):]
+    size = ctypes.sizeof(_lib.Layout)
+    args.k_layout = _lib.Layout.from_buffer_copy(layouts[:size]) if args.k_cache_layout else None
+    args.v_layout = _lib.Layout.from_buffer_copy(layouts[size:2 * size]) if args.v_cache_layout else None
+    return args
 
 
 # ---- every layer in one launch (tables of layer pointers) -------------------------------------------

@@ -21,7 +21,7 @@ from . import _ops
 NAMESPACE = "kvjit"
 STORE_SCHEMA = ("store_kv_cache(Tensor k, Tensor? v, Tensor(a!) k_cache, Tensor(b!)? v_cache, Tensor indices, "
                 "int num_slots=-1, int skip_slot=-1, int split=0, int pdl=0, Tensor? k_scale=None, "
-                "Tensor? v_scale=None, int cache_dtype=0) -> ()")
+                "Tensor? v_scale=None, int cache_dtype=0, int layout=0) -> ()")
 TRANSFER_SCHEMA = ("transfer_kv(Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, "
                    "Tensor src_indices, Tensor dst_indices, int src_num_slots=-1, int dst_num_slots=-1, "
                    "int split=0, int pdl=0, int row_elements=-1, Tensor? k_scale=None, Tensor? v_scale=None, "
@@ -34,7 +34,7 @@ error = None  # why registration failed, once it has
 
 
 def _store_fake(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None,
-                v_scale=None, cache_dtype=0):
+                v_scale=None, cache_dtype=0, layout=0):
     """Shapes only: the op mutates its caches in place and returns nothing."""
     return None
 
@@ -48,9 +48,9 @@ def _transfer_fake(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num
 # The CPU path: the native module with every argument (the dispatcher leaves out trailing ones
 # that equal their defaults when it calls a Python kernel).
 def _store_cpu(k, v, k_cache, v_cache, indices, num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None,
-               v_scale=None, cache_dtype=0):
+               v_scale=None, cache_dtype=0, layout=0):
     _ops.native().store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
-                                 v_scale, cache_dtype)
+                                 v_scale, cache_dtype, layout)
 
 
 def _transfer_cpu(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots=-1, dst_num_slots=-1,

@@ -100,9 +100,12 @@ def test_status_names_match_the_library():
 
 def test_struct_layouts():
     # Offsets follow from the header's field order and LP64 alignment.
-    assert ctypes.sizeof(_lib.StoreKvArgs) == 192
+    assert ctypes.sizeof(_lib.StoreKvArgs) == 208
     assert _lib.StoreKvArgs.stream.offset == 144 and _lib.StoreKvArgs.dtype.offset == 152
     assert _lib.StoreKvArgs.k_scale.offset == 168 and _lib.StoreKvArgs.num_heads.offset == 184
+    assert _lib.StoreKvArgs.k_cache_layout.offset == 192 and _lib.StoreKvArgs.v_cache_layout.offset == 200
+    assert ctypes.sizeof(_lib.Layout) == 96 and _lib.Layout.num_row_dims.offset == 40
+    assert _lib.Layout.row_extents.offset == 48 and _lib.Layout.row_strides.offset == 72
     assert ctypes.sizeof(_lib.StoreKvVariant) == 64 and _lib.StoreKvVariant.num_heads.offset == 56
     assert ctypes.sizeof(_lib.ContextOptions) == 88 and _lib.ContextOptions.allow_shared_dirs.offset == 56
     assert _lib.ContextOptions.remote_read_write.offset == 80
@@ -270,7 +273,8 @@ def test_launch_argument_checks():
 
 def test_plain_contiguous_layout():
     s = packed(tensors())
-    assert (s.version, s.k, s.v, s.k_cache, s.v_cache, s.indices) == (2, K, V, KC, VC, LOC)
+    assert (s.version, s.k, s.v, s.k_cache, s.v_cache, s.indices) == (3, K, V, KC, VC, LOC)
+    assert (s.k_cache_layout, s.v_cache_layout, s.k_layout, s.v_layout) == (None, None, None, None)  # flat
     assert (s.index_type, s.index_stride, s.batch) == (_lib.INDEX_INT64, 1, B)
     assert s.k_row_bytes == s.v_row_bytes == s.k_stride == s.v_stride == H * D * 2
     assert s.k_cache_stride == s.v_cache_stride == H * D * 2
@@ -294,10 +298,12 @@ def test_strided_and_paged_layouts():
     assert s.k_cache_stride == row * 2 and s.v_cache_stride == 2 * row * 2
     assert (s.index_type, s.index_stride) == (_lib.INDEX_INT32, 3)
     assert (s.num_slots, s.skip_slot, s.split, s.pdl, s.stream) == (900, 7, 4, _lib.PDL_OFF, 0x1234)
-    # a paged cache whose page stride has a gap is one slot index only when it flattens
+    # a paged cache whose page stride has a gap is (pages, page_size), not one slot index (issue 29)
     gap = FakeCAI((40, 25, row), "<f2", KC, strides=(26 * row * 2, row * 2, 2))
-    with raises(ValueError, match="k_cache.*flatten"):
-        packed(tensors(k_cache=gap))
+    s = packed(tensors(k_cache=gap))
+    assert s.k_cache_stride == 0 and s.num_slots == 1000
+    assert (s.k_layout.page_size, s.k_layout.page_stride, s.k_layout.slot_stride) == (25, 26 * row * 2, row * 2)
+    assert s.k_layout.row() == [(row, 2)] and s.v_layout is None
 
 
 def test_k_only_asymmetric_and_raw_bytes():
@@ -349,7 +355,7 @@ BAD = [
     ("v", ValueError, {"v": None}),
     ("k_cache", ValueError, {"k_cache": FakeCAI((1000, H, D + 1), "<f2", KC)}),
     ("k_cache", ValueError, {"k_cache": FakeCAI((1000,), "<f2", KC)}),
-    ("k_cache", ValueError, {"k_cache": FakeCAI((1000, H, D), "<f2", KC, strides=(H * D * 2, 2, H * 2))}),
+    ("k_cache", ValueError, {"k_cache": FakeCAI((1000, H, D), "<f2", KC, strides=(0, D * 2, 2))}),
     ("k_cache", ValueError, {"k_cache": FakeCAI((0, H, D), "<f2", KC)}),
     ("k_cache", ValueError, {"k_cache": FakeCAI((1000, H, D), "<f2", KC, strides=(2, D * 2, 2))}),
     ("k_cache", TypeError, {"k_cache": FakeCAI((1000, H, D), "<i2", KC)}),

@@ -155,7 +155,7 @@ def test_cpu_implementation_refuses_what_the_kernel_refuses():
 
 
 KERNEL_BAD = [
-    # (argument, error class, keyword overrides of the op's 12 arguments)
+    # (argument, error class, keyword overrides of the op's 13 arguments)
     ("k", "ValueError", {"k": "batch"}),  # rows on CPU: the kernel launches only on CUDA tensors
     ("k", "ValueError", {"k": "1d"}),
     ("k_cache", "TypeError", {"k_cache": "f16"}),
@@ -169,6 +169,7 @@ KERNEL_BAD = [
     ("split", "ValueError", {"split": -1}),
     ("pdl", "ValueError", {"pdl": 3}),
     ("cache_dtype", "ValueError", {"cache_dtype": 9}),
+    ("layout", "ValueError", {"layout": 5}),
     ("k_scale", "ValueError", {"k_scale": "one"}),
 ]
 
@@ -182,7 +183,7 @@ def kernel_args(**over):
         "one": torch.ones(1),
     }
     a = dict(k=empty, v=empty, k_cache=cache, v_cache=cache.clone(), indices=torch.zeros(0, dtype=torch.int64),
-             num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None, v_scale=None, cache_dtype=0)
+             num_slots=-1, skip_slot=-1, split=0, pdl=0, k_scale=None, v_scale=None, cache_dtype=0, layout=0)
     for name, value in over.items():
         a[name] = values.get(value, value) if isinstance(value, str) else value
     if over.get("k") == "batch":

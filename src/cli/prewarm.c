@@ -9,6 +9,7 @@
 #include "models.h"
 #include "prewarm_pool.h"
 #include "shares.h"
+#include "layouts.h"
 #include "variants.h"
 
 /* Longest manifest line kvjit_variant_format() is given room for. */
@@ -191,6 +192,9 @@ static const char prewarm_help[] =
     "      --tp LIST           tensor-parallel sizes (default: 1,2,4,8); a row holds kv_heads/tp\n"
     "                          heads; tp above kv_heads must be a multiple of it and leaves one\n"
     "                          (replicated) head per rank, as vLLM and SGLang do\n"
+    "      --layout LIST       store_kv_cache: the caches' layout (default: flat), presets below;\n"
+    "                          each builds the kernels of a store into it (kvjit_layout)\n"
+    "      --block-size LIST   slots per block of the paged layouts (default: 16)\n"
     "Variants from row sizes:\n"
     "      --k-row-bytes LIST  bytes of one token's K row\n"
     "      --v-row-bytes LIST  bytes of one V row (default: same as K; 0: K only)\n"
@@ -220,6 +224,8 @@ static void print_prewarm_help(void) {
   print_ops(stdout);
   fputs(split + 2, stdout);
   print_model_presets(stdout);
+  puts("\nLayout presets (--layout; H = heads per rank, D = head dim):");
+  print_layout_presets(stdout);
   puts("\nWith a read-write remote ($KVJIT_REMOTE_CACHE, $KVJIT_REMOTE_CACHE_MODE=rw) every entry is also\n"
        "pushed; the summary says how many.\n"
        "Exit status: 0 all variants cached (and pushed), 1 some failed (or a push to a read-write\n"

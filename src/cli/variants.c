@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "items.h"
+#include "layouts.h"
 #include "manifest.h"
 #include "models.h"
 #include "variant_list.h"
@@ -55,6 +56,8 @@ typedef struct row_pair {
   kvjit_dtype src, cache; /* BYTES, BYTES: a plain copy */
   kvjit_scale_kind scale;
   int heads; /* per-head scales: heads per row */
+  /* a model's rows: one rank's heads, their elements and the cache's element bytes (0: rows by size) */
+  int rank_heads, head_dim, v_head_dim, cache_elem;
 } row_pair;
 
 /* Room for every combination the lists allow (models x tps x dtypes x (1 + sources x scales));
@@ -65,7 +68,7 @@ typedef struct row_list {
 } row_list;
 
 static void row_list_add(row_list *rows, int k, int v) {
-  rows->items[rows->count++] = (row_pair){k, v, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
+  rows->items[rows->count++] = (row_pair){k, v, KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0, 0, 0, 0, 0};
 }
 
 /* What the expansion skipped: combinations the op refuses (nothing to build), and the first reason. */
@@ -102,6 +105,28 @@ static bool add_splits(variant_list *out, kvjit_variant base, skip_note *skipped
   return true;
 }
 
+/* @p base in each --layout preset (x --block-size) of its row's model shape (flat: as it is). */
+static bool add_layouts(const prewarm_opts *o, const row_pair *row, kvjit_variant base, variant_list *out,
+                        skip_note *skipped) {
+  for (size_t l = 0; l < o->layouts.count; l++)
+    for (size_t b = 0; b < o->block_sizes.count; b++) {
+      kvjit_layout k, v;
+      if (layout_preset_make(o->layouts.value[l], row->rank_heads, row->head_dim, row->v_head_dim, row->cache_elem,
+                             o->block_sizes.value[b], &k, &v) != 0) {
+        if (b == 0 && !add_splits(out, base, skipped)) return false; /* flat: once */
+        continue;
+      }
+      kvjit_variant laid = base;
+      const kvjit_layout *both[2] = {&k, row->v_head_dim ? &v : NULL};
+      if (kvjit_variant_set_layouts(&laid, both, 2) != KVJIT_OK) {
+        if (skipped->count++ == 0) snprintf(skipped->first, sizeof skipped->first, "%s", kvjit_last_error());
+        continue;
+      }
+      if (!add_splits(out, laid, skipped)) return false;
+    }
+  return true;
+}
+
 /* Every combination of archs x rows x each choice field's list (the fields with a prewarm flag). */
 static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant_list *out, skip_note *skipped) {
   const kvjit_op_info *op = o->op;
@@ -126,7 +151,7 @@ static bool expand_variants(const prewarm_opts *o, const row_list *rows, variant
         if (fh >= 0) v.values[fh] = row->scale == KVJIT_SCALE_PER_HEAD ? row->heads : 0;
         for (size_t f = 0; f < op->num_fields; f++)
           if (o->choices[f].count) v.values[f] = o->choices[f].value[at[f]];
-        if (!add_splits(out, v, skipped)) return false;
+        if (!add_layouts(o, row, v, out, skipped)) return false;
         /* The next combination of the choice lists (an odometer over the fields). */
         size_t f = 0;
         for (; f < op->num_fields; f++) {
@@ -160,6 +185,11 @@ static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape 
         if (k > MAX_ROW_BYTES || v > MAX_ROW_BYTES)
           return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", k > v ? k : v);
         row_list_add(rows, (int)k, (int)v); /* fp8 too: rows quantized before the store */
+        row_pair *plain = &rows->items[rows->count - 1];
+        plain->rank_heads = heads;
+        plain->head_dim = models[m].head_dim;
+        plain->v_head_dim = models[m].v_head_dim;
+        plain->cache_elem = bytes;
         kvjit_dtype fp8 = DTYPE_FP8_KIND(o->dtypes.value[d]);
         if (fp8 == KVJIT_DTYPE_BYTES || !quantizing) continue;
         /* An fp8 cache fed from bf16/fp16/fp32 rows, quantized in the store. */
@@ -171,7 +201,8 @@ static int model_rows(const char *cmd, const prewarm_opts *o, const model_shape 
             return usage_error(cmd, "--kv-heads/--head-dim: rows of %ld bytes are too large", (k > v ? k : v) * elem);
           for (size_t sc = 0; sc < o->scales.count; sc++) {
             rows->items[rows->count++] = (row_pair){(int)(k * elem), (int)(v * elem), src, fp8,
-                                                    (kvjit_scale_kind)o->scales.value[sc], heads};
+                                                    (kvjit_scale_kind)o->scales.value[sc], heads, heads,
+                                                    models[m].head_dim, models[m].v_head_dim, 1};
           }
         }
       }
@@ -372,6 +403,12 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
     return usage_error(cmd, "--model cannot be combined with --kv-heads, --head-dim or --v-head-dim");
   if (shape_flags && (o->kv_heads == 0 || o->head_dim == 0))
     return usage_error(cmd, "a model shape needs both --kv-heads and --head-dim");
+  if ((o->layouts.count != 0 || o->block_sizes.count != 0) && (o->k_rows.count != 0 || o->manifest != NULL))
+    return usage_error(cmd, "--layout and --block-size need a model's shape (--model, or --kv-heads and --head-dim)");
+  if ((o->layouts.count != 0 || o->block_sizes.count != 0) && strcmp(o->op->name, "store_kv_cache") != 0)
+    return usage_error(cmd, "--layout is for --op store_kv_cache");
+  if (o->layouts.count == 0) o->layouts = (int_list){{LAYOUT_FLAT}, 1};
+  if (o->block_sizes.count == 0) o->block_sizes = (int_list){{16}, 1};
   if ((o->quant_srcs.count != 0 || o->scales.count != 0) && op_field(o->op, "cache_dtype") < 0)
     return usage_error(cmd, "--quantize-from and --scale are for ops that quantize; %s does not", o->op->name);
 
@@ -410,7 +447,8 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
 int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, bool *help) {
   enum {
     OPT_ARCH = 300, OPT_MODEL, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_V_HEAD_DIM, OPT_DTYPE, OPT_TP,
-    OPT_K_ROW, OPT_V_ROW, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE, OPT_OP, OPT_NVRTC, OPT_FIELD,
+    OPT_K_ROW, OPT_V_ROW, OPT_MANIFEST, OPT_QUANT_SRC, OPT_SCALE, OPT_OP, OPT_NVRTC, OPT_LAYOUT, OPT_BLOCK_SIZE,
+    OPT_FIELD,
   };
   static const struct option fixed_options[] = {
       {"arch", required_argument, NULL, OPT_ARCH},
@@ -423,6 +461,8 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
       {"tp", required_argument, NULL, OPT_TP},
       {"quantize-from", required_argument, NULL, OPT_QUANT_SRC},
       {"scale", required_argument, NULL, OPT_SCALE},
+      {"layout", required_argument, NULL, OPT_LAYOUT},
+      {"block-size", required_argument, NULL, OPT_BLOCK_SIZE},
       {"k-row-bytes", required_argument, NULL, OPT_K_ROW},
       {"v-row-bytes", required_argument, NULL, OPT_V_ROW},
       {"manifest", required_argument, NULL, OPT_MANIFEST},
@@ -490,6 +530,8 @@ int prewarm_parse_args(const char *cmd, int argc, char **argv, prewarm_opts *o, 
     case OPT_TP: rc = parse_list(cmd, "--tp", optarg, item_positive, &o->tps); break;
     case OPT_QUANT_SRC: rc = parse_list(cmd, "--quantize-from", optarg, item_quant_src, &o->quant_srcs); break;
     case OPT_SCALE: rc = parse_list(cmd, "--scale", optarg, item_scale, &o->scales); break;
+    case OPT_LAYOUT: rc = parse_list(cmd, "--layout", optarg, item_layout, &o->layouts); break;
+    case OPT_BLOCK_SIZE: rc = parse_list(cmd, "--block-size", optarg, item_positive, &o->block_sizes); break;
     case OPT_K_ROW: rc = parse_list(cmd, "--k-row-bytes", optarg, item_k_row_bytes, &o->k_rows); break;
     case OPT_V_ROW:
       rc = parse_list(cmd, "--v-row-bytes", optarg, item_v_row_bytes, &o->v_rows);

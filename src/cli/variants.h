@@ -20,6 +20,7 @@ typedef struct prewarm_opts {
   const kvjit_op_info *op; /* --op, default store_kv_cache */
   bool op_given;
   int_list archs, k_rows, v_rows, models, dtypes, tps, quant_srcs, scales;
+  int_list layouts, block_sizes; /* --layout presets (layouts.h) and their slots per block */
   int_list choices[KVJIT_VARIANT_MAX_FIELDS]; /* per field of op: its flag's list, or its prewarm default */
   /* The choice-field flags of every op: the field name, "--name", and the text given (or NULL). */
   const char *flag_fields[MAX_FIELD_FLAGS];

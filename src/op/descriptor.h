@@ -56,6 +56,12 @@ typedef struct kvjit_op {
   /** Relative NVRTC time of a plan's kernel (prewarm cuts its shares by it); NULL: every plan 1. */
   unsigned (*compile_cost)(const void *plan);
   void (*geometry)(const void *plan, kvjit_op_geometry *out);
+  /**
+   * Optional (NULL: the op takes no cache layouts): the static part of @p count cache layouts (the
+   * op's order; NULL entries flat) into checked @p values, and the access widths their strides
+   * allow with well-aligned pointers, as a call with those layouts keys them.
+   */
+  kvjit_status (*set_layouts)(int64_t *values, const kvjit_layout *const *layouts, size_t count);
   /** The exact key of (checked @p values with values[0] the arch, @p batch_class). */
   kvjit_fast_key (*key)(const int64_t *values, int batch_class);
 } kvjit_op;

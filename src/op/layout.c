@@ -180,7 +180,7 @@ static void view_dims(const kvjit_view *v, int64_t num_slots, dimset *s) {
   s->n = 0;
   s->atom = v->atom;
   if (v->page_size > 1) {
-    add_dim(s, (num_slots + v->page_size - 1) / v->page_size, v->page_stride);
+    add_dim(s, (num_slots - 1) / v->page_size + 1, v->page_stride); /* num_slots >= 1: no overflow */
     add_dim(s, num_slots < v->page_size ? num_slots : v->page_size, v->slot_stride);
   } else {
     add_dim(s, num_slots, v->slot_stride);
@@ -356,6 +356,12 @@ uint64_t kvjit_view_values_word(const int64_t f[KVJIT_VIEW_F_COUNT]) {
   /* page 0..15 | atom 16..29 | dim0 30..45 | dim1 46..61: each in range (kvjit_view_resolve()). */
   return (uint64_t)f[KVJIT_VIEW_F_PAGE] | (uint64_t)f[KVJIT_VIEW_F_ATOM] << 16 | (uint64_t)f[KVJIT_VIEW_F_DIM0] << 30 |
          (uint64_t)f[KVJIT_VIEW_F_DIM1] << 46;
+}
+
+uint64_t kvjit_view_address_bits(const kvjit_view *v) {
+  uint64_t bits = (uint64_t)v->page_stride | (uint64_t)v->slot_stride | (uint64_t)(v->num_dims ? v->atom : 0);
+  for (int d = 0; d < v->num_dims; d++) bits |= (uint64_t)v->strides[d];
+  return bits;
 }
 
 void kvjit_view_strides_of(const kvjit_view *v, kvjit_view_strides *out) {

@@ -114,6 +114,11 @@ kvjit_status kvjit_view_from_values(kvjit_view *out, const int64_t values[KVJIT_
  *  distinct for distinct static parts of the same row bytes (the rest is implied by the row). */
 uint64_t kvjit_view_values_word(const int64_t values[KVJIT_VIEW_F_COUNT]);
 
+/** Every quantity that shifts an address within the view (strides, and the run an access must
+ *  not cross), OR'ed: the widest access the view allows is the largest power of two dividing it
+ *  and the base (kvjit_rows_vec_of()). */
+uint64_t kvjit_view_address_bits(const kvjit_view *v);
+
 /** The runtime part. */
 void kvjit_view_strides_of(const kvjit_view *v, kvjit_view_strides *out);
 

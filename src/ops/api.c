@@ -55,6 +55,21 @@ kvjit_status kvjit_variant_check(kvjit_variant *v) {
   return st;
 }
 
+kvjit_status kvjit_variant_set_layouts(kvjit_variant *variant, const kvjit_layout *const *layouts, size_t count) {
+  const kvjit_op *op;
+  int64_t values[KVJIT_VARIANT_MAX_FIELDS];
+  kvjit_status st = variant_checked(variant, &op, values);
+  if (st != KVJIT_OK) return st;
+  if (op->set_layouts == NULL) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "%s: takes no cache layouts", op->info.name);
+  if (layouts == NULL && count != 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "layouts: NULL with count %zu", count);
+  st = op->set_layouts(values, layouts, count);
+  if (st == KVJIT_OK) st = kvjit_op_check_values(op, values, KVJIT_OP_ALL_GIVEN);
+  if (st != KVJIT_OK) return st;
+  memcpy(variant->values, values, sizeof values);
+  kvjit_clear_error();
+  return KVJIT_OK;
+}
+
 kvjit_status kvjit_variant_parse(kvjit_variant *out, const char *line) {
   if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
   if (line == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: NULL");

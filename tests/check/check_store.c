@@ -195,7 +195,7 @@ static void source_row(check_world *w, const store_case *c, unsigned char *out, 
   }
 }
 
-static float to_float(kvjit_dtype d, const unsigned char *p) {
+float check_store_source_value(kvjit_dtype d, const unsigned char *p) {
   if (d == KVJIT_DTYPE_F32) {
     float f;
     memcpy(&f, p, 4);
@@ -223,7 +223,7 @@ static void reference_row(const store_case *c, unsigned char *dst, const unsigne
   int eb = elem_bytes(c);
   int64_t elems = row / eb, head_elems = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
   for (int64_t j = 0; j < elems; j++) {
-    float x = to_float(c->dtype, src + j * eb);
+    float x = check_store_source_value(c->dtype, src + j * eb);
     if (c->scale != KVJIT_SCALE_NONE) x = x / scales[j / head_elems];
     dst[j] = fp8_ref_encode(x, c->cache_dtype == KVJIT_DTYPE_FP8_E4M3);
   }
@@ -377,7 +377,9 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.k_cache_stride = cache_row(c, c->k_row) + c->kc_pad;
     if (c->v_row > 0) {
       a.v = (const char *)check_ptr(w, w->ids[B_V]) + first * (c->v_row + c->v_pad);
-      a.v_cache = check_ptr(w, w->ids[B_VC]);
+      /* K and V views of one cache (a layout's v_base) have no V buffer of their own. */
+      a.v_cache = w->ids[B_VC] >= 0 ? check_ptr(w, w->ids[B_VC])
+                                    : (char *)check_ptr(w, w->ids[B_KC]) + w->layout_v_base;
       a.v_row_bytes = c->v_row;
       a.v_stride = c->v_row + c->v_pad;
       a.v_cache_stride = cache_row(c, c->v_row) + c->vc_pad;
@@ -387,10 +389,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
       /* The views of tests/test_layouts.h; they live as long as the world (w->layouts). */
       a.k_cache_stride = a.v_cache_stride = 0;
       a.k_cache_layout = &w->layouts[0];
-      if (c->v_row > 0) {
-        a.v_cache_layout = &w->layouts[1];
-        if (w->ids[B_VC] < 0) a.v_cache = (char *)check_ptr(w, w->ids[B_KC]) + w->layout_v_base;
-      }
+      if (c->v_row > 0) a.v_cache_layout = &w->layouts[1];
     }
     if (quantizing(c)) {
       a.dtype = c->dtype;

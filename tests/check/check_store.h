@@ -46,6 +46,9 @@ store_case store_case_plain(const char *group, int64_t batch, int64_t row);
 size_t store_case_count(void);
 void store_case_get(size_t index, void *c);
 
+/** Source element @p p of dtype @p d (f16, bf16, f32) as fp32 (exact): what a quantizing store converts. */
+float check_store_source_value(kvjit_dtype d, const unsigned char *p);
+
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
 

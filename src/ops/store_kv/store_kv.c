@@ -133,6 +133,48 @@ static int store_written(const int64_t *v, size_t field) {
 
 static kvjit_status store_program(const void *plan, kvjit_op_program *out) { return kvjit_store_kv_program(plan, out); }
 
+/* The K and V caches' layouts into checked values: their views' static part, and each view's
+ * widest access (source bytes) with 16-byte aligned pointers, as kvjit_store_kv_validate() keys a
+ * call with them. */
+static kvjit_status store_set_layouts(int64_t *v, const kvjit_layout *const *layouts, size_t count) {
+  static const char *const names[2] = {"layouts[0] (K cache)", "layouts[1] (V cache)"};
+  if (count != 2) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: store_kv_cache takes 2 layouts (K cache, V cache), got %zu",
+                      count);
+  }
+  const int quant = v[STORE_F_CACHE_DTYPE] != KVJIT_DTYPE_BYTES;
+  const int shift = quant ? __builtin_ctz((unsigned)kvjit_dtype_bytes((kvjit_dtype)v[STORE_F_DTYPE])) : 0;
+  const int64_t rows[2] = {v[STORE_F_K_ROW] >> shift, v[STORE_F_V_ROW] >> shift};
+  kvjit_view views[2];
+  for (int i = 0; i < 2; i++) {
+    if (rows[i] == 0 && layouts[i] != NULL) {
+      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: given for a K-only variant (v_row_bytes 0)", names[i]);
+    }
+    if (layouts[i] == NULL) {
+      kvjit_view_flat(&views[i], rows[i], rows[i]);
+    } else {
+      kvjit_status st = kvjit_view_resolve(&views[i], names[i], layouts[i], rows[i], quant ? 1 : 0);
+      if (st == KVJIT_OK) st = kvjit_view_check_slots(&views[i], names[i], views[i].page_size ? 2 * views[i].page_size : 2);
+      if (st != KVJIT_OK) return st;
+    }
+    kvjit_view_static_values(&views[i], v + (i ? STORE_F_V_PAGE : STORE_F_K_PAGE));
+  }
+  const int laid_out = !kvjit_view_is_flat(&views[0]) || !kvjit_view_is_flat(&views[1]);
+  int vec[2];
+  for (int i = 0; i < 2; i++) {
+    const int cache_vec = kvjit_rows_vec_of(kvjit_view_address_bits(&views[i]) | (uint64_t)rows[i]) << shift;
+    vec[i] = cache_vec < v[STORE_F_VEC] ? cache_vec : (int)v[STORE_F_VEC];
+  }
+  if (!laid_out || rows[1] == 0) {
+    v[STORE_F_VEC] = rows[1] == 0 || vec[0] < vec[1] ? vec[0] : vec[1];
+    v[STORE_F_V_VEC] = 0;
+  } else {
+    v[STORE_F_VEC] = vec[0];
+    v[STORE_F_V_VEC] = vec[1] != vec[0] ? vec[1] : 0;
+  }
+  return KVJIT_OK;
+}
+
 /* A quantizing kernel takes NVRTC about 3.5 times a plain copy's (bundles of the main prewarm set,
  * this 2-core machine, NVRTC 13.0: 68.9 vs 19.8 ms per kernel; bench/BASELINE.md, "Compile cost"). */
 static unsigned store_compile_cost(const void *plan) {
@@ -195,6 +237,7 @@ const kvjit_op kvjit_op_store_kv = {
     .program = store_program,
     .compile_cost = store_compile_cost,
     .geometry = store_geometry,
+    .set_layouts = store_set_layouts,
     .key = store_key,
 };
 

@@ -135,7 +135,10 @@ static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_req
   kvjit_view kv, vv;
   kvjit_status st = cache_view(kl, "k_cache_layout", "k_cache_stride", a->k_cache_stride, &p->k_cache_stride,
                                k_cache_row, quantize, num_heads, a->num_slots, &kv);
-  if (st == KVJIT_OK && has_v) {
+  if (st == KVJIT_OK && has_v && vl == kl && v_cache_row == k_cache_row && a->v_cache_stride == 0) {
+    vv = kv; /* one layout for both views of one shape (FlashAttention's K and V): checked once */
+    p->v_cache_stride = kv.slot_stride;
+  } else if (st == KVJIT_OK && has_v) {
     st = cache_view(vl, "v_cache_layout", "v_cache_stride", a->v_cache_stride, &p->v_cache_stride, v_cache_row,
                     quantize, num_heads, a->num_slots, &vv);
   }
@@ -151,13 +154,8 @@ static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_req
   kvjit_view_strides_of(&kv, &r->params.k_view);
   kvjit_view_strides_of(&vv, &r->params.v_view);
   /* An access stays inside one contiguous run and one aligned address of every stride. */
-  uint64_t *bits[2] = {k_bits, v_bits};
-  const kvjit_view *views[2] = {&kv, &vv};
-  for (int i = 0; i < 2; i++) {
-    const kvjit_view *w = views[i];
-    *bits[i] |= (uint64_t)w->page_stride | (uint64_t)w->slot_stride | (uint64_t)(w->num_dims ? w->atom : 0);
-    for (int d = 0; d < w->num_dims; d++) *bits[i] |= (uint64_t)w->strides[d];
-  }
+  *k_bits |= kvjit_view_address_bits(&kv);
+  *v_bits |= kvjit_view_address_bits(&vv);
   *laid_out = !kvjit_view_is_flat(&kv) || !kvjit_view_is_flat(&vv);
   return KVJIT_OK;
 }

@@ -286,7 +286,10 @@ static kvjit_status layout_plan(kvjit_store_kv_plan *out, const kvjit_store_kv_c
   /* In accesses: a split must divide both counts. */
   const int64_t k_chunks = k_row / kv, v_chunks = v_row > 0 ? v_row / vv : 0;
   if (split == 0) {
+    /* Whole lane groups where the wider row's slices still fit its lanes (K and V may differ in width). */
+    const int64_t wider = k_chunks > v_chunks ? k_chunks : v_chunks;
     if (quant == NULL && rule->whole_lane_groups) split = kvjit_rows_whole_split(k_chunks, v_chunks, 1, rule->chunks_per_lane);
+    if (split > 0 && wider / split > 32 * (int64_t)rule->chunks_per_lane) split = 0;
     if (split == 0) split = kvjit_rows_auto_split(k_chunks, v_chunks, 1, rule->chunks_per_lane);
   }
   const int64_t k_per_slice = k_chunks / split, v_per_slice = v_chunks / split;
