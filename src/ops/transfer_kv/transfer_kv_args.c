@@ -159,7 +159,10 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   conv.dst_dtype = f.dst_dtype;
   conv.scale_kind = f.scale_kind;
   conv.num_heads = f.num_heads;
-  if ((st = kvjit_transfer_kv_convert_resolve(&conv)) != KVJIT_OK) return st;
+  /* The common plain copy (every version-1 call) is canonical already: no rule to run. */
+  const int plain = f.dst_dtype == KVJIT_DTYPE_BYTES && f.src_dtype == KVJIT_DTYPE_BYTES && f.scale_kind == KVJIT_SCALE_NONE;
+  if (plain) conv.num_heads = 0;
+  else if ((st = kvjit_transfer_kv_convert_resolve(&conv)) != KVJIT_OK) return st;
   const int converting = conv.dst_dtype != KVJIT_DTYPE_BYTES;
   const int64_t es = converting ? kvjit_dtype_bytes(conv.src_dtype) : 1, ed = converting ? kvjit_dtype_bytes(conv.dst_dtype) : 1;
   const int64_t k_dst_row = k_row / es * ed, v_dst_row = v_row / es * ed;
