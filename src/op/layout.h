@@ -33,19 +33,20 @@
 enum { KVJIT_VIEW_F_PAGE, KVJIT_VIEW_F_ATOM, KVJIT_VIEW_F_DIM0, KVJIT_VIEW_F_DIM1, KVJIT_VIEW_F_COUNT };
 
 /**
- * The four fields of one view's static part in an op's field table (kvjit_op_field initializers of
- * F##_PAGE .. F##_DIM1, in KVJIT_VIEW_F_* order), named @p p "page", "atom", "dim0", "dim1"; @p what
- * names the cache in their help. One copy for every op that takes layouts.
+ * The four variant fields of a view's static part (KVJIT_VIEW_F_* order), as designated
+ * initializers of an op's field table: F##_PAGE .. F##_DIM1, named @p prefix "page" ... (a string
+ * literal, e.g. "k_"), their help naming @p what (e.g. "K cache"). Every op's layout fields read
+ * and range-check the same way.
  */
-#define KVJIT_VIEW_FIELDS(F, p, what)                                                                                    \
-  [F##_PAGE] = {p "page", "slots per page of the " what " cache; 0 = flat slots", KVJIT_FIELD_INT,                  \
+#define KVJIT_VIEW_FIELDS(F, prefix, what)                                                                         \
+  [F##_PAGE] = {prefix "page", "slots per page of the " what "; 0 = flat slots", KVJIT_FIELD_INT,                    \
                 KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
-  [F##_ATOM] = {p "atom", "cache bytes of each contiguous run of a " what " row; 0 = the row is one run",           \
+  [F##_ATOM] = {prefix "atom", "bytes of each contiguous run of a row of the " what "; 0 = the row is one run",       \
                 KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                  \
-  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent (the last's follows); 0 = fewer", \
+  [F##_DIM0] = {prefix "dim0", "with 2 or 3 strided row dims of the " what ": the outermost's extent; 0 = fewer",     \
                 KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
-  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,         \
-                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
+  [F##_DIM1] = {prefix "dim1", "with 3 strided row dims of the " what ": the middle one's extent; 0 = fewer",        \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
 
 typedef struct kvjit_view {
   /* static: what a kernel is specialized on */

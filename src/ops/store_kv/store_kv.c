@@ -49,8 +49,8 @@ static const kvjit_op_field store_fields[STORE_F_COUNT] = {
                        0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, NULL},
     [STORE_F_HEADS] = {"num_heads", "heads per K row and per V row (scale=head)", KVJIT_FIELD_INT,
                        KVJIT_FIELD_OPTIONAL, 0, KVJIT_STORE_KV_QUANT_MAX_HEADS, NULL, 0, 0, NULL},
-    KVJIT_VIEW_FIELDS(STORE_F_K, "k_", "K"),
-    KVJIT_VIEW_FIELDS(STORE_F_V, "v_", "V"),
+    KVJIT_VIEW_FIELDS(STORE_F_K, "k_", "K cache"),
+    KVJIT_VIEW_FIELDS(STORE_F_V, "v_", "V cache"),
     [STORE_F_V_VEC] = {"v_vec", "widest V access, in bytes, of a laid-out cache when less than K's vec; 0 = vec",
                        KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, 16, NULL, 0, 0, "0"},
 };

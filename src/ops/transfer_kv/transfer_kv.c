@@ -55,8 +55,8 @@ static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
                           KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, "none"},
     [TRANSFER_F_HEADS] = {"num_heads", "heads per K row and per V row (scale_kind=head)", KVJIT_FIELD_INT,
                           KVJIT_FIELD_OPTIONAL, 0, KVJIT_TRANSFER_KV_MAX_HEADS, NULL, 0, 0, "0"},
-    KVJIT_VIEW_FIELDS(TRANSFER_F_SRC, "src_", "source"),
-    KVJIT_VIEW_FIELDS(TRANSFER_F_DST, "dst_", "destination"),
+    KVJIT_VIEW_FIELDS(TRANSFER_F_SRC, "src_", "source caches' view"),
+    KVJIT_VIEW_FIELDS(TRANSFER_F_DST, "dst_", "destination caches' view"),
     [TRANSFER_F_CTAS] = {"ctas", "SMs a copy takes: few CTAs striding over the batch, or all the batch needs (auto: "
                          "few over the host link)", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(ctas_words),
                          KVJIT_TRANSFER_KV_CTAS_AUTO, "auto"},
