@@ -450,33 +450,8 @@ static void fill_scales(const transfer_case *c, check_world *w) {
  * every value converted as tests/fp8_ref.h says the kernel must. */
 static void convert_row(const transfer_case *c, unsigned char *dst, const unsigned char *src, int64_t row,
                         const float *scales) {
-  if (!converting(c)) {
-    memcpy(dst, src, (size_t)row);
-    return;
-  }
-  const int es = src_elem(c), ed = dst_elem(c);
-  const int64_t elems = row / es, head = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
-  const int to_fp8 = ed == 1;
-  for (int64_t e = 0; e < elems; e++) {
-    const float scale = c->scale == KVJIT_SCALE_NONE ? 1.0f : scales[e / head];
-    if (to_fp8) {
-      float x;
-      if (es == 4) {
-        memcpy(&x, src + 4 * e, 4);
-      } else {
-        uint16_t h;
-        memcpy(&h, src + 2 * e, 2);
-        x = c->src_dtype == KVJIT_DTYPE_BF16 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
-      }
-      if (c->scale != KVJIT_SCALE_NONE) x = x / scale;
-      dst[e] = fp8_ref_encode(x, c->dst_dtype == KVJIT_DTYPE_FP8_E4M3);
-    } else {
-      const int dst_kind = c->dst_dtype == KVJIT_DTYPE_F16 ? 1 : c->dst_dtype == KVJIT_DTYPE_BF16 ? 2 : 3;
-      const uint32_t bits = fp8_ref_dequant(src[e], c->src_dtype == KVJIT_DTYPE_FP8_E4M3,
-                                            c->scale != KVJIT_SCALE_NONE, scale, dst_kind);
-      memcpy(dst + ed * e, &bits, (size_t)ed); /* little endian: the low bytes */
-    }
-  }
+  fp8_ref_convert_row(dst, src, row, converting(c) ? (int)c->src_dtype : 0, converting(c) ? (int)c->dst_dtype : 0,
+                      (int)c->scale, scales, c->heads);
 }
 
 static void fill_tables(const transfer_case *c, check_world *w) {
