@@ -204,7 +204,7 @@ static int run_cell(const options *o, const timing *t, const gemm *g, kvjit_cont
     copy k = {ctx, c, w, i, NULL, NULL};
     if (i == IMPL_REF_Q2) {
       k.peer = find_peer("ref_quota2");
-      k.peer_state = k.peer ? k.peer->prepare(ctx, c, w) : NULL;
+      k.peer_state = k.peer ? k.peer->prepare(k.peer, ctx, c, w) : NULL;
       if (k.peer_state == NULL) continue; /* rows SGLang's kernel does not take */
     }
     if (copy_launch(&k, t->copy_stream, 1) != KVJIT_OK) {
@@ -288,8 +288,8 @@ static void usage(void) {
 /* The cell's direction, row and batch from its CSV columns ("d2h,2048,4096"). */
 static int wanted(const options *o, const char *cell) {
   char dir[8];
-  long long row = 0, batch = 0;
-  if (sscanf(cell, "%7[^,],%lld,%lld", dir, &row, &batch) != 3) return 0;
+  long long row = 0, batch = 0, layers = 1;
+  if (sscanf(cell, "%7[^,],%lld,%lld,%lld", dir, &row, &batch, &layers) < 3 || layers != 1) return 0; /* one layer */
   const int d = strcmp(dir, "d2h") == 0 ? 0 : strcmp(dir, "h2d") == 0 ? 1 : -1;
   if (d < 0 || !o->dirs[d]) return 0;
   int r_ok = 0, b_ok = 0;

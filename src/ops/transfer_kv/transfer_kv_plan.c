@@ -1,7 +1,7 @@
 /*
  * transfer_kv plans and their programs (see transfer_kv_plan.h).
  *
- * The choice, per batch class and link (first cut; bench/bench_transfer.c measures it on the GPU
+ * The choice, per batch class and link (first cut; bench/bench_ops measures it on the GPU
  * against the bounds, and the rules are retuned from its tables):
  *  - vector width: the widest power of two <= 16 B dividing every stride, slice and pointer;
  *  - split and lanes: as store_kv_cache's (op/rows.h: kvjit_rows_auto_split, kvjit_rows_lanes): the smallest
