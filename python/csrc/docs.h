@@ -60,8 +60,12 @@
   "Ids < 0 are skipped; ids past either cache are skipped and counted\n" \
   "(:func:`transfer_kv_oob_count`). The destination ids must be distinct. ``src_v`` and\n" \
   "``dst_v`` may both be None (K only). The caches' rows must have the same bytes; a row is\n" \
-  "everything after a cache's first dim unless ``row_elements`` says how many trailing\n" \
-  "elements make one; slot strides are free.\n" \
+  "everything after the source's first dim (or the destination's, when it has less there)\n" \
+  "unless ``row_elements`` says how many trailing elements make one. Caches are views with any\n" \
+  "strides, their layout read from the tensors as store_kv_cache reads it: flat slots, or\n" \
+  "``[pages, page_size, H, D]`` whose slot dims do not flatten (SGLang's page_first_direct host\n" \
+  "layout sliced per layer, ``host[0, :, layer]``; page_head's ``host[0, :, :, :,\n" \
+  "layer].transpose(1, 2)``), heads strided; between CPU tensors only flat caches.\n" \
   "\n" \
   "Converting on the way: an fp8 (float8_e4m3fn / float8_e5m2) source into a float16, bfloat16\n" \
   "or float32 destination writes ``x * scale``; the other way ``fp8(x / scale)`` as\n" \
