@@ -9,8 +9,8 @@ the candidates (--repeats rounds); the table gives the best and the median round
   the bound:     kvjit_store_kv_cache in a C loop, prepared args (kvjit's own call)
   candidates:    ctypes with prepared args; torch.ops.kvjit.store_kv_cache (stable-ABI kernel)
                  as OpOverload and as packet; kvjit.store_kv_cache (the friendly entry point:
-                 keywords normalised in Python, then kvjit._C in eager, the op under
-                 torch.compile) and kvjit._C's raw op-argument call; the same store behind
+                 kvjit._C's keyword C function in eager, the op under torch.compile) and
+                 kvjit._C's raw op-argument call; the same store behind
                  tvm-ffi's C ABI (when apache-tvm-ffi is installed), the door kvjit would be
                  built on instead (issue 27); kvjit.transfer_kv against its own C loop
   yardsticks:    a registered no-op custom op with a Python implementation (SGLang's way of
@@ -167,11 +167,11 @@ def main():
     else:
         print("(dispatch floor: not registered: libkvjit_bench_binding built without C++, or an old torch)")
     friendly = kvjit.store_kv_cache
-    candidates.append(("kvjit.store_kv_cache (keywords in Python, then kvjit._C)", "shipped",
+    candidates.append(("kvjit.store_kv_cache (kvjit._C's keyword C function)", "shipped",
                        lambda: friendly(k, v, kc, vc, loc)))
     native = _ops.native()
-    candidates.append(("kvjit._C.store_kv_cache, the op's 13 arguments (METH_FASTCALL + DLPack)", "ext",
-                       lambda: native.store_kv_cache(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0)))
+    candidates.append(("kvjit._C.store_kv_cache_op, the op's 13 arguments (METH_FASTCALL + DLPack)", "ext",
+                       lambda: native.store_kv_cache_op(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0)))
     binding_so = os.path.join(build, "bench", "libkvjit_bench_binding.so")
     cbench = ctypes.CDLL(binding_so)
     cbench.kvjit_bench_store_loop.restype = ctypes.c_double
@@ -198,10 +198,11 @@ def main():
     if gpu:
         kvjit.transfer_kv_prepare(kc, vc, dst_k, dst_v, loc, dst_loc, batch=0)
     candidates.append(("kvjit_transfer_kv in a C loop, prepared args", "tbound", None))
-    candidates.append(("kvjit.transfer_kv (keywords in Python, then kvjit._C)", "tshipped",
+    candidates.append(("kvjit.transfer_kv (kvjit._C's keyword C function)", "tshipped",
                        lambda: kvjit.transfer_kv(kc, vc, dst_k, dst_v, loc, dst_loc)))
-    candidates.append(("kvjit._C.transfer_kv, the op's 11 arguments", "text",
-                       lambda: native.transfer_kv(kc, vc, dst_k, dst_v, loc, dst_loc, -1, -1, 0, 0, -1)))
+    candidates.append(("kvjit._C.transfer_kv_op, the op's 14 arguments", "text",
+                       lambda: native.transfer_kv_op(kc, vc, dst_k, dst_v, loc, dst_loc, -1, -1, 0, 0, -1, None, None,
+                                                     0)))
     top = torch.ops.kvjit.transfer_kv.default if gpu else None
     candidates.append(("torch op: torch.ops.kvjit.transfer_kv.default", "top",
                        (lambda: top(kc, vc, dst_k, dst_v, loc, dst_loc)) if gpu else None))

@@ -513,7 +513,7 @@ typedef enum kvjit_scale_kind {
  * Arguments of kvjit_store_kv_cache(): for each i < batch with s = indices[i * index_stride],
  * copy k row i to k_cache row s and v row i to v_cache row s. Rows are bytes; any dtype.
  * Slots s < 0 (padding) and s == skip_slot are skipped; s >= num_slots is skipped and counted
- * (kvjit_store_kv_cache_oob_count()).
+ * (kvjit_op_oob_count(ctx, "store_kv_cache", ...) of kvjit_tools.h).
  *
  * Quantize on store: with dtype F16, BF16 or F32 and cache_dtype FP8_E4M3 or FP8_E5M2, each value
  * x is stored as fp8(x / scale) (fp32 division, round to nearest even, saturated to the finite
@@ -582,13 +582,6 @@ KVJIT_API kvjit_status kvjit_store_kv_cache(kvjit_context *ctx, const kvjit_stor
  */
 KVJIT_API kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_kv_args *args);
 
-/**
- * Slot ids at or past num_slots seen by store_kv_cache kernels of this context in the current
- * CUDA context since the last reset. Synchronises with the device.
- * @param reset non-zero to zero the counter after reading it.
- */
-KVJIT_API kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
-
 /* ------------------------------------------------------------------------------------------ */
 /* transfer_kv                                                                                 */
 /* ------------------------------------------------------------------------------------------ */
@@ -620,7 +613,8 @@ typedef enum kvjit_location {
  * and d = dst_indices[i * dst_index_stride], copy K row s of the source to K row d of the
  * destination, and V row s to V row d. Rows are bytes; any dtype. A negative s or d (padding) is
  * skipped; s >= src_num_slots or d >= dst_num_slots is skipped and counted
- * (kvjit_transfer_kv_oob_count()). The copies of two items must not overlap (distinct d).
+ * (kvjit_op_oob_count(ctx, "transfer_kv", ...) of kvjit_tools.h). The copies of two items must
+ * not overlap (distinct d).
  *
  * One layer (num_layers 0): the four cache pointers are the caches. All layers at once
  * (num_layers N >= 1): each is a device pointer to an array of N uint64 cache pointers, one per
@@ -707,12 +701,6 @@ KVJIT_API kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfe
  * CUDA graph capture. Nothing is dereferenced.
  */
 KVJIT_API kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
-
-/**
- * Bad slot ids (and unusable layer pointers) seen by this context's transfer_kv kernels in the
- * current CUDA context since the last reset. Synchronises with the device.
- */
-KVJIT_API kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset);
 
 #ifdef __cplusplus
 }

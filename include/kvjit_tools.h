@@ -262,6 +262,19 @@ KVJIT_API kvjit_status kvjit_target_name(int target, char *out, size_t capacity)
  * store's own variant calls at the end of this header are deprecated).
  */
 
+/** Element types (kvjit_dtype) by name: the one table of their names, for manifests, the CLI and
+ *  the bindings. */
+/** "f16", "bf16", "f32", "fp8_e4m3", "fp8_e5m2", "bytes"; NULL for a value that is no kvjit_dtype. */
+KVJIT_API const char *kvjit_dtype_name(kvjit_dtype dtype);
+/** Bytes of one element (1 for BYTES and the fp8 types); 0 for a value that is no kvjit_dtype. */
+KVJIT_API int kvjit_dtype_bytes(kvjit_dtype dtype);
+/**
+ * The kvjit_dtype named @p name: a kvjit_dtype_name(), or fp16, float16, half, bfloat16, fp32,
+ * float32, float, e4m3, e5m2, or torch's float8_e4m3fn, float8_e5m2 (lower case, as written).
+ * @return KVJIT_ERR_INVALID_ARGUMENT naming @p name when it is none of them.
+ */
+KVJIT_API kvjit_status kvjit_dtype_parse(const char *name, kvjit_dtype *out);
+
 /** How a field's value is written in a manifest line. */
 typedef enum kvjit_field_kind {
   KVJIT_FIELD_INT = 1, /**< a plain decimal integer in [min, max] */

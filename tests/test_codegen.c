@@ -551,9 +551,9 @@ static void test_fp8_plans(void **state) {
                    KVJIT_OK);
   assert_int_equal(quantize, 0);
   kvjit_dtype d;
-  assert_true(kvjit_dtype_parse("bfloat16", &d) && d == KVJIT_DTYPE_BF16);
-  assert_true(kvjit_dtype_parse("fp8_e5m2", &d) && d == KVJIT_DTYPE_FP8_E5M2);
-  assert_false(kvjit_dtype_parse("int8", &d));
+  assert_true(kvjit_dtype_parse("bfloat16", &d) == KVJIT_OK && d == KVJIT_DTYPE_BF16);
+  assert_true(kvjit_dtype_parse("fp8_e5m2", &d) == KVJIT_OK && d == KVJIT_DTYPE_FP8_E5M2);
+  assert_int_equal(kvjit_dtype_parse("int8", &d), KVJIT_ERR_INVALID_ARGUMENT);
   assert_int_equal(kvjit_dtype_bytes(KVJIT_DTYPE_F32), 4);
   assert_int_equal(kvjit_dtype_bytes((kvjit_dtype)42), 0);
 }

@@ -90,9 +90,9 @@ static void test_null_objects(void **state) {
   assert_int_equal(kvjit_store_kv_cache_prepare(NULL, &a), KVJIT_ERR_INVALID_ARGUMENT);
   assert_int_equal(kvjit_store_kv_cache_prepare(ctx, NULL), KVJIT_ERR_INVALID_ARGUMENT);
   uint64_t n = 0;
-  assert_int_equal(kvjit_store_kv_cache_oob_count(NULL, &n, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_op_oob_count(NULL, "store_kv_cache", &n, 0), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "ctx"));
-  assert_int_equal(kvjit_store_kv_cache_oob_count(ctx, NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_op_oob_count(ctx, "store_kv_cache", NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "count"));
 }
 
@@ -446,7 +446,7 @@ static void test_valid_needs_context(void **state) {
   assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
   assert_true(kvjit_last_error()[0] != '\0');
   uint64_t n = 0;
-  st = kvjit_store_kv_cache_oob_count(ctx, &n, 1);
+  st = kvjit_op_oob_count(ctx, "store_kv_cache", &n, 1);
   assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
 }
 

@@ -14,6 +14,7 @@
 
 #include "host_layouts.h"
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /* Never dereferenced: every call below fails validation, has batch 0 or finds no driver. */
 #define FAKE(n) ((void *)(uintptr_t)(0x7f0000000000ull + (n)*0x100000ull))
@@ -79,8 +80,8 @@ static void test_null_objects(void **state) {
   assert_int_equal(kvjit_transfer_kv_prepare(NULL, &a), KVJIT_ERR_INVALID_ARGUMENT);
   assert_int_equal(kvjit_transfer_kv_prepare(ctx, NULL), KVJIT_ERR_INVALID_ARGUMENT);
   uint64_t n = 0;
-  assert_int_equal(kvjit_transfer_kv_oob_count(NULL, &n, 0), KVJIT_ERR_INVALID_ARGUMENT);
-  assert_int_equal(kvjit_transfer_kv_oob_count(ctx, NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_op_oob_count(NULL, "transfer_kv", &n, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_op_oob_count(ctx, "transfer_kv", NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "count"));
 }
 
@@ -249,7 +250,7 @@ static void test_valid_needs_driver(void **state) {
       fail_msg("case %d: %s \"%s\", expected only a missing driver", i, kvjit_status_name(st), kvjit_last_error());
   }
   uint64_t n = 0;
-  kvjit_status st = kvjit_transfer_kv_oob_count(ctx, &n, 1);
+  kvjit_status st = kvjit_op_oob_count(ctx, "transfer_kv", &n, 1);
   assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
 }
 

@@ -12,8 +12,12 @@
  * It links nothing: libkvjit's and libcuda's entry points are resolved (door.c) from the copies
  * the process already loaded.
  *
- * The keywords arrive normalised (python/kvjit/_ops.py): the op's ints, None for an absent
- * tensor, stream an int handle or None, context an int handle or None.
+ * kvjit.store_kv_cache and kvjit.transfer_kv are this module's store_kv_cache and transfer_kv
+ * themselves (keywords.c binds their arguments): a call costs no Python frame. Keywords left to
+ * their defaults, or in the spellings the package maps without normalising, cost nothing; any
+ * other goes through the package's one normaliser (python/kvjit/_ops.py), once. The *_op,
+ * *_prepare and *_args calls take the op's arguments as they are: ints, None for an absent
+ * tensor, stream and context int handles or None.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,9 +25,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "docs.h"
 #include "door.h"
 #include "dlpack_view.h"
 #include "host_copy.h"
+#include "keywords.h"
 #include "kvjit.h"
 #include "store_args.h"
 #include "tensors.h"
@@ -64,18 +70,26 @@ static int int_arg(PyObject *obj, const char *name, int64_t *out) {
   return 0;
 }
 
+/* What a call gives beside the op's arguments: stream, context, batch (prepare). */
+typedef struct door_extra {
+  int has_stream;
+  void *stream;
+  kvjit_context *ctx;
+  PyObject *batch; /* prepare's batch, or NULL / None */
+} door_extra;
+
 /* stream (None or an int CUstream handle) and context (None or an int kvjit_context handle). */
-static int stream_and_context(PyObject *stream, PyObject *context, int *has_stream, void **stream_out,
-                              kvjit_context **ctx_out) {
-  *has_stream = stream != NULL && stream != Py_None;
-  *ctx_out = kvjit_door.ctx;
-  if (*has_stream) {
-    *stream_out = PyLong_AsVoidPtr(stream);
-    if (*stream_out == NULL && PyErr_Occurred()) return -1;
+static int stream_and_context(PyObject *stream, PyObject *context, door_extra *x) {
+  x->has_stream = stream != NULL && stream != Py_None;
+  x->stream = NULL;
+  x->ctx = kvjit_door.ctx;
+  if (x->has_stream) {
+    x->stream = PyLong_AsVoidPtr(stream);
+    if (x->stream == NULL && PyErr_Occurred()) return -1;
   }
   if (context != NULL && context != Py_None) {
-    *ctx_out = PyLong_AsVoidPtr(context);
-    if (*ctx_out == NULL) {
+    x->ctx = PyLong_AsVoidPtr(context);
+    if (x->ctx == NULL) {
       if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "context: NULL handle");
       return -1;
     }
@@ -103,15 +117,11 @@ enum door_mode { MODE_CALL, MODE_PREPARE, MODE_ARGS };
 
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
 
-/* store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
- * v_scale, cache_dtype, layout[, stream[, context[, batch]]]): the op's arguments, then the door's. */
-static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 13 || nargs > 16) {
-    PyErr_SetString(PyExc_TypeError, "store_kv_cache takes the op's 13 arguments, then stream, context, batch");
-    return NULL;
-  }
+/* The store of @p objs (k, v, k_cache, v_cache, indices, k_scale, v_scale; None: absent) with the
+ * op's scalars (num_slots, skip_slot, split, pdl, cache_dtype, layout). */
+static PyObject *store_run(PyObject *const objs[7], const int64_t scalars[6], const door_extra *x,
+                           enum door_mode mode) {
   if (!ready()) return NULL;
-  PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], args[9], args[10]};
   static const int optional[7] = {0, 1, 0, 1, 0, 1, 1};
   kvjit_door_tensor t[7];
   kvjit_store_request req;
@@ -124,22 +134,22 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     *views[n_read] = t[n_read].buf.view;
   }
   kvjit_door_fill_devices(views, 7);
-  if (int_arg(args[5], "num_slots", &req.num_slots) || int_arg(args[6], "skip_slot", &req.skip_slot) ||
-      int_arg(args[7], "split", &req.split) || int_arg(args[8], "pdl", &req.pdl) ||
-      int_arg(args[11], "cache_dtype", &req.cache_dtype) || int_arg(args[12], "layout", &req.layout))
-    goto done;
-  int has_stream;
-  void *stream = NULL;
-  kvjit_context *ctx;
-  if (stream_and_context(nargs > 13 ? args[13] : NULL, nargs > 14 ? args[14] : NULL, &has_stream, &stream, &ctx))
-    goto done;
+  req.num_slots = scalars[0];
+  req.skip_slot = scalars[1];
+  req.split = scalars[2];
+  req.pdl = scalars[3];
+  req.cache_dtype = scalars[4];
+  req.layout = scalars[5];
+  void *stream = x->stream;
+  kvjit_context *ctx = x->ctx;
   char msg[512];
   kvjit_store_kv_args a;
   kvjit_store_layouts layouts; /* what a's layout pointers point at */
   /* On CUDA, or all on the CPU (a plain loop there; the rules are the same). */
-  kvjit_request_error refused = kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", msg, sizeof msg);
+  kvjit_request_error refused = kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", NULL, 0);
   int on_cuda = !refused;
   if (refused && mode != MODE_ARGS && kvjit_store_request_on_device(&req, KVJIT_DL_CPU, "CPU", NULL, 0)) {
+    kvjit_store_request_on_device(&req, KVJIT_DL_CUDA, "CUDA", msg, sizeof msg); /* worded only when refused */
     raise_refusal(refused, msg);
     goto done;
   }
@@ -159,13 +169,10 @@ static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode m
     result = call_result(KVJIT_OK);
     goto done;
   }
-  if (has_stream)
-    a.stream = stream;
-  else if (on_cuda && kvjit_door_default_stream(&t[0], &stream))
+  if (!x->has_stream && on_cuda && kvjit_door_default_stream(&t[0], &stream)) goto done;
+  a.stream = stream;
+  if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && int_arg(x->batch, "batch", &a.batch))
     goto done;
-  else
-    a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 15 && args[15] != Py_None && int_arg(args[15], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
     /* The args, then the K and V layouts their pointers point at (pointers mean nothing outside). */
     char raw[sizeof a + sizeof layouts];
@@ -195,6 +202,24 @@ done:
   return result;
 }
 
+/* store_kv_cache_op(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
+ * v_scale, cache_dtype, layout[, stream[, context[, batch]]]): the op's arguments, then the door's. */
+static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
+  if (nargs < 13 || nargs > 16) {
+    PyErr_SetString(PyExc_TypeError, "store_kv_cache_op takes the op's 13 arguments, then stream, context, batch");
+    return NULL;
+  }
+  PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], args[9], args[10]};
+  int64_t scalars[6];
+  door_extra x = {0, NULL, NULL, nargs > 15 ? args[15] : NULL};
+  if (int_arg(args[5], "num_slots", &scalars[0]) || int_arg(args[6], "skip_slot", &scalars[1]) ||
+      int_arg(args[7], "split", &scalars[2]) || int_arg(args[8], "pdl", &scalars[3]) ||
+      int_arg(args[11], "cache_dtype", &scalars[4]) || int_arg(args[12], "layout", &scalars[5]) ||
+      stream_and_context(nargs > 13 ? args[13] : NULL, nargs > 14 ? args[14] : NULL, &x))
+    return NULL;
+  return store_run(objs, scalars, &x, mode);
+}
+
 static PyObject *c_store(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   return store(args, nargs, MODE_CALL);
@@ -216,13 +241,10 @@ static const char *const kTransferTensorNames[TRANSFER_TENSORS] = {"src_k",     
                                                                    "src_indices", "dst_indices", "k_scale", "v_scale"};
 static const int kTransferArg[TRANSFER_TENSORS] = {0, 1, 2, 3, 4, 5, 11, 12};
 
-/* transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots,
- * split, pdl, row_elements, k_scale, v_scale, max_ctas[, stream[, context[, batch]]]). */
-static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 14 || nargs > 17) {
-    PyErr_SetString(PyExc_TypeError, "transfer_kv takes the op's 14 arguments, then stream, context, batch");
-    return NULL;
-  }
+/* The transfer of @p args (the op's 14 arguments, in order; only the tensors are read here) with
+ * the op's scalars (src_num_slots, dst_num_slots, split, pdl, row_elements, max_ctas). */
+static PyObject *transfer_run(PyObject *const *args, const int64_t scalars[6], const door_extra *x,
+                              enum door_mode mode) {
   if (!ready()) return NULL;
   static const int optional[TRANSFER_TENSORS] = {0, 1, 0, 1, 0, 0, 1, 1};
   kvjit_door_tensor t[TRANSFER_TENSORS];
@@ -237,16 +259,14 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     *views[n_read] = t[n_read].buf.view;
   }
   kvjit_door_fill_devices(views, TRANSFER_TENSORS);
-  if (int_arg(args[6], "src_num_slots", &req.src_num_slots) ||
-      int_arg(args[7], "dst_num_slots", &req.dst_num_slots) || int_arg(args[8], "split", &req.split) ||
-      int_arg(args[9], "pdl", &req.pdl) || int_arg(args[10], "row_elements", &req.row_elements) ||
-      int_arg(args[13], "max_ctas", &req.max_ctas))
-    goto done;
-  int has_stream;
-  void *stream = NULL;
-  kvjit_context *ctx;
-  if (stream_and_context(nargs > 14 ? args[14] : NULL, nargs > 15 ? args[15] : NULL, &has_stream, &stream, &ctx))
-    goto done;
+  req.src_num_slots = scalars[0];
+  req.dst_num_slots = scalars[1];
+  req.split = scalars[2];
+  req.pdl = scalars[3];
+  req.row_elements = scalars[4];
+  req.max_ctas = scalars[5];
+  void *stream = x->stream;
+  kvjit_context *ctx = x->ctx;
   char msg[512];
   kvjit_transfer_kv_args a;
   kvjit_transfer_layouts layouts; /* what a's layout pointers point at */
@@ -261,13 +281,10 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
   int first = -1; /* the first device tensor: its framework's stream is the default */
   for (int i = 0; i < TRANSFER_TENSORS && first < 0; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
-  if (has_stream)
-    a.stream = stream;
-  else if (first >= 0 && kvjit_door_default_stream(&t[first], &stream))
+  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], &stream)) goto done;
+  a.stream = stream;
+  if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && int_arg(x->batch, "batch", &a.batch))
     goto done;
-  else
-    a.stream = stream;
-  if (mode == MODE_PREPARE && nargs > 16 && args[16] != Py_None && int_arg(args[16], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
     /* The args, then the four layouts their pointers point at (pointers mean nothing outside). */
     char raw[sizeof a + sizeof layouts];
@@ -326,6 +343,23 @@ done:
   return result;
 }
 
+/* transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
+ * dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas[, stream[, context[, batch]]]). */
+static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
+  if (nargs < 14 || nargs > 17) {
+    PyErr_SetString(PyExc_TypeError, "transfer_kv_op takes the op's 14 arguments, then stream, context, batch");
+    return NULL;
+  }
+  int64_t scalars[6];
+  door_extra x = {0, NULL, NULL, nargs > 16 ? args[16] : NULL};
+  if (int_arg(args[6], "src_num_slots", &scalars[0]) || int_arg(args[7], "dst_num_slots", &scalars[1]) ||
+      int_arg(args[8], "split", &scalars[2]) || int_arg(args[9], "pdl", &scalars[3]) ||
+      int_arg(args[10], "row_elements", &scalars[4]) || int_arg(args[13], "max_ctas", &scalars[5]) ||
+      stream_and_context(nargs > 14 ? args[14] : NULL, nargs > 15 ? args[15] : NULL, &x))
+    return NULL;
+  return transfer_run(args, scalars, &x, mode);
+}
+
 static PyObject *c_transfer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   return transfer(args, nargs, MODE_CALL);
@@ -337,6 +371,111 @@ static PyObject *c_transfer_prepare(PyObject *self, PyObject *const *args, Py_ss
 static PyObject *c_transfer_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
   return transfer(args, nargs, MODE_ARGS);
+}
+
+/* ---- the public calls: kvjit.store_kv_cache and kvjit.transfer_kv ---------------------------- */
+
+/* Set by init(): the package's keyword normalisers (kvjit/_ops.py store_scalars, transfer_scalars)
+ * and its spellings mapped without normalising ({"fp8_e4m3": 4, ...}, {"vllm_paged": 1}). */
+static PyObject *g_store_scalars, *g_transfer_scalars, *g_fast_cache_dtype, *g_fast_layout, *g_zero, *g_auto;
+
+/* How a call's six scalar keywords may skip the normaliser: left out always; None where None is
+ * the default; a str found in the package's fast table. */
+typedef struct scalar_keywords {
+  const char *names[6];
+  int64_t defaults[6];
+  int none_is_default[6];
+  PyObject **fast[6]; /* a dict of spellings -> the op's int, or NULL */
+  PyObject **normalise;
+} scalar_keywords;
+
+/* One keyword without the normaliser: 1 with *out set, 0 when it needs it, -1 on an error. */
+static int plain_scalar(const scalar_keywords *k, int i, PyObject *given, int64_t *out) {
+  if (given == NULL || (given == Py_None && k->none_is_default[i])) {
+    *out = k->defaults[i];
+    return 1;
+  }
+  if (k->fast[i] == NULL || !PyUnicode_CheckExact(given)) return 0;
+  PyObject *code = PyDict_GetItemWithError(*k->fast[i], given);
+  if (code == NULL) return PyErr_Occurred() ? -1 : 0;
+  return int_arg(code, k->names[i], out) ? -1 : 1;
+}
+
+/*
+ * The op's six scalars and the door's stream and context from a call's keywords (@p given: the
+ * six scalars' keywords, stream, context; NULL: left out). The common call costs no Python;
+ * anything else goes through the package's one normaliser, which returns the six ints, the
+ * stream handle and the context handle (or None), or raises naming the keyword.
+ */
+static int scalars_of(const scalar_keywords *k, PyObject *const given[8], int64_t scalars[6], door_extra *x) {
+  int plain = (given[6] == NULL || given[6] == Py_None) && (given[7] == NULL || given[7] == Py_None);
+  for (int i = 0; i < 6 && plain > 0; i++) plain = plain_scalar(k, i, given[i], &scalars[i]);
+  if (plain < 0) return -1;
+  if (plain) return stream_and_context(NULL, NULL, x);
+  PyObject *argv[8];
+  for (int i = 0; i < 8; i++)
+    argv[i] = given[i] != NULL ? given[i] : i < 6 && k->defaults[i] == 0 && !k->none_is_default[i] ? g_zero : Py_None;
+  if (given[3] == NULL) argv[3] = g_auto; /* pdl */
+  PyObject *r = PyObject_Vectorcall(*k->normalise, argv, 8, NULL);
+  if (r == NULL) return -1;
+  int failed = !PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 8;
+  if (failed) PyErr_SetString(PyExc_SystemError, "kvjit._C: a normaliser returned no 8-tuple");
+  for (int i = 0; i < 6 && !failed; i++) failed = int_arg(PyTuple_GET_ITEM(r, i), k->names[i], &scalars[i]) != 0;
+  failed = failed || stream_and_context(PyTuple_GET_ITEM(r, 6), PyTuple_GET_ITEM(r, 7), x) != 0;
+  Py_DECREF(r);
+  return failed ? -1 : 0;
+}
+
+static kvjit_call_spec store_spec = {
+    "store_kv_cache",
+    {"k", "v", "k_cache", "v_cache", "indices", "num_slots", "skip_slot", "split", "pdl", "k_scale", "v_scale",
+     "cache_dtype", "layout", "stream", "context"},
+    15, 5, 5, {NULL}};
+
+static const scalar_keywords store_keywords = {
+    {"num_slots", "skip_slot", "split", "pdl", "cache_dtype", "layout"},
+    {-1, -1, 0, KVJIT_PDL_AUTO, 0, 0},
+    {1, 1, 0, 0, 1, 1},
+    {NULL, NULL, NULL, NULL, &g_fast_cache_dtype, &g_fast_layout},
+    &g_store_scalars};
+
+static PyObject *c_store_kv_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  (void)self;
+  PyObject *a[15];
+  if (!ready() || kvjit_call_bind(&store_spec, args, nargs, kwnames, a)) return NULL;
+  PyObject *const objs[7] = {a[0], a[1], a[2], a[3], a[4], a[9] ? a[9] : Py_None, a[10] ? a[10] : Py_None};
+  PyObject *const given[8] = {a[5], a[6], a[7], a[8], a[11], a[12], a[13], a[14]};
+  int64_t scalars[6];
+  door_extra x = {0, NULL, NULL, NULL};
+  if (scalars_of(&store_keywords, given, scalars, &x)) return NULL;
+  return store_run(objs, scalars, &x, MODE_CALL);
+}
+
+static kvjit_call_spec transfer_spec = {
+    "transfer_kv",
+    {"src_k", "src_v", "dst_k", "dst_v", "src_indices", "dst_indices", "src_num_slots", "dst_num_slots", "split",
+     "pdl", "row_elements", "k_scale", "v_scale", "max_ctas", "stream", "context"},
+    16, 6, 6, {NULL}};
+
+static const scalar_keywords transfer_keywords = {
+    {"src_num_slots", "dst_num_slots", "split", "pdl", "row_elements", "max_ctas"},
+    {-1, -1, 0, KVJIT_PDL_AUTO, -1, 0},
+    {1, 1, 0, 0, 1, 0},
+    {NULL, NULL, NULL, NULL, NULL, NULL},
+    &g_transfer_scalars};
+
+static PyObject *c_transfer_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  (void)self;
+  PyObject *a[16];
+  if (!ready() || kvjit_call_bind(&transfer_spec, args, nargs, kwnames, a)) return NULL;
+  /* transfer_run reads the op's argument list: the six tensors, then k_scale, v_scale at 11, 12. */
+  PyObject *op_args[14] = {a[0], a[1], a[2], a[3], a[4], a[5], Py_None, Py_None, Py_None, Py_None, Py_None,
+                           a[11] ? a[11] : Py_None, a[12] ? a[12] : Py_None, Py_None};
+  PyObject *const given[8] = {a[6], a[7], a[8], a[9], a[10], a[13], a[14], a[15]};
+  int64_t scalars[6];
+  door_extra x = {0, NULL, NULL, NULL};
+  if (scalars_of(&transfer_keywords, given, scalars, &x)) return NULL;
+  return transfer_run(op_args, scalars, &x, MODE_CALL);
 }
 
 /* ---- the cold path: a tensor as Python values, setup, the torch op -------------------------- */
@@ -375,12 +514,16 @@ static PyObject *c_describe(PyObject *self, PyObject *const *args, Py_ssize_t na
   return out;
 }
 
-/* init(libkvjit_path, default_context, error): resolve libkvjit (the copy the package loaded)
- * and libcuda, once; error(status, name, message) builds the exception for a library failure. */
+/* init(libkvjit_path, default_context, error, store_scalars, transfer_scalars, fast_cache_dtype,
+ * fast_layout): resolve libkvjit (the copy the package loaded) and libcuda, once; error(status,
+ * name, message) builds the exception for a library failure; the normalisers turn keywords into
+ * the op's arguments, the two dicts are the spellings mapped without them. */
 static PyObject *c_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 3 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "init(libkvjit_path, default_context, error)");
+  if (nargs != 7 || !PyUnicode_Check(args[0]) || !PyCallable_Check(args[2]) || !PyCallable_Check(args[3]) ||
+      !PyCallable_Check(args[4]) || !PyDict_Check(args[5]) || !PyDict_Check(args[6])) {
+    PyErr_SetString(PyExc_TypeError, "init(libkvjit_path, default_context, error, store_scalars, transfer_scalars, "
+                    "fast_cache_dtype, fast_layout)");
     return NULL;
   }
   void *ctx = PyLong_AsVoidPtr(args[1]);
@@ -397,8 +540,13 @@ static PyObject *c_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyErr_SetString(PyExc_ImportError, msg);
     return NULL;
   }
-  Py_INCREF(args[2]);
-  Py_XSETREF(g_error, args[2]);
+  if (g_zero == NULL && (g_zero = PyLong_FromLong(0)) == NULL) return NULL;
+  if (g_auto == NULL && (g_auto = PyUnicode_InternFromString("auto")) == NULL) return NULL;
+  PyObject **keep[5] = {&g_error, &g_store_scalars, &g_transfer_scalars, &g_fast_cache_dtype, &g_fast_layout};
+  for (int i = 0; i < 5; i++) {
+    Py_INCREF(args[2 + i]);
+    Py_XSETREF(*keep[i], args[2 + i]);
+  }
   Py_RETURN_NONE;
 }
 
@@ -428,20 +576,24 @@ static PyObject *c_register_torch(PyObject *self, PyObject *const *args, Py_ssiz
 }
 
 #define FASTCALL(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL
+#define KEYWORDS(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef methods[] = {
-    {"init", FASTCALL(c_init), "init(libkvjit_path, default_context, error)"},
-    {"store_kv_cache", FASTCALL(c_store),
-     "store_kv_cache(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, "
-     "cache_dtype, layout, stream=None, context=None)\n--\n\nThe store with the op's arguments (kvjit.store_kv_cache "
-     "normalises the keywords)."},
+    {"init", FASTCALL(c_init),
+     "init(libkvjit_path, default_context, error, store_scalars, transfer_scalars, fast_cache_dtype, fast_layout)"},
+    {"store_kv_cache", KEYWORDS(c_store_kv_cache), STORE_KV_CACHE_DOC},
+    {"transfer_kv", KEYWORDS(c_transfer_kv), TRANSFER_KV_DOC},
+    {"store_kv_cache_op", FASTCALL(c_store),
+     "store_kv_cache_op(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale, v_scale, "
+     "cache_dtype, layout, stream=None, context=None)\n--\n\nThe store with the op's arguments (the torch op's "
+     "CPU path)."},
     {"store_kv_cache_prepare", FASTCALL(c_store_prepare),
      "store_kv_cache_prepare(<store_kv_cache's arguments>, stream, context, batch): load without launching."},
     {"store_kv_args", FASTCALL(c_store_args),
      "store_kv_args(<store_kv_cache's arguments>): the kvjit_store_kv_args the rules make, then the K and V "
      "kvjit_layout they point at, as bytes."},
-    {"transfer_kv", FASTCALL(c_transfer),
-     "transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
+    {"transfer_kv_op", FASTCALL(c_transfer),
+     "transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots, dst_num_slots, split, "
      "pdl, row_elements, k_scale, v_scale, max_ctas, stream=None, context=None)"},
     {"transfer_kv_prepare", FASTCALL(c_transfer_prepare),
      "transfer_kv_prepare(<transfer_kv's arguments>, stream, context, batch): load without launching."},

@@ -75,7 +75,7 @@ static kvjit_request_error pair_of(kvjit_request_msg *e, const char *src_name, c
                   "bytes; fp8 and float16/bfloat16/float32 convert)", dst_name, dtype_of(dst).text, src_name,
                   dtype_of(src).text);
   const int conv = converts(src, dst);
-  int64_t src_after, dst_after;
+  int64_t src_after = 0, dst_after = 0; /* set on success; -O3 cannot see it through after_first_dim */
   if ((r = after_first_dim(e, src_name, src, &src_after)) || (r = after_first_dim(e, dst_name, dst, &dst_after)))
     return r;
   if (row_elements != -1) {

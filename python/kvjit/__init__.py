@@ -12,11 +12,10 @@ package, then the source tree's build/src/libkvjit.so, then the system's library
 loaded on first use; kvjit.library_path() says which one.
 """
 
-from . import _lib, _torch
+from . import _lib, _ops, _torch
 from ._context import (Context, cache_info, default_context, explain_misses, oob_count, stats,
                        transfer_kv_oob_count)
 from ._lib import (
-    STATUS_NAMES,
     TARGET_ARCH_SPECIFIC,
     TARGET_FAMILY,
     TARGET_PTX,
@@ -26,7 +25,7 @@ from ._lib import (
     LibraryNotFoundError,
     LibraryVersionError,
 )
-from ._ops import prepare, store_kv_cache, transfer_kv, transfer_kv_all_layers, transfer_kv_prepare
+from ._ops import prepare, transfer_kv_all_layers, transfer_kv_prepare
 from ._prewarm import prewarm, prewarm_line
 from ._program import (
     Binary,
@@ -72,6 +71,28 @@ def register_torch_ops():
         RuntimeError: why the ops cannot be registered.
     """
     return _torch.register()
+
+
+_ENTRY_POINTS = ("store_kv_cache", "transfer_kv")
+
+
+def __getattr__(name):
+    """kvjit.store_kv_cache and kvjit.transfer_kv: the native module's C functions (a call costs
+    no Python frame), loaded with the library on first use; STATUS_NAMES, read from it."""
+    if name == "STATUS_NAMES":
+        return _lib.status_names()
+    if name not in _ENTRY_POINTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    fn = _ops.entry_point(name)
+    if not hasattr(fn, "__code__"):  # the C function, not the stand-in that says why it is missing
+        fn.__module__ = __name__
+        globals()[name] = fn
+        _torch.entry_points_handed_out()
+    return fn
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_ENTRY_POINTS) | {"STATUS_NAMES"})
 
 
 def library_path():

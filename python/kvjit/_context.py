@@ -28,17 +28,13 @@ def _path_bytes(value, name):
 
 
 def _tri_state(value, name):
-    if value is None:
-        return _lib.FROM_ENV
     if type(value) is bool or (type(value) is int and value in (0, 1)):
         return int(value)
     raise ValueError(f"{name}: expected True, False or None (from the environment), got {value!r}")
 
 
 def _compile_mode(value):
-    """compile_mode: "always", "warn", "never" or None ($KVJIT_COMPILE)."""
-    if value is None:
-        return _lib.COMPILE_FROM_ENV
+    """compile_mode: "always", "warn" or "never" (None, $KVJIT_COMPILE, is the library's default)."""
     if type(value) is str and value in _lib.COMPILE_MODES:
         return _lib.COMPILE_MODES[value]
     raise ValueError(f"compile_mode: expected 'always', 'warn', 'never' or None (from $KVJIT_COMPILE), got {value!r}")
@@ -90,21 +86,17 @@ class Context:
         lib = _lib.load()
         _unsigned(cache_max_bytes, "cache_max_bytes", 64, "bytes; 0: the default budget")
         _unsigned(lock_timeout_ms, "lock_timeout_ms", 32, "ms; 0: the default wait")
-        opts = _lib.ContextOptions(
-            _lib.CONTEXT_OPTIONS_VERSION,
-            _path_bytes(cache_dir, "cache_dir"),
-            _path_bytes(cache_path, "cache_path"),
-            _tri_state(disable_cache, "disable_cache"),
-            cache_max_bytes,
-            _tri_state(log, "log"),
-            lock_timeout_ms,
-            _path_bytes(manifest_path, "manifest_path"),
-            _tri_state(allow_shared_dirs, "allow_shared_dirs"),
-            0,
-            _compile_mode(compile_mode),
-            _text_bytes(remote_cache, "remote_cache"),
-            _tri_state(remote_read_write, "remote_read_write"),
-        )
+        # The library's defaults (every option from the environment), then what was given.
+        opts = lib.new(_lib.ContextOptions, cache_dir=_path_bytes(cache_dir, "cache_dir"),
+                       cache_path=_path_bytes(cache_path, "cache_path"), cache_max_bytes=cache_max_bytes,
+                       lock_timeout_ms=lock_timeout_ms, manifest_path=_path_bytes(manifest_path, "manifest_path"),
+                       remote_cache=_text_bytes(remote_cache, "remote_cache"))
+        for name, value in (("disable_cache", disable_cache), ("log", log), ("allow_shared_dirs", allow_shared_dirs),
+                            ("remote_read_write", remote_read_write)):
+            if value is not None:
+                setattr(opts, name, _tri_state(value, name))
+        if compile_mode is not None:
+            opts.compile_mode = _compile_mode(compile_mode)
         handle = ctypes.c_void_p()
         lib.check(lib.fn["kvjit_context_create"](ctypes.byref(handle), ctypes.byref(opts)))
         self._lib = lib
@@ -142,7 +134,7 @@ class Context:
     def stats(self):
         """Counters since creation: a dict of kvjit_stats' fields (ints)."""
         self._require_open()
-        out = _lib.Stats()
+        out = self._lib.new(_lib.Stats)
         self._lib.check(self._lib.fn["kvjit_context_stats"](self._handle, ctypes.byref(out)))
         return {name: getattr(out, name) for name in _lib.STATS_FIELDS}
 
@@ -170,9 +162,12 @@ class Context:
         self._require_open()
         if type(reset) is not bool and not (type(reset) is int and reset in (0, 1)):
             raise TypeError(f"reset: expected True or False, got {reset!r}")
+        return self._oob_count(b"store_kv_cache", reset)
+
+    def _oob_count(self, op, reset):
+        """kvjit_op_oob_count of ``op``: the one bad-slot counter, for every op."""
         count = ctypes.c_uint64()
-        self._lib.check(self._lib.fn["kvjit_store_kv_cache_oob_count"](self._handle, ctypes.byref(count),
-                                                                       1 if reset else 0))
+        self._lib.check(self._lib.fn["kvjit_op_oob_count"](self.handle, op, ctypes.byref(count), 1 if reset else 0))
         return count.value
 
     def __repr__(self):
@@ -228,7 +223,7 @@ def cache_info(context=None):
 
 
 def oob_count(reset=False, context=None):
-    """Out-of-range slot ids counted by store kernels (kvjit_store_kv_cache_oob_count)."""
+    """Out-of-range slot ids counted by store kernels (kvjit_op_oob_count)."""
     return context_arg(context).oob_count(reset)
 
 
@@ -237,7 +232,4 @@ def transfer_kv_oob_count(reset=False, context=None):
     kernels in the current CUDA context since the last reset. Synchronises."""
     if type(reset) is not bool and reset not in (0, 1):
         raise TypeError(f"reset: expected a bool, got {type(reset).__name__}")
-    ctx = context_arg(context)
-    count = ctypes.c_uint64()
-    ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_oob_count"](ctx.handle, ctypes.byref(count), 1 if reset else 0))
-    return count.value
+    return context_arg(context)._oob_count(b"transfer_kv", reset)

@@ -12,48 +12,43 @@ import re
 import struct
 import threading
 
-# ---- status codes (KVJIT_STATUS_MAP of kvjit.h) ------------------------------------------------
+# ---- status codes ------------------------------------------------------------------------------
 
+# The values the package tests for; every status's name comes from the library (kvjit_status_name,
+# STATUS_NAMES below), the one table of them (KVJIT_STATUS_MAP of kvjit.h).
 OK = 0
 ERR_INVALID_ARGUMENT = -1
-ERR_UNSUPPORTED = -2
 ERR_NO_DRIVER = -3
-ERR_NO_DEVICE = -4
-ERR_CUDA = -5
-ERR_NVRTC = -6
 ERR_COMPILE = -7
-ERR_NOT_FOUND = -8
-ERR_OUT_OF_MEMORY = -9
-ERR_IO = -10
-ERR_CORRUPT = -11
-ERR_BUSY = -12
-ERR_INTERNAL = -13
-ERR_NO_NVRTC = -14
-ERR_NOT_CACHED = -15
 
-STATUS_NAMES = {
-    OK: "OK",
-    ERR_INVALID_ARGUMENT: "ERR_INVALID_ARGUMENT",
-    ERR_UNSUPPORTED: "ERR_UNSUPPORTED",
-    ERR_NO_DRIVER: "ERR_NO_DRIVER",
-    ERR_NO_DEVICE: "ERR_NO_DEVICE",
-    ERR_CUDA: "ERR_CUDA",
-    ERR_NVRTC: "ERR_NVRTC",
-    ERR_COMPILE: "ERR_COMPILE",
-    ERR_NOT_FOUND: "ERR_NOT_FOUND",
-    ERR_OUT_OF_MEMORY: "ERR_OUT_OF_MEMORY",
-    ERR_IO: "ERR_IO",
-    ERR_CORRUPT: "ERR_CORRUPT",
-    ERR_BUSY: "ERR_BUSY",
-    ERR_INTERNAL: "ERR_INTERNAL",
-    ERR_NO_NVRTC: "ERR_NO_NVRTC",
-    ERR_NOT_CACHED: "ERR_NOT_CACHED",
-}
+
+_status_names = None
+
+
+def status_names():
+    """{status: name} of every kvjit_status, read from the library on first use."""
+    global _status_names
+    if _status_names is None:
+        name_of = load().fn["kvjit_status_name"]
+        names = {}
+        for status in range(0, -1000, -1):
+            name = name_of(status).decode()
+            if name == "UNKNOWN":
+                break
+            names[status] = name
+        _status_names = names
+    return _status_names
+
+
+def __getattr__(name):
+    """STATUS_NAMES: status_names(), so that the package imports without the library."""
+    if name == "STATUS_NAMES":
+        return status_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # ---- enums -------------------------------------------------------------------------------------
 
-FROM_ENV = -1
-NO_SKIP_SLOT = -1
 INDEX_INT32 = 1
 INDEX_INT64 = 2
 PDL_AUTO = 0
@@ -74,10 +69,7 @@ SCALE_NONE = 0
 SCALE_PER_TENSOR = 1
 SCALE_PER_HEAD = 2
 
-CONTEXT_OPTIONS_VERSION = 3
-COMPILE_MODES = {"always": 0, "warn": 1, "never": 2}  # kvjit_compile_mode; None: $KVJIT_COMPILE
-COMPILE_FROM_ENV = -1
-PROGRAM_DESC_VERSION = 1
+COMPILE_MODES = {"always": 0, "warn": 1, "never": 2}  # kvjit_compile_mode
 STORE_KV_ARGS_VERSION = 3
 
 
@@ -90,7 +82,12 @@ class Error(Exception):
 
     def __init__(self, status, message="", name=None):
         self.status = status
-        self.name = name or STATUS_NAMES.get(status, "UNKNOWN")
+        if name is None:
+            try:
+                name = status_names().get(status)
+            except LibraryNotFoundError:
+                pass
+        self.name = name or "UNKNOWN"
         self.message = message
         super().__init__(f"{message or self.name} ({self.name})")
 
@@ -161,6 +158,7 @@ def error_for(status, message, name=None):
 
 
 class ContextOptions(ctypes.Structure):
+    _init = ("kvjit_context_options_init", 3)  # the library's defaults for the version this layout has
     _fields_ = [
         ("version", ctypes.c_uint),
         ("cache_dir", ctypes.c_char_p),
@@ -195,13 +193,10 @@ STATS_VERSION = 3
 
 
 class Stats(ctypes.Structure):
-    """kvjit_stats: the library writes the fields of the version set here (KVJIT_STATS_INIT)."""
+    """kvjit_stats: the library writes the fields of the version set here (Library.new)."""
 
+    _init = ("kvjit_stats_init", STATS_VERSION)
     _fields_ = [("version", ctypes.c_uint)] + [(name, ctypes.c_uint64) for name in STATS_FIELDS]
-
-    def __init__(self):
-        super().__init__()
-        self.version = STATS_VERSION
 
 
 class MissInfo(ctypes.Structure):
@@ -227,6 +222,7 @@ class Header(ctypes.Structure):
 
 
 class ProgramDesc(ctypes.Structure):
+    _init = ("kvjit_program_desc_init", 1)
     _fields_ = [
         ("version", ctypes.c_uint),
         ("name", ctypes.c_char_p),
@@ -243,9 +239,6 @@ class ProgramDesc(ctypes.Structure):
 
 # ---- the loader's structs and constants (python/kvjit/_program.py uses them) --------------------
 
-LAUNCH_CONFIG_VERSION = 1
-ARGS_UNCHECKED = -1
-TARGET_CC_MASK = 0xFFFF
 TARGET_ARCH_SPECIFIC = 0x10000
 TARGET_FAMILY = 0x20000
 TARGET_PTX = 0x40000
@@ -261,6 +254,7 @@ KERNEL_ATTRIBUTES = {
 
 
 class LaunchConfig(ctypes.Structure):
+    _init = ("kvjit_launch_config_init", 1)
     _fields_ = [
         ("version", ctypes.c_uint),
         ("grid", ctypes.c_uint * 3),
@@ -273,13 +267,6 @@ class LaunchConfig(ctypes.Structure):
         ("priority", ctypes.c_int),
         ("num_args", ctypes.c_int),
     ]
-
-    def __init__(self):
-        super().__init__()
-        self.version = LAUNCH_CONFIG_VERSION
-        self.grid[:] = (1, 1, 1)
-        self.block[:] = (1, 1, 1)
-        self.num_args = ARGS_UNCHECKED
 
 
 LAYOUT_VERSION = 1
@@ -359,10 +346,8 @@ TRANSFER_KV_MAX_LAYERS = 65535
 TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiPiiiPPqi4P")
 
 
-STORE_KV_VARIANT_VERSION = 1
-
-
 class StoreKvVariant(ctypes.Structure):
+    _init = ("kvjit_store_kv_variant_init", 1)  # the version this layout has
     _fields_ = [
         ("version", ctypes.c_uint),
         ("arch", ctypes.c_int),
@@ -391,6 +376,12 @@ _PROTOTYPES = {
     "kvjit_status_name": (_S, [_I]),
     "kvjit_status_string": (_S, [_I]),
     "kvjit_last_error": (_S, []),
+    # The versioned structs' defaults (Library.new): one copy, the library's.
+    "kvjit_context_options_init": (_I, [ctypes.POINTER(ContextOptions), ctypes.c_uint]),
+    "kvjit_stats_init": (_I, [ctypes.POINTER(Stats), ctypes.c_uint]),
+    "kvjit_program_desc_init": (_I, [ctypes.POINTER(ProgramDesc), ctypes.c_uint]),
+    "kvjit_launch_config_init": (_I, [ctypes.POINTER(LaunchConfig), ctypes.c_uint]),
+    "kvjit_store_kv_variant_init": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_uint]),
     "kvjit_context_create": (_I, [ctypes.POINTER(_P), ctypes.POINTER(ContextOptions)]),
     "kvjit_context_destroy": (None, [_P]),
     "kvjit_context_stats": (_I, [_P, ctypes.POINTER(Stats)]),
@@ -427,7 +418,7 @@ _PROTOTYPES = {
     "kvjit_kernel_num_params": (_I, [_P, ctypes.POINTER(ctypes.c_size_t)]),
     "kvjit_kernel_param_info": (_I, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                      ctypes.POINTER(ctypes.c_size_t)]),
-    "kvjit_store_kv_cache_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
+    "kvjit_op_oob_count": (_I, [_P, _S, ctypes.POINTER(ctypes.c_uint64), _I]),
     "kvjit_store_kv_cache_prewarm": (_I, [_P, ctypes.POINTER(StoreKvVariant), ctypes.POINTER(ctypes.c_uint),
                                           ctypes.POINTER(ctypes.c_uint)]),
     "kvjit_store_kv_variant_format": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_char_p, ctypes.c_size_t]),
@@ -435,7 +426,6 @@ _PROTOTYPES = {
     # transfer_kv_all_layers and the generic prewarm; args packed with TRANSFER_KV_PACKER.
     "kvjit_transfer_kv": (_I, [_P, _S]),
     "kvjit_transfer_kv_prepare": (_I, [_P, _S]),
-    "kvjit_transfer_kv_oob_count": (_I, [_P, ctypes.POINTER(ctypes.c_uint64), _I]),
     "kvjit_prewarm_line": (_I, [_P, _S, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint)]),
 }
 
@@ -467,6 +457,16 @@ class Library:
         self.last_error_fn = self.fn["kvjit_last_error"]
         self.version_string = self.fn["kvjit_version_string"]().decode()
         self.version_number = self.fn["kvjit_version_number"]()
+
+    def new(self, struct_type, **fields):
+        """A versioned struct with the library's defaults for the version its layout has (the
+        struct's kvjit_*_init), then ``fields`` set."""
+        init, version = struct_type._init
+        out = struct_type()
+        self.check(self.fn[init](ctypes.byref(out), version))
+        for name, value in fields.items():
+            setattr(out, name, value)
+        return out
 
     def last_error(self):
         return self.last_error_fn().decode(errors="replace")

@@ -1,9 +1,12 @@
 """kvjit's ops from Python: store_kv_cache, transfer_kv and their prepare calls.
 
-The keywords are normalised here, once, into the op's arguments; the native module (kvjit._C)
-reads the tensors of any framework, applies the one copy of the layout rules and calls the
-library, raising ValueError/TypeError naming the argument or kvjit.Error. Under torch.compile the
-same arguments go to torch.ops.kvjit.* (registered by _torch.py), which Dynamo traces.
+kvjit.store_kv_cache and kvjit.transfer_kv are the native module's (kvjit._C) own C functions: a
+call costs no Python frame. The module reads the tensors of any framework, applies the one copy
+of the layout rules and calls the library, raising ValueError/TypeError naming the argument or
+kvjit.Error. Keywords left to their defaults (or in the spellings of _FAST_CACHE_DTYPE and
+_FAST_LAYOUT) cost nothing; any other is normalised here, once (store_scalars, transfer_scalars),
+into the op's arguments. Under torch.compile Dynamo traces _torch.py's twins of the two calls
+instead, which send the same arguments to torch.ops.kvjit.*.
 """
 
 import ctypes
@@ -135,6 +138,25 @@ def transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k
             k_scale, v_scale, int_arg(max_ctas, "max_ctas", -2**63, 2**63 - 1))
 
 
+# The canonical spellings of cache_dtype= and layout=, which kvjit._C maps without normalising: an
+# fp8 or a laid-out store skips store_arguments() (0.4-0.8 us); any other spelling takes the long way.
+_FAST_CACHE_DTYPE = {"fp8_e4m3": _lib.DTYPE_FP8_E4M3, "fp8_e5m2": _lib.DTYPE_FP8_E5M2}
+_FAST_LAYOUT = {"vllm_paged": 1}
+
+
+def store_scalars(num_slots, skip_slot, split, pdl, cache_dtype, layout, stream, context):
+    """kvjit._C's store_kv_cache, for keywords it does not map itself: the op's six ints, the
+    stream handle and the context handle (None: the defaults)."""
+    return (*store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout), stream_handle(stream),
+            context_handle(context))
+
+
+def transfer_scalars(src_num_slots, dst_num_slots, split, pdl, row_elements, max_ctas, stream, context):
+    """As store_scalars, for transfer_kv (its scales are tensors, read by kvjit._C)."""
+    n = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, None, None, max_ctas)
+    return (*n[:5], n[7], stream_handle(stream), context_handle(context))
+
+
 # ---- the native module ---------------------------------------------------------------------------
 
 _native = None
@@ -167,120 +189,27 @@ def native():
                                                                                              loader=loader))
             loader.exec_module(module)
             module.init(lib.path, _context.default_context().handle,
-                        lambda status, name, message: _lib.error_for(status, message, name))
-            _bind(module)
+                        lambda status, name, message: _lib.error_for(status, message, name), store_scalars,
+                        transfer_scalars, _FAST_CACHE_DTYPE, _FAST_LAYOUT)
             _native = module
     return _native
 
 
-def _bind(module):
-    """From now on the entry points call the module directly."""
-    global _store, _transfer
-    _store = module.store_kv_cache
-    _transfer = module.transfer_kv
-
-
-def _store(*args):
-    return native().store_kv_cache(*args)
-
-
-def _transfer(*args):
-    return native().transfer_kv(*args)
-
-
-def _compiling():
-    """False in eager; torch.compiler.is_dynamo_compiling once the op is registered (_torch.py),
-    which Dynamo folds to True while it traces."""
-    return False
-
-
-def _traced_store(*args):  # replaced by _torch.py: the op, which Dynamo traces
-    return _store(*args)
-
-
-def _traced_transfer(*args):  # replaced by _torch.py
-    return _transfer(*args)
-
-
 # ---- the ops ---------------------------------------------------------------------------------------
 
-# The defaults' objects: a keyword left out is the very object (0 and "auto" are shared), so
-# `is` tells a call that needs no normalising; split=False is not 0 here and is refused later.
-_ZERO = 0
-_AUTO = "auto"
-# The canonical spellings of cache_dtype= and layout=, mapped without normalising: an fp8 or a
-# laid-out store skips store_arguments() (0.4-0.8 us); any other spelling takes the long way.
-_FAST_CACHE_DTYPE = {"fp8_e4m3": _lib.DTYPE_FP8_E4M3, "fp8_e5m2": _lib.DTYPE_FP8_E5M2}
-_FAST_LAYOUT = {"vllm_paged": 1}
 
+def entry_point(name):
+    """kvjit.store_kv_cache or kvjit.transfer_kv: the native module's C function, loaded on first
+    use (kvjit/__init__.py hands it out). Without the module (no libkvjit found) a stand-in that
+    raises why on every call, so that the package imports anyway."""
+    try:
+        return getattr(native(), name)
+    except _lib.LibraryNotFoundError:
+        def unavailable(*args, **keywords):
+            return getattr(native(), name)(*args, **keywords)
 
-def store_kv_cache(k, v, k_cache, v_cache, indices, *, num_slots=None, skip_slot=None, split=0, pdl="auto",
-                   k_scale=None, v_scale=None, cache_dtype=None, layout=None, stream=None, context=None):
-    """``k_cache[indices] = k; v_cache[indices] = v`` in one kernel, on the current stream.
-
-    Args:
-        k, v: ``[B, H, D]`` or ``[B, H*D]`` CUDA tensors (torch, or anything with
-            ``__cuda_array_interface__`` or ``__dlpack__``), each token's row contiguous.
-            ``v`` and ``v_cache`` may both be None (K only).
-        k_cache, v_cache: the caches as views, any strides; the layout comes from them:
-            ``[slots, H, D]`` or ``[slots, H*D]`` (SGLang's pools: flat slots); paged
-            ``[pages, page_size, H, D]``, whose page and slot strides need not flatten into one
-            slot index and whose heads may be strided (vLLM's NHD caches, and its HND and
-            FlashAttention ``[blocks, H, block_size, 2*D]`` caches as the NHD-shaped views vLLM
-            passes, ``transpose(1, 2)`` and ``[..., :D]`` / ``[..., D:]``); vLLM's older K cache
-            ``[blocks, H, D/x, block_size, x]``. Slot ``s`` is page ``s // page_size``, position
-            ``s % page_size``. Views whose rows could share bytes are refused.
-        indices: ``[B]`` int32 or int64. Ids < 0 and == ``skip_slot`` are skipped; ids >=
-            ``num_slots`` are skipped and counted (:func:`oob_count`).
-        num_slots: default the caches' slot count.
-        skip_slot: a slot id never written (None: none).
-        split: 0 automatic, else the parts each row is split into.
-        pdl: "auto", "on" or "off" (programmatic dependent launch).
-        k_scale, v_scale: float32 CUDA tensors of 1 (per tensor) or H (per head) elements, or
-            None: an fp8 cache (``torch.float8_e4m3fn`` / ``float8_e5m2``, or uint8 with
-            ``cache_dtype="fp8_e4m3"`` / ``"fp8_e5m2"``) fed from float16/bfloat16/float32 rows
-            stores ``fp8(x / scale)``.
-        cache_dtype: None (the caches' own dtype) or an fp8 type for uint8 caches.
-        layout: None (from the tensors) or ``"vllm_paged"``: vLLM's older paged caches, K
-            ``[blocks, H, D/x, block_size, x]`` and V ``[blocks, H, D, block_size]``. Needed only
-            there: a 4-D V of that layout has the rank of an NHD ``[blocks, block_size, H, D]``
-            cache, so its shape alone cannot say which it is (a 5-D K with a V cache and no
-            ``layout`` is refused, naming this keyword).
-        stream: default torch's current stream for torch tensors, else the
-            ``__cuda_array_interface__`` stream of k, else the legacy default stream.
-        context: a :class:`Context` (default: the shared one).
-
-    Raises:
-        ValueError, TypeError: a bad argument, named first in the message.
-        Error: the library failed (``.status``, ``.name``, ``.message``).
-
-    Under torch.compile torch tensors go through ``torch.ops.kvjit.store_kv_cache`` (no graph
-    break) unless ``stream`` or ``context`` is given.
-    """
-    if (num_slots is None and skip_slot is None and split is _ZERO and pdl is _AUTO and cache_dtype is None
-            and layout is None and stream is None and context is None):
-        # The common call, its keywords the defaults (the very objects: 0.2 us cheaper than
-        # comparing): nothing to normalise.
-        if _compiling():
-            return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0, 0)
-        return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, 0, 0)  # pdl 0: auto
-    if (num_slots is None and skip_slot is None and split is _ZERO and pdl is _AUTO and stream is None
-            and context is None):
-        dtype_code = 0 if cache_dtype is None else _FAST_CACHE_DTYPE.get(cache_dtype) if type(cache_dtype) is str \
-            else None
-        layout_int = 0 if layout is None else _FAST_LAYOUT.get(layout) if type(layout) is str else None
-        if dtype_code is not None and layout_int is not None:
-            if _compiling():
-                return _traced_store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, dtype_code,
-                                     layout_int)
-            return _store(k, v, k_cache, v_cache, indices, -1, -1, 0, 0, k_scale, v_scale, dtype_code, layout_int)
-    scalars = store_arguments(num_slots, skip_slot, split, pdl, cache_dtype, layout)
-    if stream is None and context is None:
-        if _compiling():
-            return _traced_store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:])
-        return _store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:])
-    return _store(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:],
-                  stream_handle(stream), context_handle(context))
+        unavailable.__name__ = unavailable.__qualname__ = name
+        return unavailable
 
 
 def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip_slot=None, split=0, pdl="auto",
@@ -292,53 +221,6 @@ def prepare(k, v, k_cache, v_cache, indices, *, batch=None, num_slots=None, skip
     batch = int_arg(batch, "batch", 0, none=-1)
     native().store_kv_cache_prepare(k, v, k_cache, v_cache, indices, *scalars[:4], k_scale, v_scale, *scalars[4:],
                                     stream_handle(stream), context_handle(context), None if batch < 0 else batch)
-
-
-def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num_slots=None, dst_num_slots=None,
-                split=0, pdl="auto", row_elements=None, k_scale=None, v_scale=None, max_ctas=0, stream=None,
-                context=None):
-    """``dst_k[dst_indices] = src_k[src_indices]; dst_v[dst_indices] = src_v[src_indices]`` in one
-    kernel on the current stream, between any two caches on the GPU or in pinned host memory.
-
-    Ids < 0 are skipped; ids past either cache are skipped and counted
-    (:func:`transfer_kv_oob_count`). The destination ids must be distinct. ``src_v`` and
-    ``dst_v`` may both be None (K only). The caches' rows must have the same bytes; a row is
-    everything after the source's first dim (or the destination's, when it has less there)
-    unless ``row_elements`` says how many trailing elements make one. Caches are views with any
-    strides, their layout read from the tensors as store_kv_cache reads it: flat slots, or
-    ``[pages, page_size, H, D]`` whose slot dims do not flatten (SGLang's page_first_direct host
-    layout sliced per layer, ``host[0, :, layer]``; page_head's ``host[0, :, :, :,
-    layer].transpose(1, 2)``), heads strided; between CPU tensors only flat caches.
-
-    Converting on the way: an fp8 (float8_e4m3fn / float8_e5m2) source into a float16, bfloat16
-    or float32 destination writes ``x * scale``; the other way ``fp8(x / scale)`` as
-    :func:`store_kv_cache` quantizes. ``k_scale`` / ``v_scale``: float32 CUDA tensors of 1 (per
-    tensor) or H (per head) scales, read when the kernel runs (graph-capturable); None: no scale.
-
-    ``max_ctas``: 0 the plan's budget (at most 4 CTAs over the host link, the model keeps its
-    SMs), N at most N CTAs, -1 every SM the batch can use.
-
-    Raises:
-        ValueError, TypeError: a bad argument, named first in the message.
-        Error: the library failed.
-
-    Under torch.compile torch tensors go through ``torch.ops.kvjit.transfer_kv`` (no graph
-    break) unless ``stream`` or ``context`` is given.
-    """
-    if (src_num_slots is None and dst_num_slots is None and split is _ZERO and pdl is _AUTO and row_elements is None
-            and k_scale is None and v_scale is None and max_ctas is _ZERO and stream is None and context is None):
-        if _compiling():
-            return _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, -1, -1, 0, 0, -1, None, None,
-                                    0)
-        # pdl 0: auto
-        return _transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, -1, -1, 0, 0, -1, None, None, 0)
-    scalars = transfer_arguments(src_num_slots, dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas)
-    if stream is None and context is None:
-        if _compiling():
-            return _traced_transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars)
-        return _transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars)
-    return _transfer(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars, stream_handle(stream),
-                     context_handle(context))
 
 
 def transfer_kv_prepare(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, batch=None, src_num_slots=None,

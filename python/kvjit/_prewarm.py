@@ -46,9 +46,9 @@ def variant(k_row_bytes, v_row_bytes, *, arch, index, pdl, split, vector_bytes, 
                                ("num_heads", num_heads, 2**63)):
         if type(value) is not int or not 0 <= value < bound:
             raise ValueError(f"{name}: must be an int 0..{bound - 1}, got {value!r}")
-    return _lib.StoreKvVariant(_lib.STORE_KV_VARIANT_VERSION, _arch(arch, lib), k_row_bytes, v_row_bytes,
-                               INDEX_TYPES[index_key], pdl_mode(pdl), split, vector_bytes, src, cache, scale_kind,
-                               num_heads)
+    return lib.new(_lib.StoreKvVariant, arch=_arch(arch, lib), k_row_bytes=k_row_bytes, v_row_bytes=v_row_bytes,
+                   index_type=INDEX_TYPES[index_key], pdl=pdl_mode(pdl), split=split, vector_bytes=vector_bytes,
+                   dtype=src, cache_dtype=cache, scale_kind=scale_kind, num_heads=num_heads)
 
 
 def prewarm(k_row_bytes, v_row_bytes=None, *, arch=0, index=None, pdl="auto", split=0, vector_bytes=0, dtype=None,

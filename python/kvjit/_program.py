@@ -75,11 +75,12 @@ class Program:
                         f"got {type(arch).__name__}")
 
     def _desc(self, arch):
-        return _lib.ProgramDesc(
-            _lib.PROGRAM_DESC_VERSION, self._name, self._source,
-            ctypes.cast(self._option_array, ctypes.POINTER(ctypes.c_char_p)), len(self._options),
-            ctypes.cast(self._header_array, ctypes.POINTER(_lib.Header)), self._num_headers,
-            ctypes.cast(self._kernel_array, ctypes.POINTER(ctypes.c_char_p)), len(self._kernel_names), arch)
+        return self._context._lib.new(
+            _lib.ProgramDesc, name=self._name, source=self._source,
+            options=ctypes.cast(self._option_array, ctypes.POINTER(ctypes.c_char_p)), num_options=len(self._options),
+            headers=ctypes.cast(self._header_array, ctypes.POINTER(_lib.Header)), num_headers=self._num_headers,
+            kernels=ctypes.cast(self._kernel_array, ctypes.POINTER(ctypes.c_char_p)),
+            num_kernels=len(self._kernel_names), arch=arch)
 
     def _call(self, fn_name, arch):
         """One of kvjit_program_get / _build; (status, program handle or None, origin name)."""
@@ -302,7 +303,7 @@ class Kernel:
         torch tensor, else the legacy default stream. pdl: programmatic stream serialization
         (sm_90+); cluster: thread-block cluster dims (sm_90+; each dividing grid); cooperative: a
         cooperative launch; priority: the launch's priority (0: the stream's)."""
-        cfg = _lib.LaunchConfig()
+        cfg = _lib.load().new(_lib.LaunchConfig)  # the one library loaded
         cfg.grid[:] = _dims(grid, "grid")
         cfg.block[:] = _dims(block, "block")
         if not isinstance(shared_bytes, int) or not 0 <= shared_bytes < 2**32:

@@ -50,7 +50,7 @@ def cpu_part():
     n = 20000
     loop = per_call_ns(lambda: None, n)
     full = per_call_ns(lambda: kvjit.store_kv_cache(k, v, kc, vc, loc), n)
-    raw = per_call_ns(lambda: native.store_kv_cache(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0), n)
+    raw = per_call_ns(lambda: native.store_kv_cache_op(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0), n)
     args = per_call_ns(lambda: native.store_kv_args(k, v, kc, vc, loc, -1, -1, 0, 0, None, None, 0, 0), n)
     print(f"CAI fakes, batch 0 (no launch), best of 5 x {n}:")
     print(f"  kvjit.store_kv_cache, whole call   {full:8.0f} ns")

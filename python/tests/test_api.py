@@ -405,6 +405,36 @@ def test_bad_keywords_name_the_argument(arg, exc, kw):
         store(tensors(), **kw)
 
 
+def test_entry_points_are_c_functions_that_bind_like_python():
+    """kvjit.store_kv_cache / transfer_kv are kvjit._C's own functions (no Python frame per call);
+    their arguments bind as a def's would, with Python's wording."""
+    import inspect
+
+    for fn in (kvjit.store_kv_cache, kvjit.transfer_kv):
+        assert type(fn).__name__ == "builtin_function_or_method" and fn.__module__ == "kvjit", fn
+    assert list(inspect.signature(kvjit.store_kv_cache).parameters) == [
+        "k", "v", "k_cache", "v_cache", "indices", "num_slots", "skip_slot", "split", "pdl", "k_scale", "v_scale",
+        "cache_dtype", "layout", "stream", "context"]
+    assert "store_kv_cache" in dir(kvjit) and "transfer_kv" in dir(kvjit)
+    t = tensors(batch=0)
+    args = [t["k"], t["v"], t["k_cache"], t["v_cache"], t["indices"]]
+    with raises(TypeError, match=r"takes 5 positional arguments but 6 were given"):
+        kvjit.store_kv_cache(*args, 7)
+    with raises(TypeError, match=r"missing required argument 'indices'"):
+        kvjit.store_kv_cache(*args[:4])
+    with raises(TypeError, match=r"unexpected keyword argument 'slots'"):
+        kvjit.store_kv_cache(*args, slots=3)
+    with raises(TypeError, match=r"multiple values for argument 'k'"):
+        kvjit.store_kv_cache(*args, k=args[0])
+    kvjit.store_kv_cache(**t)  # every argument by keyword
+    kvjit.store_kv_cache(*args, num_slots=None, skip_slot=None, cache_dtype=None, stream=None, context=None)
+    kvjit.store_kv_cache(*args, num_slots=1000, skip_slot=3, split=0, pdl="off", stream=0)  # the normaliser
+    with raises(TypeError, match=r"^split: expected an int, got NoneType"):
+        kvjit.store_kv_cache(*args, split=None)
+    with raises(TypeError, match=r"transfer_kv\(\) missing required argument 'dst_indices'"):
+        kvjit.transfer_kv(*args)
+
+
 def fp8_tensors(src="<f2", cache="|u1", heads=H):
     return tensors(typestr=src, heads=heads, k_cache=FakeCAI((1000, heads, D), cache, KC),
                    v_cache=FakeCAI((1000, heads, D), cache, VC))

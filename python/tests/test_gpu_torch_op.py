@@ -286,5 +286,5 @@ def test_the_native_module_reads_torch_tensors_itself():
     k = random_rows(torch, (4, 256), torch.bfloat16)
     kc = poisoned(torch, (8, 256), torch.bfloat16)
     loc = torch.arange(4, device="cuda")
-    assert _ops.native().store_kv_cache(k, None, kc, None, loc, -1, -1, 0, 0, None, None, 0, 0) is None
+    assert _ops.native().store_kv_cache_op(k, None, kc, None, loc, -1, -1, 0, 0, None, None, 0, 0) is None
     same_bytes(torch, kc, expect(torch, poisoned(torch, (8, 256), torch.bfloat16), loc, k), "native store")

@@ -1,6 +1,7 @@
 /* kvjit prewarm's list items and lists (items.h). */
 #include "items.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,37 +42,30 @@ const char *item_v_row_bytes(const char *item, int *value, char *why, size_t cap
   return NULL;
 }
 
+/* @p item as the library's dtype parser reads it: without torch's "torch." prefix, in lower case
+ * (people type BF16), "fp8" being fp8_e4m3. 0, or -1 when it cannot be a dtype name. */
+static int dtype_of_item(const char *item, kvjit_dtype *out) {
+  char name[32];
+  if (strncmp(item, "torch.", 6) == 0) item += 6;
+  size_t n = strlen(item);
+  if (n >= sizeof name) return -1;
+  for (size_t i = 0; i <= n; i++) name[i] = (char)tolower((unsigned char)item[i]);
+  return kvjit_dtype_parse(strcmp(name, "fp8") == 0 ? "fp8_e4m3" : name, out) == KVJIT_OK ? 0 : -1;
+}
+
 /* A --dtype item: element bytes of the cache dtype, plus (bits 8..) the fp8 kind for fp8 caches,
  * which also get quantizing variants (see --quantize-from). bf16 and fp16 give the same rows;
- * deduplication merges them. */
+ * deduplication merges them. The names are the library's (kvjit_dtype_parse()). */
 const char *item_dtype(const char *item, int *value, char *why, size_t capacity) {
-  static const struct {
-    const char *name;
-    int value;
-  } dtypes[] = {
-      {"bf16", 2},
-      {"bfloat16", 2},
-      {"fp16", 2},
-      {"float16", 2},
-      {"half", 2},
-      {"fp32", 4},
-      {"float32", 4},
-      {"float", 4},
-      {"fp8", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
-      {"fp8_e4m3", 1 | KVJIT_DTYPE_FP8_E4M3 << 8},
-      {"fp8_e5m2", 1 | KVJIT_DTYPE_FP8_E5M2 << 8},
-      {"float8_e4m3fn", 1 | KVJIT_DTYPE_FP8_E4M3 << 8}, /* torch's names */
-      {"float8_e5m2", 1 | KVJIT_DTYPE_FP8_E5M2 << 8},
-  };
-  if (strncmp(item, "torch.", 6) == 0) item += 6;
-  for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) {
-    if (strcasecmp(item, dtypes[i].name) == 0) {
-      *value = dtypes[i].value;
-      return NULL;
-    }
+  kvjit_dtype d;
+  if (dtype_of_item(item, &d) == 0 && d != KVJIT_DTYPE_BYTES) {
+    int fp8 = d == KVJIT_DTYPE_FP8_E4M3 || d == KVJIT_DTYPE_FP8_E5M2;
+    *value = fp8 ? 1 | (int)d << 8 : kvjit_dtype_bytes(d);
+    return NULL;
   }
-  const char *names[ARRAY_SIZE(dtypes)];
-  for (size_t i = 0; i < ARRAY_SIZE(dtypes); i++) names[i] = dtypes[i].name;
+  const char *names[] = {kvjit_dtype_name(KVJIT_DTYPE_BF16),     kvjit_dtype_name(KVJIT_DTYPE_F16),
+                         kvjit_dtype_name(KVJIT_DTYPE_F32),      "fp16", "fp32", "fp8",
+                         kvjit_dtype_name(KVJIT_DTYPE_FP8_E4M3), kvjit_dtype_name(KVJIT_DTYPE_FP8_E5M2)};
   const char *near = nearest_word(item, names, ARRAY_SIZE(names));
   snprintf(why, capacity, "%s%s%sexpected bf16, fp16, fp32, fp8 (= fp8_e4m3) or fp8_e5m2", near ? "did you mean " : "",
            near ? near : "", near ? "? " : "");
@@ -80,11 +74,12 @@ const char *item_dtype(const char *item, int *value, char *why, size_t capacity)
 
 /* A --quantize-from item: the source dtype of quantizing variants, or 0 (none: plain fp8 only). */
 const char *item_quant_src(const char *item, int *value, char *why, size_t capacity) {
-  if (strcasecmp(item, "none") == 0) *value = KVJIT_DTYPE_BYTES;
-  else if (strcasecmp(item, "bf16") == 0 || strcasecmp(item, "bfloat16") == 0) *value = KVJIT_DTYPE_BF16;
-  else if (strcasecmp(item, "fp16") == 0 || strcasecmp(item, "float16") == 0 || strcasecmp(item, "half") == 0) *value = KVJIT_DTYPE_F16;
-  else if (strcasecmp(item, "fp32") == 0 || strcasecmp(item, "float32") == 0 || strcasecmp(item, "float") == 0) *value = KVJIT_DTYPE_F32;
-  else return "expected bf16, fp16, fp32 or none";
+  kvjit_dtype d;
+  if (strcasecmp(item, "none") == 0)
+    d = KVJIT_DTYPE_BYTES;
+  else if (dtype_of_item(item, &d) || (d != KVJIT_DTYPE_BF16 && d != KVJIT_DTYPE_F16 && d != KVJIT_DTYPE_F32))
+    return "expected bf16, fp16, fp32 or none";
+  *value = (int)d;
   return NULL;
 }
 

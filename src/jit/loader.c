@@ -41,7 +41,7 @@ static kvjit_status keyed(const kvjit_request *req, int code, kvjit_key_target *
 
 /* The target and key of @p req for a build: its desc->arch, the current device's filled in. */
 static kvjit_status build_keyed(const kvjit_request *req, kvjit_key_target *target, kvjit_key *key, int *ptx_fallback) {
-  int code;
+  int code = 0; /* set on KVJIT_OK; -O3 cannot see that through target_for_build */
   kvjit_status st = target_for_build(req->desc->arch, &code);
   if (st == KVJIT_OK) st = keyed(req, code, target, key, ptx_fallback);
   return st;

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "status.h"
+
 static const struct {
   kvjit_dtype dtype;
   const char *name;
@@ -27,24 +29,27 @@ const char *kvjit_dtype_name(kvjit_dtype dtype) {
   return NULL;
 }
 
-int kvjit_dtype_parse(const char *name, kvjit_dtype *out) {
+kvjit_status kvjit_dtype_parse(const char *name, kvjit_dtype *out) {
   static const struct {
     const char *name;
     kvjit_dtype dtype;
   } aliases[] = {{"fp16", KVJIT_DTYPE_F16},  {"float16", KVJIT_DTYPE_F16},  {"half", KVJIT_DTYPE_F16},
                  {"bfloat16", KVJIT_DTYPE_BF16}, {"fp32", KVJIT_DTYPE_F32}, {"float32", KVJIT_DTYPE_F32},
-                 {"float", KVJIT_DTYPE_F32}, {"e4m3", KVJIT_DTYPE_FP8_E4M3}, {"e5m2", KVJIT_DTYPE_FP8_E5M2}};
+                 {"float", KVJIT_DTYPE_F32}, {"e4m3", KVJIT_DTYPE_FP8_E4M3}, {"e5m2", KVJIT_DTYPE_FP8_E5M2},
+                 {"float8_e4m3fn", KVJIT_DTYPE_FP8_E4M3}, {"float8_e5m2", KVJIT_DTYPE_FP8_E5M2}};
+  if (name == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL", name ? "out" : "name");
   for (size_t i = 0; i < DTYPE_COUNT; i++) {
     if (strcmp(name, dtype_table[i].name) == 0) {
       *out = dtype_table[i].dtype;
-      return 1;
+      return KVJIT_OK;
     }
   }
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
     if (strcmp(name, aliases[i].name) == 0) {
       *out = aliases[i].dtype;
-      return 1;
+      return KVJIT_OK;
     }
   }
-  return 0;
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "dtype \"%s\": expected f16, bf16, f32, fp8_e4m3, fp8_e5m2 or bytes",
+                    name);
 }

@@ -84,7 +84,7 @@ static int parse_value(const kvjit_op_field *f, const char *text, int64_t *out) 
     }
   }
   kvjit_dtype d;
-  if ((f->flags & KVJIT_FIELD_DTYPE) && kvjit_dtype_parse(text, &d) && word_ok(f, (int64_t)d)) {
+  if ((f->flags & KVJIT_FIELD_DTYPE) && kvjit_dtype_parse(text, &d) == KVJIT_OK && word_ok(f, (int64_t)d)) {
     *out = (int64_t)d;
     return 1;
   }

@@ -257,12 +257,6 @@ kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_
   return kvjit_op_prepare_call(ctx, &kvjit_op_store_kv, r.values, r.batch_class, args->batch);
 }
 
-kvjit_status kvjit_store_kv_cache_oob_count(kvjit_context *ctx, uint64_t *count, int reset) {
-  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
-  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
-  return kvjit_op_counters(ctx, &kvjit_op_store_kv, count, reset);
-}
-
 /* ---- variants -------------------------------------------------------------------------------- */
 
 /* The struct has grown before (the quantizing fields): a caller built against another layout is

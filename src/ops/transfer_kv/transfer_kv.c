@@ -207,12 +207,6 @@ kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_
   return kvjit_op_prepare_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch);
 }
 
-kvjit_status kvjit_transfer_kv_oob_count(kvjit_context *ctx, uint64_t *count, int reset) {
-  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
-  if (count == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: NULL");
-  return kvjit_op_counters(ctx, &kvjit_op_transfer_kv, count, reset);
-}
-
 kvjit_status kvjit_transfer_kv_args_init(kvjit_transfer_kv_args *out, unsigned version) {
   static const kvjit_transfer_kv_args defaults = KVJIT_TRANSFER_KV_ARGS_INIT;
   static const size_t ends[] = {0, offsetof(kvjit_transfer_kv_args, src_dtype), sizeof defaults};
