@@ -87,7 +87,9 @@ static kvjit_request_error pair_of(kvjit_request_msg *e, const char *src_name, c
   r = views_of(e, src_name, src, dst_name, dst, src_after * src->itemsize, conv, what, s, d);
   /* The destination's row, in source bytes (converting: its elements; raw views: its bytes). */
   int64_t dst_row = conv ? dst_after * src->itemsize : dst_after * dst->itemsize;
-  if (r == KVJIT_REQUEST_OK || dst_row >= src_after * src->itemsize) return r;
+  /* Only a source with more dims than the destination (a paged or per-layer host view) falls back
+   * to the destination's row: two views of one rank must agree on the row as they are. */
+  if (r == KVJIT_REQUEST_OK || src->ndim <= dst->ndim || dst_row >= src_after * src->itemsize) return r;
   char other[256];
   kvjit_request_msg quiet = {other, sizeof other};
   side s2, d2;
