@@ -19,8 +19,8 @@ typedef struct kvjit_peer_pointer {
  * Check that a kernel launched on @p stream (its context; the current one for NULL or a default
  * stream) can reach each of @p pointers: a pointer on the launching device always can; one on
  * another device needs cuDeviceCanAccessPeer and access from the launching context (peer access
- * enabled, or a cuMemSetAccess grant). With @p enable, peer access of the launching context to the owner's context
- * is enabled first (cuCtxEnablePeerAccess; already enabled is fine).
+ * enabled, or a cuMemSetAccess grant). With @p enable, the launching context's peer access to
+ * the owner's context is enabled first (cuCtxEnablePeerAccess; already enabled is fine).
  * @return KVJIT_ERR_INVALID_ARGUMENT naming the pointer and both devices when it cannot; the
  * driver's failure otherwise. Nothing is launched or dereferenced.
  */
