@@ -1,7 +1,8 @@
 /*
  * The bench driver's peers: the references reimplemented from SGLang's algorithms (ref_store_kv.cuh,
  * ref_transfer_kv.cuh), compiled through kvjit's generic loader and launched on the very arguments
- * kvjit's call gets for the same launch (check_store_args(), check_transfer_args()).
+ * kvjit's call gets for the same launch (check_store_args(), check_transfer_args()); and the table
+ * of every peer (the others: bench_peers_store.c, bench_peers_transfer.c).
  */
 #include "bench_peers.h"
 
@@ -16,8 +17,8 @@
 /* The standard kvjit's own op is compiled with, for the references too. */
 static const char *const nvrtc_options[] = {"-std=c++17"};
 
-static int load_kernels(kvjit_context *ctx, const char *name, const char *source, const char **kernels, int count,
-                        const kvjit_kernel **out) {
+int bench_peer_kernels(kvjit_context *ctx, const char *name, const char *source, const char **kernels, int count,
+                       const kvjit_kernel **out) {
   kvjit_program_desc d = KVJIT_PROGRAM_DESC_INIT;
   d.name = name;
   d.source = source;
@@ -56,7 +57,14 @@ typedef struct store_state {
   int split;
 } store_state;
 
-static void *store_prepare(kvjit_context *ctx, const void *c, const check_world *w) {
+static int store_applies(const bench_peer *self, const void *cv) {
+  (void)self;
+  const store_case *c = cv;
+  return c->cache_dtype == KVJIT_DTYPE_BYTES && c->v_row == c->k_row && c->k_row % 4 == 0 && !c->layout;
+}
+
+static void *store_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {
+  (void)self;
   kvjit_store_kv_args a;
   check_launch l = {KVJIT_PDL_AUTO, NULL, 0, 0};
   check_store_args(c, w, &l, &a);
@@ -72,7 +80,7 @@ static void *store_prepare(kvjit_context *ctx, const void *c, const check_world 
   bench_ref_kernel_name(name, sizeof name, a.k_row_bytes, s->split, sc->common.pdl != KVJIT_PDL_OFF,
                         a.index_type == KVJIT_INDEX_INT64);
   const char *kernels[] = {name};
-  if (!load_kernels(ctx, "ref_store_kv.cu", bench_src_ref_store_kv, kernels, 1, &s->kernel)) {
+  if (!bench_peer_kernels(ctx, "ref_store_kv.cu", bench_src_ref_store_kv, kernels, 1, &s->kernel)) {
     free(s);
     return NULL;
   }
@@ -108,6 +116,7 @@ typedef struct ref_transfer_params {
 typedef struct transfer_state {
   const kvjit_kernel *kernel;
   int threads, unroll, quota;
+  uint64_t layers;
 } transfer_state;
 
 static int sm_count(void) {
@@ -119,35 +128,35 @@ static int sm_count(void) {
 
 static int ref_unroll(int64_t row) { return row <= 512 ? 4 : row <= 1024 ? 2 : 1; }
 
-/* SGLang's default block quota (2), or one that fills the GPU (two 1024-thread blocks per SM). */
-static void *transfer_prepare_quota(kvjit_context *ctx, const void *c, const check_world *w, int full) {
+static int transfer_applies(const bench_peer *self, const void *cv) {
+  (void)self;
+  const transfer_case *c = cv;
+  return c->index_type == KVJIT_INDEX_INT64 && c->k_row % 128 == 0 && c->v_row == c->k_row && c->src_pad == 0 &&
+         c->dst_pad == 0 && c->src_index_stride == 1 && c->dst_index_stride == 1 && c->src_dtype == c->dst_dtype &&
+         c->host.kind == KVJIT_HOST_FLAT;
+}
+
+/* SGLang's default block quota (arg 2), or one that fills the GPU (arg 0: two 1024-thread blocks
+ * per SM); its per-layer kernel for one layer, its all-layer kernel through pointer tables. */
+static void *transfer_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {
   kvjit_transfer_kv_args a;
   check_launch l = {KVJIT_PDL_AUTO, NULL, 0, 0};
   check_transfer_args(c, w, &l, &a);
-  if (a.num_layers != 0 || a.index_type != KVJIT_INDEX_INT64 || a.k_row_bytes % 128 || a.src_v == NULL ||
-      a.v_row_bytes != a.k_row_bytes)
-    return NULL;
   transfer_state *s = calloc(1, sizeof *s);
   if (s == NULL) abort();
   s->threads = 1024;
   s->unroll = ref_unroll(a.k_row_bytes);
-  s->quota = full ? 2 * sm_count() : 2;
+  s->quota = self->arg > 0 ? self->arg : 2 * sm_count();
+  s->layers = a.num_layers > 0 ? (uint64_t)a.num_layers : 1;
   char name[160];
-  snprintf(name, sizeof name, "ref_transfer_per_layer<long long, %lld, %d, %d, 1024>", (long long)a.k_row_bytes,
-           s->unroll, s->quota);
+  snprintf(name, sizeof name, "ref_transfer_%s<long long, %lld, %d, %d, 1024>",
+           a.num_layers > 0 ? "all_layer" : "per_layer", (long long)a.k_row_bytes, s->unroll, s->quota);
   const char *kernels[] = {name};
-  if (!load_kernels(ctx, "bench_ref_transfer_kv.cu", bench_src_ref_transfer_kv, kernels, 1, &s->kernel)) {
+  if (!bench_peer_kernels(ctx, "bench_ref_transfer_kv.cu", bench_src_ref_transfer_kv, kernels, 1, &s->kernel)) {
     free(s);
     return NULL;
   }
   return s;
-}
-
-static void *transfer_prepare_2(kvjit_context *ctx, const void *c, const check_world *w) {
-  return transfer_prepare_quota(ctx, c, w, 0);
-}
-static void *transfer_prepare_full(kvjit_context *ctx, const void *c, const check_world *w) {
-  return transfer_prepare_quota(ctx, c, w, 1);
 }
 
 static kvjit_status transfer_launch(void *state, const void *c, const check_world *w, const check_launch *l) {
@@ -155,7 +164,7 @@ static kvjit_status transfer_launch(void *state, const void *c, const check_worl
   kvjit_transfer_kv_args a;
   check_transfer_args(c, w, l, &a);
   ref_transfer_params p = {a.dst_k, a.dst_v, a.dst_indices, a.src_k, a.src_v, a.src_indices, (uint64_t)a.batch,
-                           (uint64_t)a.src_k_stride, (uint64_t)a.dst_k_stride, 1};
+                           (uint64_t)a.src_k_stride, (uint64_t)a.dst_k_stride, s->layers};
   const int workers_per_block = s->threads / (32 / s->unroll);
   int64_t blocks = (a.batch + workers_per_block - 1) / workers_per_block;
   if (blocks > s->quota) blocks = s->quota;
@@ -167,9 +176,33 @@ static kvjit_status transfer_launch(void *state, const void *c, const check_worl
   return kvjit_launch(s->kernel, &cfg, args);
 }
 
+/* The table: per op, in the order the driver times them after kvjit. The old bench_store's
+ * fixed-split pass and bounds, bench_fp8's peers and bench_transfer's are all here. */
 const bench_peer bench_peers[] = {
-    {"store_kv_cache", "ref_reimpl", store_prepare, store_launch},
-    {"transfer_kv", "ref_quota2", transfer_prepare_2, transfer_launch},
-    {"transfer_kv", "ref_quota_full", transfer_prepare_full, transfer_launch},
+    {"store_kv_cache", "ref_reimpl", "cell", store_applies, store_prepare, store_launch, NULL, 0, 0, 0},
+/* kvjit with split N (0: its automatic choice, timed again next to the fixed ones). */
+#define STORE_SPLIT_PEER(impl, n)                                                                                      \
+  {"store_kv_cache", impl, "cell", store_peer_split, store_peer_split_prepare, store_peer_split_launch,                \
+   store_peer_release, 0, 0, n}
+    STORE_SPLIT_PEER("kvjit_auto_again", 0), STORE_SPLIT_PEER("kvjit_split1", 1), STORE_SPLIT_PEER("kvjit_split2", 2),
+    STORE_SPLIT_PEER("kvjit_split4", 4),     STORE_SPLIT_PEER("kvjit_split8", 8), STORE_SPLIT_PEER("kvjit_split16", 16),
+    {"store_kv_cache", "unfused_x3", "cell", store_peer_fp8, store_peer_unfused_prepare, store_peer_unfused_launch,
+     store_peer_release, 0, 0, 0},
+    {"store_kv_cache", "plain_fp8", "cell", store_peer_fp8, store_peer_plain_fp8_prepare, store_peer_plain_fp8_launch,
+     store_peer_release, 0, 0, 0},
+    {"store_kv_cache", "plain_bf16", "cell", store_peer_fp8, store_peer_plain_bf16_prepare,
+     store_peer_plain_bf16_launch, store_peer_release, 0, 0, 0},
+    {"store_kv_cache", "kvjit_consecutive_slots", "bound", store_peer_largest, store_peer_consecutive_prepare,
+     store_peer_consecutive_launch, store_peer_release, 0, 0, 0},
+    {"store_kv_cache", "copy_same_size", "bound", store_peer_largest, store_peer_consecutive_prepare,
+     store_peer_copy_launch, store_peer_release, 0, 0, 0},
+    {"transfer_kv", "ref_quota2", "cell", transfer_applies, transfer_prepare, transfer_launch, NULL, 0, 0, 2},
+    {"transfer_kv", "ref_quota_full", "cell", transfer_applies, transfer_prepare, transfer_launch, NULL, 0, 0, 0},
+    {"transfer_kv", "kvjit_all_sms", "cell", transfer_peer_host, transfer_peer_all_sms_prepare,
+     transfer_peer_all_sms_launch, transfer_peer_release, 0, 0, 0},
+    {"transfer_kv", "memcpy_per_row", "cell", transfer_peer_per_row, transfer_peer_per_row_prepare,
+     transfer_peer_per_row_launch, transfer_peer_release, 1, 1, 0},
+    {"transfer_kv", "kvjit_consecutive_slots", "bound", transfer_peer_any, transfer_peer_consecutive_prepare,
+     transfer_peer_consecutive_launch, transfer_peer_release, 0, 0, 0},
 };
 const size_t bench_num_peers = sizeof bench_peers / sizeof bench_peers[0];

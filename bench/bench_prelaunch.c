@@ -2,8 +2,8 @@
  * bench_prelaunch: the host work an op call does before cuLaunchKernelEx -- validate the
  * arguments, key the request, look it up, size the grid -- in ns per call, on the CPU alone (no
  * driver, no GPU: the entry is planted in the context's table as a load would leave it). The
- * driver calls of a real call (cuCtxGetDevice, the launch) are not in it; bench_store's host
- * table measures the whole call against a raw cuLaunchKernelEx on a GPU.
+ * driver calls of a real call (cuCtxGetDevice, the launch) are not in it; bench_ops' host-cost
+ * rows measure the whole call against a raw cuLaunchKernelEx on a GPU.
  *
  *   usage: bench_prelaunch [--calls N]
  */

@@ -8,10 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Embedded at build time from ref_store_kv.cuh and bench_kernels.cuh (see embed_cuh.py). */
+/* Embedded at build time from ref_store_kv.cuh and bench_kernels.cuh (see embed_cuh.py): the
+ * store's reference and the empty kernels. */
 extern const char bench_src_ref_store_kv[];
 extern const char bench_src_kernels[];
-/* From ref_transfer_kv.cuh: SGLang's hierarchical-cache transfer algorithm, for bench_transfer. */
+/* From ref_transfer_kv.cuh: SGLang's hierarchical-cache transfer algorithm (bench_ops' peer). */
 extern const char bench_src_ref_transfer_kv[];
 
 /** Monotonic clock, nanoseconds. */

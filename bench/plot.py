@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot bench_ops' store_kv_cache.csv (or bench_store's CSV): achieved bandwidth vs batch, one panel per row size, kvjit against the
+"""Plot bench_ops' store_kv_cache.csv (or an old bench_store CSV of bench/results/): achieved bandwidth vs batch, one panel per row size, kvjit against the
 reference (reimplemented) per launch in a CUDA graph, with the cuMemcpyDtoD line; PyTorch's
 fallback too when torch_peer.py's CSV is given.
 
@@ -38,12 +38,17 @@ def main():
     # bench_store's CSV ("store" rows) or bench_ops' (store_kv_cache.csv: "cell" rows, plain copies only)
     store = [r for r in rows if r["section"] in ("store", "cell") and r["mode"] == opt.mode
              and r["index"] == opt.index and r["pdl"] == opt.pdl and r["check"] == "ok"
-             and r.get("dtype", "bytes") == "bytes" and r.get("layout", "flat") == "flat"]
+             and r.get("dtype", "bytes") == "bytes" and r.get("inputs", "dram") == "dram"
+             and r.get("layout", "flat") == "flat"]
     series = {
         "kvjit (automatic)": [r for r in store if r["impl"] == "kvjit" and r["split"] == "auto"],
         "reference (reimplemented)": [r for r in store if r["impl"] == "ref_reimpl"],
     }
-    if opt.torch:
+    # PyTorch's rows: in the driver's CSV once bench/peer_rows.py merged them, or a torch_peer.py CSV.
+    torch_rows = [r for r in store if r["impl"] == "torch_index_put"]
+    if torch_rows:
+        series["PyTorch index_put (int64)"] = torch_rows
+    elif opt.torch:
         try:
             t = read(opt.torch)
             series["PyTorch index_put (int64)"] = [
@@ -88,8 +93,10 @@ def main():
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color, linestyle=ls,
                             label=f"{label.split(' ')[0]} batch {batch}")
-        floor = [float(r["us_median"]) for r in rows if r["section"] == "bound" and r["impl"] == "empty_kernel"
-                 and r["mode"] == opt.mode and r["pdl"] == opt.pdl]
+        # bench_store: "empty_kernel" with a pdl column; bench_ops: "empty_kernel_pdl" for PDL on
+        floor = [float(r["us_median"]) for r in rows if r["section"] == "bound" and r["mode"] == opt.mode and (
+                 (r["impl"] == "empty_kernel" and r["pdl"] == opt.pdl) or
+                 (r["impl"] == "empty_kernel" + ("_pdl" if opt.pdl == "on" else "") and not r["pdl"]))]
         if floor:
             ax.axhline(floor[0], color="gray", linestyle="--", label=f"empty kernel {floor[0]:.2f} µs")
         ax.set_xscale("log", base=2)

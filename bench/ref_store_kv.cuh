@@ -21,7 +21,7 @@ extern "C" __device__ void __assertfail(const char *message, const char *file, u
                                         const char *function, decltype(sizeof(0)) char_size);
 #define REF_ASSERT(cond) ((cond) ? (void)0 : __assertfail(#cond, __FILE__, __LINE__, __func__, sizeof(char)))
 
-/* Layout mirrored by struct ref_store_kv_params in bench_store.c. */
+/* Layout mirrored by struct ref_store_params in bench_peers.c. */
 struct RefStoreKVParams {
   const void *__restrict__ k;
   const void *__restrict__ v;

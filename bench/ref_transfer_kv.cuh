@@ -1,4 +1,4 @@
-// bench_transfer's reference: the algorithm of SGLang's JIT hierarchical-cache kernels
+// bench_ops' transfer_kv reference: the algorithm of SGLang's JIT hierarchical-cache kernels
 // (python/sglang/jit_kernel/csrc/hicache.cuh, hicache_transfer_per_layer / _all_layer),
 // rewritten here for kvjit's NVRTC path (no sgl_kernel or tvm-ffi headers).
 //
@@ -8,7 +8,7 @@
 // 128 / lanes bytes), loads of the whole K row, then the whole V row, then both stores, with
 // streaming (.cs) loads and stores; rows must be a multiple of 128 bytes. The host side picks
 // kUnroll 4 for rows <= 512 B, 2 for <= 1024 B, else 1, and kBlockQuota 2 (SGLang's default, to
-// leave the SMs to the model; bench_transfer also runs a quota that fills the GPU).
+// leave the SMs to the model; bench_ops also runs a quota that fills the GPU).
 
 typedef unsigned long long ref_u64;
 

@@ -3,14 +3,17 @@
 #
 #   usage: OUT=/some/dir bash bench/run_gpu.sh BUILD_DIR
 #
-# BUILD_DIR is a configured and built meson dir of this repo (bench_ops, bench_store, bench_fp8,
-# bench_jit, bench_transfer and src/libkvjit.so are rebuilt with ninja if missing). Writes into $OUT:
-#   store_kv_cache.csv  store_kv_cache.md  transfer_kv.csv  transfer_kv.md  (bench_ops: the driver)
-#   store.png  hot.csv  hot.md  fp8.csv  fp8.md  torch.csv  jit.txt
-#   transfer.csv  transfer.md  transfer_layers.csv  transfer_layers.md  torch_transfer.csv  log.txt
+# BUILD_DIR is a configured and built meson dir of this repo (bench_ops, bench_jit and
+# src/libkvjit.so are rebuilt with ninja if missing). The driver, bench_ops, times every op's cells
+# (kvjit, its peers, its bounds, the host cost); the PyTorch peers (torch_peer.py,
+# torch_fp8_peer.py, torch_transfer_peer.py) stay Python scripts and their rows join the driver's
+# CSV (ops_rows.py torch), so one table per op shows kvjit, peers and bounds per cell. Writes into $OUT:
+#   store_kv_cache.csv  store_kv_cache.md  transfer_kv.csv  transfer_kv.md  store.png  jit.txt  log.txt
+#   torch.csv  torch_fp8.csv  torch_transfer.csv  (the PyTorch peers' own files, merged into the above)
 # BENCH_BUDGET_S (default 450) bounds the whole run; each step gets what is left, capped.
-# BENCH_ONLY=transfer runs the transfer_kv steps alone (bench_transfer and its PyTorch peer);
-# BENCH_ONLY=store every step but those (two calls of a machine's time limit each).
+# BENCH_ONLY=store: every step but transfer_kv's; BENCH_ONLY=transfer: transfer_kv's alone (two
+# calls of a machine's time limit each). BENCH_WHERE='COLUMN=V1|V2 ...': the driver's cells
+# picked by column (bench_ops --where), e.g. BENCH_WHERE='row_bytes=128|1024|8192 batch=1|128|65536'.
 set -u
 BUILD=${1:?usage: OUT=dir bash bench/run_gpu.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd) || exit 2
@@ -18,6 +21,7 @@ OUT=${OUT:-$PWD/bench-out}
 BUDGET=${BENCH_BUDGET_S:-450}
 HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 LOG="$OUT/log.txt"
 : > "$LOG"
 START=$(date +%s)
@@ -43,116 +47,81 @@ say "environment"
 } >> "$LOG" 2>&1
 GPU_TITLE="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, / · driver /') · $(date -u +%Y-%m-%d)"
 
-if [ ! -x "$BUILD/bench/bench_ops" ] || [ ! -x "$BUILD/bench/bench_store" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -x "$BUILD/bench/bench_fp8" ] ||
-   [ ! -x "$BUILD/bench/bench_transfer" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
+if [ ! -x "$BUILD/bench/bench_ops" ] || [ ! -x "$BUILD/bench/bench_jit" ] || [ ! -e "$BUILD/src/libkvjit.so" ]; then
   say "building bench targets in $BUILD"
   timeout 120 ninja -C "$BUILD" >> "$LOG" 2>&1 || echo "ninja failed (see log)" | tee -a "$LOG"
 fi
 
-# The transfer_kv steps: the driver's cells (kvjit, the reference at both quotas, checked), then
-# bench_transfer's grid with its other peers and issue 17's targets, all layers in one launch, PyTorch.
+WHERE=()
+for w in ${BENCH_WHERE:-}; do WHERE+=(--where "$w"); done
+
+# bench_ops on one op: OP TIMEOUT (the deadline leaves time to write what was measured).
+driver() {
+  say "bench_ops --op $1 ${WHERE[*]} (timeout $2 s)"
+  timeout -k 10 "$2" "$BUILD/bench/bench_ops" --op "$1" --out "$OUT" "${WHERE[@]}" --deadline $(($2 - 25)) 2>&1 |
+    tee -a "$LOG"
+  echo "bench_ops --op $1 exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+}
+
 run_transfer() {
+  driver transfer_kv "$(cap 240 "$1")"
   local T
-  T=$(cap 150 "$1")
-  say "bench_ops --op transfer_kv (timeout ${T} s)"
-  timeout -k 10 "$T" "$BUILD/bench/bench_ops" --op transfer_kv --out "$OUT" --deadline $((T - 20)) 2>&1 | tee -a "$LOG"
-  echo "bench_ops --op transfer_kv exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
-  T=$(cap 200 "$1")
-  say "bench_transfer (one layer per launch, timeout ${T} s)"
-  timeout -k 10 "$T" "$BUILD/bench/bench_transfer" --csv "$OUT/transfer.csv" --md "$OUT/transfer.md" \
-    --deadline $((T - 30)) 2>&1 | tee -a "$LOG"
-  echo "bench_transfer exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
-  T=$(cap 60 "$1")
-  say "bench_transfer --layers 8 (timeout ${T} s)"
-  timeout -k 10 "$T" "$BUILD/bench/bench_transfer" --layers 8 --rows 2048,4096 --batches 1024,4096,16384 \
-    --csv "$OUT/transfer_layers.csv" --md "$OUT/transfer_layers.md" --deadline $((T - 15)) 2>&1 | tee -a "$LOG"
-  echo "bench_transfer --layers 8 exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
   T=$(cap 90 "$1")
   say "torch_transfer_peer.py (timeout ${T} s)"
-  local append=()
-  [ -f "$OUT/transfer.md" ] && append=(--md-append "$OUT/transfer.md")
   timeout -k 10 "$T" python3 "$HERE/torch_transfer_peer.py" --csv "$OUT/torch_transfer.csv" \
-    --deadline $((T - 20)) "${append[@]}" 2>&1 | tee -a "$LOG"
+    --deadline $((T - 20)) 2>&1 | tee -a "$LOG"
   echo "torch_transfer_peer exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
 }
-if [ "${BENCH_ONLY:-}" = transfer ]; then
-  run_transfer 0
-  rm -rf "$KVJIT_CACHE_DIR"
-  say "summary"
-  [ -f "$OUT/transfer.md" ] && cat "$OUT/transfer.md"
-  [ -f "$OUT/transfer_layers.md" ] && sed -n '/^## Targets/,$p' "$OUT/transfer_layers.md"
-  say "done"
-  exit 0
+
+if [ "${BENCH_ONLY:-}" != transfer ]; then
+  # 1. The driver on store_kv_cache (the step that matters most runs first): every cell checked,
+  # then kvjit, the reference, the fixed splits, the fp8 peers, the bounds and the host cost.
+  driver store_kv_cache "$(cap 300 130)"
+
+  # 2. PyTorch's fallback and kvjit through ctypes, same process.
+  T=$(cap 110 45)
+  say "torch_peer.py (timeout ${T} s)"
+  timeout -k 10 "$T" python3 "$HERE/torch_peer.py" --lib "$KVJIT_LIB" --csv "$OUT/torch.csv" \
+    --deadline $((T - 30)) >> "$LOG" 2>&1
+  echo "torch_peer exit: $?" | tee -a "$LOG"
+
+  # 2b. The fp8 cache filled by PyTorch (divide, cast, index) vs kvjit's fused store (Python binding).
+  T=$(cap 90 30)
+  say "torch_fp8_peer.py (timeout ${T} s)"
+  PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "$T" python3 "$HERE/torch_fp8_peer.py" \
+    --csv "$OUT/torch_fp8.csv" >> "$LOG" 2>&1
+  echo "torch_fp8_peer exit: $?" | tee -a "$LOG"
+
+  # 3. JIT latency (its own temp cache dirs; nvcc as the peer).
+  T=$(cap 60 20)
+  say "bench_jit (timeout ${T} s)"
+  timeout -k 5 "$T" "$BUILD/bench/bench_jit" > "$OUT/jit.txt" 2>&1
+  echo "bench_jit exit: $?" | tee -a "$LOG"
 fi
 
-# 1. The one driver over the op table (the step that matters most runs first): every cell of
-# store_kv_cache (plain and quantizing) checked, then kvjit, the reference and the bounds.
-T=$(cap 300 130)
-say "bench_ops --op store_kv_cache (timeout ${T} s)"
-timeout -k 10 "$T" "$BUILD/bench/bench_ops" --op store_kv_cache --out "$OUT" --deadline $((T - 30)) 2>&1 | tee -a "$LOG"
-echo "bench_ops exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
+# 4. transfer_kv, with what is left.
+[ "${BENCH_ONLY:-}" = store ] || run_transfer 20
 
-# 1b. Quantize on store: fused vs unfused vs plain copies.
-T=$(cap 120 100)
-say "bench_fp8 (timeout ${T} s)"
-timeout -k 10 "$T" "$BUILD/bench/bench_fp8" --csv "$OUT/fp8.csv" --md "$OUT/fp8.md" 2>&1 | tee -a "$LOG"
-echo "bench_fp8 exit: ${PIPESTATUS[0]}" | tee -a "$LOG"
-
-# 1c. Decode sizes with L2-resident inputs (the conditions of the issue's reference figures).
-T=$(cap 60 90)
-say "bench_store --hot-inputs (decode sizes, timeout ${T} s)"
-timeout -k 10 "$T" "$BUILD/bench/bench_store" --hot-inputs --batches 1,16 --index 64 --pdl on \
-  --csv "$OUT/hot.csv" --md "$OUT/hot.md" --deadline $((T - 15)) >> "$LOG" 2>&1
-echo "bench_store --hot-inputs exit: $?" | tee -a "$LOG"
-
-# 2. PyTorch's fallback and kvjit through ctypes, same process.
-T=$(cap 110 45)
-say "torch_peer.py (timeout ${T} s)"
-MD_APPEND=()
-[ -f "$OUT/store_kv_cache.md" ] && MD_APPEND=(--md-append "$OUT/store_kv_cache.md")
-timeout -k 10 "$T" python3 "$HERE/torch_peer.py" --lib "$KVJIT_LIB" --csv "$OUT/torch.csv" \
-  --deadline $((T - 30)) "${MD_APPEND[@]}" >> "$LOG" 2>&1
-echo "torch_peer exit: $?" | tee -a "$LOG"
-
-# 2b. The fp8 cache filled by PyTorch (divide, cast, index) vs kvjit's fused store (Python binding).
-T=$(cap 90 30)
-say "torch_fp8_peer.py (timeout ${T} s)"
-FP8_APPEND=()
-[ -f "$OUT/fp8.md" ] && FP8_APPEND=(--md-append "$OUT/fp8.md")
-PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}" timeout -k 10 "$T" python3 "$HERE/torch_fp8_peer.py" \
-  "${FP8_APPEND[@]}" >> "$LOG" 2>&1
-echo "torch_fp8_peer exit: $?" | tee -a "$LOG"
-
-# 3. JIT latency (its own temp cache dirs; nvcc as the peer).
-T=$(cap 60 20)
-say "bench_jit (timeout ${T} s)"
-timeout -k 5 "$T" "$BUILD/bench/bench_jit" > "$OUT/jit.txt" 2>&1
-echo "bench_jit exit: $?" | tee -a "$LOG"
-
-# 3b. transfer_kv, with what is left.
-[ "${BENCH_ONLY:-}" = store ] || run_transfer 40
-
-# 4. The plot.
-T=$(cap 40 0)
-say "plot.py"
+# 5. One table per op: PyTorch's rows joined to the driver's, the Markdown, the plot.
+say "tables"
+python3 "$HERE/ops_rows.py" torch "$OUT" --store "$OUT/torch.csv" --fp8 "$OUT/torch_fp8.csv" \
+  --transfer "$OUT/torch_transfer.csv" 2>&1 | tee -a "$LOG"
+for op in store_kv_cache transfer_kv; do
+  [ -f "$OUT/$op.csv" ] && python3 "$HERE/ops_table.py" "$OUT/$op.csv" --md "$OUT/$op.md" --title "$GPU_TITLE" \
+    2>&1 | tee -a "$LOG"
+done
 if [ -f "$OUT/store_kv_cache.csv" ]; then
-  TORCH_CSV=()
-  [ -s "$OUT/torch.csv" ] && TORCH_CSV=(--torch "$OUT/torch.csv")
-  timeout "$T" python3 "$HERE/plot.py" "$OUT/store_kv_cache.csv" "$OUT/store.png" "${TORCH_CSV[@]}" \
-    --title "$GPU_TITLE" >> "$LOG" 2>&1
+  timeout "$(cap 40 0)" python3 "$HERE/plot.py" "$OUT/store_kv_cache.csv" "$OUT/store.png" --title "$GPU_TITLE" \
+    >> "$LOG" 2>&1
   echo "plot exit: $?" | tee -a "$LOG"
 fi
 rm -rf "$KVJIT_CACHE_DIR"
 
 # What the caller sees last: the verdicts.
 say "summary"
-if [ -f "$OUT/store_kv_cache.md" ]; then
-  sed -n '/^## Bounds/,/^## Cells/p' "$OUT/store_kv_cache.md" | sed '$d'
-  sed -n '/^## kvjit vs the PyTorch/,$p' "$OUT/store_kv_cache.md" | head -60
-fi
-[ -f "$OUT/hot.md" ] && sed -n '/^## Targets/,/^## Per launch on a stream/p' "$OUT/hot.md" | sed '$d' | head -40
-[ -f "$OUT/fp8.md" ] && cat "$OUT/fp8.md"
+for op in store_kv_cache transfer_kv; do
+  [ -f "$OUT/$op.md" ] && sed -n '/^## Bounds/,/^## Cells/p' "$OUT/$op.md" | sed '$d'
+done
 [ -f "$OUT/jit.txt" ] && sed -n '/^cold NVRTC/,/^csv:/p' "$OUT/jit.txt" | grep -v '^csv:'
-[ -f "$OUT/transfer.md" ] && sed -n '/^## Bounds/,$p' "$OUT/transfer.md" | head -80
 ls -la "$OUT"
 say "done"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of bench_fp8: what a runtime does without kvjit to fill an fp8 KV cache from bf16
+"""PyTorch peer of bench_ops' quantizing store_kv_cache cells: what a runtime does without kvjit to fill an fp8 KV cache from bf16
 rows (SGLang's path: divide by the scale, cast to fp8, store through indexing),
 
     k_cache[loc] = (k / k_scale).to(torch.float8_e4m3fn); v_cache[loc] = (v / v_scale).to(...)
@@ -12,6 +12,7 @@ the one before wrote. Before timing, both write launch 0 and the caches are comp
 (values stay inside the fp8 range, where PyTorch's cast and kvjit's saturating one agree).
 
 usage: PYTHONPATH=python KVJIT_LIB=build/src/libkvjit.so python3 bench/torch_fp8_peer.py [--md-append f.md]
+       [--csv f.csv] [--quick]
 """
 import argparse
 import sys
@@ -29,6 +30,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--md-append", help="append the table to this Markdown file")
     ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--quick", action="store_true", help="batches 1, 16, 65536 only")
+    ap.add_argument("--csv", help="write every timing here (bf16 row bytes, batch, impl, µs; peer_rows.py reads it)")
     opt = ap.parse_args()
     t0 = time.monotonic()
     dev = torch.device("cuda")
@@ -36,7 +39,7 @@ def main():
     print(f"torch_fp8_peer: torch {torch.__version__} on {torch.cuda.get_device_name(dev)}, "
           f"kvjit {kvjit.version()} from {kvjit.library_path()}")
     shapes = [(1, 128), (8, 128), (8, 512)]  # (KV heads, head dim): bf16 rows of 256, 2048, 8192 B
-    batches = [1, 16, 256, 4096, 65536]
+    batches = [1, 16, 65536] if opt.quick else [1, 16, 256, 4096, 65536]
     gen = torch.Generator(device=dev)
     gen.manual_seed(7)
     lines = ["", "## Quantize on store vs PyTorch (torch_fp8_peer.py, same process, CUDA graph, µs per store)", "",
@@ -45,6 +48,7 @@ def main():
              "| heads × dim | bf16 row B | batch | PyTorch µs | kvjit µs | kvjit / PyTorch | check |",
              "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     failures = 0
+    timings = []
     k_scale = torch.tensor([0.37], dtype=torch.float32, device=dev)
     v_scale = torch.tensor([1.9], dtype=torch.float32, device=dev)
     for heads, dim in shapes:
@@ -84,14 +88,22 @@ def main():
             ok = torch.equal(got[0], k_cache[locs[0]].view(torch.uint8)) and \
                 torch.equal(got[1], v_cache[locs[0]].view(torch.uint8))
             failures += not ok
-            t_torch = time_graph(torch_op, n, opt.reps)[0]  # (median, min, max)
-            t_kvjit = time_graph(kvjit_op, n, opt.reps)[0]
+            s_torch = time_graph(torch_op, n, opt.reps)  # (median, min, max)
+            s_kvjit = time_graph(kvjit_op, n, opt.reps)
+            t_torch, t_kvjit = s_torch[0], s_kvjit[0]
+            for name, st in (("torch_div_cast_index_put", s_torch), ("kvjit_python", s_kvjit)):
+                timings.append((row * 2, batch, name, n, opt.reps, st[0], st[1], st[2], "ok" if ok else "FAIL"))
             lines.append(f"| {heads} × {dim} | {row * 2} | {batch} | {t_torch:.2f} | {t_kvjit:.2f} | "
                          f"{t_kvjit / t_torch:.3f} | {'ok' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
         del k_cache, v_cache, k_pool, v_pool
         torch.cuda.empty_cache()
     lines.append(f"\nchecks failed: {failures}; {time.monotonic() - t0:.1f} s\n")
+    if opt.csv:
+        with open(opt.csv, "w") as f:
+            f.write("row_bytes,batch,impl,launches,reps,us_median,us_min,us_max,check\n")
+            for t in timings:
+                f.write("%d,%d,%s,%d,%d,%.4f,%.4f,%.4f,%s\n" % t)
     report("\n".join(lines), opt.md_append)
     return 1 if failures else 0
 

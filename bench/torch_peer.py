@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of bench_store: the runtime fallback `k_cache[loc] = k; v_cache[loc] = v` against
+"""PyTorch peer of bench_ops' store_kv_cache cells: the runtime fallback `k_cache[loc] = k; v_cache[loc] = v` against
 kvjit_store_kv_cache called through ctypes in the same process, on the same tensors.
 
 Both are timed per launch inside a CUDA graph of many back-to-back stores (torch.cuda.CUDAGraph,

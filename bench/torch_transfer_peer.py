@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of bench_transfer: dst[di] = src[si] for K and V as a runtime without a kernel
+"""PyTorch peer of bench_ops' transfer_kv cells: dst[di] = src[si] for K and V as a runtime without a kernel
 writes it, against kvjit.transfer_kv through the Python binding, in the same process on the same
 tensors (random distinct slots on both sides, bf16 caches [slots, row]).
 

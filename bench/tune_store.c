@@ -1,6 +1,6 @@
 /*
  * tune_store: time store_kv_cache plans with one knob changed, to retune src/ops/store_kv_plan.c's class
- * table. Not a benchmark of record (bench_store is): it times exactly what a config line asks for.
+ * table. Not a benchmark of record (bench_ops is): it times exactly what a config line asks for.
  *
  *   usage: tune_store [--reps N] [--alt-template FILE] CONFIG
  *

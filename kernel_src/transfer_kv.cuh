@@ -35,6 +35,10 @@
 //               bytes of a contiguous run, extents of the strided row dims; all 0: flat slots
 //               src_*_stride apart); K and V share it, each with strides of its own
 //   DPage, DAtom, DE0, DE1, DE2   the destination caches' view
+//   Stream      1: rows are read and written with cache-streaming accesses (ld/st.global.cs, L2
+//               evict-first): over the host link every row is touched once, and lines written
+//               to host memory would otherwise sit dirty in L2, draining at the link's rate,
+//               in the way of the kernels beside the copy (bench/bench_overlap.c); 0: plain
 //
 // Row bytes, Vec and slices count source bytes; a destination row holds Vec / source element
 // size elements per access, stored as OutVec destination bytes.
@@ -165,16 +169,16 @@ __device__ __forceinline__ constexpr int kvjit_t_elem_bytes(int dtype) { return 
   kvjit_i64 KRowBytes, kvjit_i64 VRowBytes, int Split, int Vec, int Lanes, int Block, int Items, int Index64, int Pdl, \
       int Table, int SrcDtype, int DstDtype, int Scale, kvjit_i64 KHeadBytes, kvjit_i64 VHeadBytes, int Fp8Soft,      \
       int Loop, kvjit_i64 SPage, kvjit_i64 SAtom, kvjit_i64 SE0, kvjit_i64 SE1, kvjit_i64 SE2, kvjit_i64 DPage,         \
-      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2
+      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2, int Stream
 #define KVJIT_TRANSFER_ARGS                                                                                           \
   KRowBytes, VRowBytes, Split, Vec, Lanes, Block, Items, Index64, Pdl, Table, SrcDtype, DstDtype, Scale, KHeadBytes,   \
-      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2
+      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2, Stream
 
 template <KVJIT_TRANSFER_PARAMS>
 struct kvjit_transfer_cfg {
   typedef typename kvjit_tvec<Vec>::type chunk;
   static constexpr kvjit_i64 kVRowBytes = VRowBytes;
-  static constexpr int kIndex64 = Index64, kPdl = Pdl, kTable = Table, kLoop = Loop;
+  static constexpr int kIndex64 = Index64, kPdl = Pdl, kTable = Table, kLoop = Loop, kStream = Stream;
   static constexpr kvjit_i64 kSplit = Split;
   static constexpr int kLanes = Lanes;
   static constexpr int kVec = Vec;
@@ -329,15 +333,64 @@ template <class C, kvjit_i64 kPerLane> struct kvjit_t_buf {
   float scale[C::kScale != 0 && kPerLane > 0 ? kPerLane : 1];
 };
 
+// Cache-streaming loads and stores of one access (Stream), as SGLang's hicache kernel makes them.
+__device__ __forceinline__ void kvjit_t_ld_cs(kvjit_tvec<16>::type &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs(kvjit_u64 &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.u64 %0, [%1];" : "=l"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs(unsigned int &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs(unsigned short &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.u16 %0, [%1];" : "=h"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs(unsigned char &d, const unsigned char *p) {
+  unsigned short t;
+  asm volatile("ld.global.cs.u8 %0, [%1];" : "=h"(t) : "l"(p));
+  d = (unsigned char)t;
+}
+__device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, const kvjit_tvec<16>::type &v) {
+  asm volatile("st.global.cs.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.lo), "l"(v.hi) : "memory");
+}
+__device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, kvjit_u64 v) {
+  asm volatile("st.global.cs.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned int v) {
+  asm volatile("st.global.cs.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned short v) {
+  asm volatile("st.global.cs.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
+__device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned char v) {
+  asm volatile("st.global.cs.u8 [%0], %1;" ::"l"(p), "h"((unsigned short)v) : "memory");
+}
+
+// One access of a row: plain, or cache-streaming (Stream).
+template <class C, typename T> __device__ __forceinline__ void kvjit_t_read(T &d, const unsigned char *p) {
+  if constexpr (C::kStream) {
+    kvjit_t_ld_cs(d, p);
+  } else {
+    d = *reinterpret_cast<const T *>(p);
+  }
+}
+template <class C, typename T> __device__ __forceinline__ void kvjit_t_write(unsigned char *p, const T &v) {
+  if constexpr (C::kStream) {
+    kvjit_t_st_cs(p, v);
+  } else {
+    *reinterpret_cast<T *>(p) = v;
+  }
+}
+
 // The lane's chunks of one slice of a source row (the slice at source byte @p slice_offset).
 template <class C, kvjit_i64 kChunks, kvjit_i64 kPerLane, kvjit_i64 kHeadBytes, class Row>
 __device__ __forceinline__ void kvjit_t_load(kvjit_t_buf<C, kPerLane> &buf, const Row &src, const float *scales,
                                              kvjit_i64 slice_offset, int lane) {
-  typedef typename C::chunk chunk;
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_t_in_slice<C, kChunks>(c, lane)) {
-      buf.data[c] = *reinterpret_cast<const chunk *>(src.at(slice_offset + (c * C::kLanes + lane) * C::kVec));
+      kvjit_t_read<C>(buf.data[c], src.at(slice_offset + (c * C::kLanes + lane) * C::kVec));
       if constexpr (C::kScale != 0) {
         buf.scale[c] = kvjit_t_scale<C, kHeadBytes>(scales, slice_offset + (c * C::kLanes + lane) * C::kVec);
       }
@@ -353,8 +406,8 @@ __device__ __forceinline__ void kvjit_t_store(const kvjit_t_buf<C, kPerLane> &bu
 #pragma unroll
   for (kvjit_i64 c = 0; c < kPerLane; ++c) {
     if (kvjit_t_in_slice<C, kChunks>(c, lane)) {
-      *reinterpret_cast<out_chunk *>(dst.at(slice_out + (c * C::kLanes + lane) * C::kOutVec)) =
-          kvjit_t_convert<C>(buf.data[c], C::kScale != 0 ? buf.scale[C::kScale != 0 ? c : 0] : 1.0f);
+      const out_chunk v = kvjit_t_convert<C>(buf.data[c], C::kScale != 0 ? buf.scale[C::kScale != 0 ? c : 0] : 1.0f);
+      kvjit_t_write<C>(dst.at(slice_out + (c * C::kLanes + lane) * C::kOutVec), v);
     }
   }
 }
@@ -373,7 +426,7 @@ __device__ __forceinline__ void kvjit_t_copy(const SrcRow &src, const DstRow &ds
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_t_in_slice<C, kChunks>(c, lane)) {
-        buf[r] = *reinterpret_cast<const chunk *>(src.at(slice_offset + (c * C::kLanes + lane) * C::kVec));
+        kvjit_t_read<C>(buf[r], src.at(slice_offset + (c * C::kLanes + lane) * C::kVec));
         if constexpr (C::kScale != 0) {
           scale[r] = kvjit_t_scale<C, kHeadBytes>(scales, slice_offset + (c * C::kLanes + lane) * C::kVec);
         }
@@ -383,8 +436,8 @@ __device__ __forceinline__ void kvjit_t_copy(const SrcRow &src, const DstRow &ds
     for (kvjit_i64 r = 0; r < kRound; ++r) {
       const kvjit_i64 c = base + r;
       if (c < kPerLane && kvjit_t_in_slice<C, kChunks>(c, lane)) {
-        *reinterpret_cast<out_chunk *>(dst.at(slice_out + (c * C::kLanes + lane) * C::kOutVec)) =
-            kvjit_t_convert<C>(buf[r], C::kScale != 0 ? scale[C::kScale != 0 ? r : 0] : 1.0f);
+        const out_chunk v = kvjit_t_convert<C>(buf[r], C::kScale != 0 ? scale[C::kScale != 0 ? r : 0] : 1.0f);
+        kvjit_t_write<C>(dst.at(slice_out + (c * C::kLanes + lane) * C::kOutVec), v);
       }
     }
   }

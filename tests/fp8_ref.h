@@ -143,4 +143,37 @@ static inline uint32_t fp8_ref_dequant(uint8_t code, int e4m3, int scaled, float
   return dst == 1 ? fp8_ref_float_to_f16(x) : dst == 2 ? fp8_ref_float_to_bf16(x) : fp8_ref_float_bits(x);
 }
 
+/*
+ * One row as transfer_kv converts it: @p row source bytes of kvjit_dtype @p src (1 f16, 2 bf16,
+ * 3 f32, 4 fp8 e4m3, 5 fp8 e5m2; 0 or @p dst equal: a copy) into @p out in kvjit_dtype @p dst;
+ * @p scale_kind 0 none, 1 @p scales[0], 2 @p scales[element / (elements / @p heads)].
+ */
+static inline void fp8_ref_convert_row(unsigned char *out, const unsigned char *in, int64_t row, int src, int dst,
+                                       int scale_kind, const float *scales, int64_t heads) {
+  if (dst == 0 || dst == src) {
+    memcpy(out, in, (size_t)row);
+    return;
+  }
+  const int es = src == 3 ? 4 : src <= 2 ? 2 : 1, ed = dst == 3 ? 4 : dst <= 2 ? 2 : 1;
+  const int64_t elems = row / es, head = scale_kind == 2 ? elems / heads : elems;
+  for (int64_t e = 0; e < elems; e++) {
+    const float scale = scale_kind == 0 ? 1.0f : scales[scale_kind == 2 ? e / head : 0];
+    if (ed == 1) { /* quantizing: fp8(x / scale) */
+      float x;
+      uint16_t h;
+      if (es == 4) {
+        memcpy(&x, in + 4 * e, 4);
+      } else {
+        memcpy(&h, in + 2 * e, 2);
+        x = src == 2 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
+      }
+      if (scale_kind != 0) x = x / scale;
+      out[e] = fp8_ref_encode(x, dst == 4);
+    } else { /* dequantizing: x * scale */
+      const uint32_t bits = fp8_ref_dequant(in[e], src == 4, scale_kind != 0, scale, dst);
+      memcpy(out + ed * e, &bits, (size_t)ed); /* little endian: the low bytes */
+    }
+  }
+}
+
 #endif

@@ -22,6 +22,7 @@
 #include "layout.h"
 #include "request_util.h"
 #include "store_args.h"
+#include "transfer_args.h"
 #include "view_rules.h"
 
 enum { H = 8, D = 128, BLOCKS = 256, BS = 16 };
@@ -337,28 +338,95 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(r.msg, "k_cache: expected [slots, H, D]"));
 }
 
-/* The transfer's flat rule is the same code read flat-only: a strided view is refused there. */
-static void test_flat_form_refuses_strided_views(void **state) {
+/* transfer_kv's caches read by the same rule (FORM_VIEW): SGLang's host layouts as the per-layer
+ * views a runtime slices (layer l of 4; H = 8, D = 128 bf16, pages of 16), both directions, against
+ * a device pool [4096, H, D]: rows are [H, D] whichever side is paged. */
+typedef struct transfer_case {
+  tensor src_k, dst_k, ids;
+  kvjit_transfer_request req;
+  kvjit_transfer_kv_args args;
+  kvjit_transfer_layouts layouts;
+  int32_t device;
+  char msg[512];
+} transfer_case;
+
+static kvjit_request_error run_transfer(transfer_case *t) {
+  memset(&t->req, 0, sizeof t->req);
+  t->req.src_k = t->src_k.view;
+  t->req.dst_k = t->dst_k.view;
+  t->req.src_indices = t->req.dst_indices = t->ids.view;
+  t->req.src_num_slots = t->req.dst_num_slots = t->req.row_elements = -1;
+  return kvjit_transfer_request_args(&t->req, DEV_CUDA, &t->args, &t->layouts, &t->device, t->msg, sizeof t->msg);
+}
+
+/* A host tensor of SGLang's shape, then sliced: [k_or_v = 0][..., layer l, ...] by @p layer_dim. */
+static void host_view(tensor *t, int ndim, const int64_t *shape, int layer_dim, int64_t layer) {
+  make(t, KVJIT_TENSOR_BF16, 0x7000000, 1, (int64_t)1);
+  t->view.ndim = ndim;
+  int64_t step = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    t->sizes[i] = shape[i];
+    t->strides[i] = step;
+    step *= shape[i];
+  }
+  /* drop dim 0 (K) and the layer dim */
+  t->view.data += (uintptr_t)(layer * t->strides[layer_dim] * 2);
+  int o = 0;
+  for (int i = 1; i < ndim; i++) {
+    if (i == layer_dim) continue;
+    t->sizes[o] = t->sizes[i];
+    t->strides[o] = t->strides[i];
+    o++;
+  }
+  t->view.ndim = o;
+  t->view.device_type = 0; /* host */
+}
+
+static void test_transfer_host_layouts(void **state) {
   (void)state;
-  tensor t;
-  make(&t, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)H, (int64_t)BS, (int64_t)D);
-  transpose(&t, 1, 2);
-  char msg[256];
-  kvjit_request_msg e = {msg, sizeof msg};
-  int64_t slots, stride;
-  assert_int_equal(kvjit_request_cache_slots(&e, "dst_k", &t.view, H * D * 2, "K", &slots, &stride),
-                   KVJIT_REQUEST_VALUE_ERROR);
-  assert_non_null(strstr(msg, "dst_k: the slot dims"));
-  make(&t, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)4096, (int64_t)H, (int64_t)(2 * D));
-  narrow_last(&t, 0, D);
-  assert_int_equal(kvjit_request_cache_slots(&e, "dst_k", &t.view, H * D * 2, "K", &slots, &stride),
-                   KVJIT_REQUEST_VALUE_ERROR);
-  assert_non_null(strstr(msg, "dst_k: each slot's row"));
-  make(&t, KVJIT_TENSOR_BF16, 0x1000000, 4, (int64_t)BLOCKS, (int64_t)BS, (int64_t)H, (int64_t)D);
-  assert_int_equal(kvjit_request_cache_slots(&e, "dst_k", &t.view, H * D * 2, "K", &slots, &stride),
-                   KVJIT_REQUEST_OK);
-  assert_int_equal(slots, BLOCKS * BS);
-  assert_int_equal(stride, H * D * 2);
+  transfer_case t;
+  memset(&t, 0, sizeof t);
+  make(&t.ids, KVJIT_TENSOR_I64, 0x30000, 1, (int64_t)16);
+  make(&t.src_k, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)4096, (int64_t)H, (int64_t)D);
+  /* page_first_direct (2, pages, L, page_size, H, D), layer 1: [pages, page_size, H, D], pages L apart */
+  const int64_t direct[6] = {2, 256, 4, BS, H, D};
+  host_view(&t.dst_k, 6, direct, 2, 1);
+  assert_int_equal(run_transfer(&t), KVJIT_REQUEST_OK);
+  assert_int_equal(t.args.k_row_bytes, H * D * 2);
+  assert_null(t.args.src_k_layout);
+  assert_int_equal(t.args.src_k_stride, H * D * 2);
+  expect_layout(t.args.dst_k_layout, BS, 4 * BS * H * D * 2, H * D * 2, 2, 2, (int64_t)H, (int64_t)(D * 2),
+                (int64_t)D, (int64_t)2);
+  assert_int_equal(t.args.dst_k_stride, 0);
+  assert_int_equal(t.args.dst_num_slots, 256 * BS);
+  assert_int_equal(library_checks(t.args.dst_k_layout, H * D * 2, 256 * BS), KVJIT_OK);
+  /* ... and loaded back: the paged side is the source, rows still [H, D] */
+  tensor device_pool = t.src_k;
+  t.src_k = t.dst_k;
+  alias(&t.dst_k, &device_pool, 0x1000000);
+  t.dst_k.view.device_type = DEV_CUDA;
+  t.src_k.view.sizes = t.src_k.sizes;
+  t.src_k.view.strides = t.src_k.strides;
+  assert_int_equal(run_transfer(&t), KVJIT_REQUEST_OK);
+  assert_int_equal(t.args.k_row_bytes, H * D * 2);
+  assert_non_null(t.args.src_k_layout);
+  assert_null(t.args.dst_k_layout);
+  assert_int_equal(t.args.src_k_layout->page_size, BS);
+  /* page_head (2, pages, H, page_size, L, D), layer 2, as [pages, page_size, H, D] (transpose(1, 2)) */
+  make(&t.src_k, KVJIT_TENSOR_BF16, 0x1000000, 3, (int64_t)4096, (int64_t)H, (int64_t)D);
+  const int64_t head[6] = {2, 256, H, BS, 4, D};
+  host_view(&t.dst_k, 6, head, 4, 2);
+  transpose(&t.dst_k, 1, 2);
+  assert_int_equal(run_transfer(&t), KVJIT_REQUEST_OK);
+  expect_layout(t.args.dst_k_layout, BS, H * BS * 4 * D * 2, 4 * D * 2, 2, 2, (int64_t)H, (int64_t)(BS * 4 * D * 2),
+                (int64_t)D, (int64_t)2);
+  assert_int_equal(library_checks(t.args.dst_k_layout, H * D * 2, 256 * BS), KVJIT_OK);
+  /* a 5-D cache is never read as vLLM's chunked K here */
+  make(&t.dst_k, KVJIT_TENSOR_BF16, 0x7000000, 5, (int64_t)16, (int64_t)H, (int64_t)16, (int64_t)BS, (int64_t)8);
+  t.dst_k.view.device_type = 0;
+  assert_int_equal(run_transfer(&t), KVJIT_REQUEST_VALUE_ERROR);
+  assert_non_null(strstr(t.msg, "dst_k: expected [slots, H, D]"));
+  assert_null(strstr(t.msg, "vLLM"));
 }
 
 int main(void) {
@@ -366,7 +434,7 @@ int main(void) {
       cmocka_unit_test(test_nhd_stays_flat),          cmocka_unit_test(test_hnd_view),
       cmocka_unit_test(test_flashattention_packed_view), cmocka_unit_test(test_chunked_paged_layout),
       cmocka_unit_test(test_mla_concat_stays_flat),   cmocka_unit_test(test_strided_rows_and_odd_dims),
-      cmocka_unit_test(test_refusals),                cmocka_unit_test(test_flat_form_refuses_strided_views),
+      cmocka_unit_test(test_refusals),                cmocka_unit_test(test_transfer_host_layouts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

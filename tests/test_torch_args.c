@@ -288,6 +288,7 @@ typedef struct transfer {
   tensor src_k, src_v, dst_k, dst_v, src_indices, dst_indices;
   kvjit_transfer_request req;
   kvjit_transfer_kv_args args;
+  kvjit_transfer_layouts layouts;
   int32_t device;
   char msg[512];
 } transfer;
@@ -312,7 +313,7 @@ static kvjit_request_error run_transfer(transfer *t) {
   t->req.dst_v = t->dst_v.view;
   t->req.src_indices = t->src_indices.view;
   t->req.dst_indices = t->dst_indices.view;
-  return kvjit_transfer_request_args(&t->req, DEV_CUDA, &t->args, &t->device, t->msg, sizeof t->msg);
+  return kvjit_transfer_request_args(&t->req, DEV_CUDA, &t->args, &t->layouts, &t->device, t->msg, sizeof t->msg);
 }
 
 static void expect_transfer_refused(transfer *t, kvjit_request_error kind, const char *start) {

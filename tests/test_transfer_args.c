@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "host_layouts.h"
 #include "kvjit.h"
 
 /* Never dereferenced: every call below fails validation, has batch 0 or finds no driver. */
@@ -170,18 +171,12 @@ static void test_bad_arguments(void **state) {
       "split: 128 cuts a 4-byte f32 element");
 }
 
-/* SGLang's page_head host layout (2, pages, H, page, L, D) of one layer: rows of H heads of D
- * bytes, pages of @p page slots, L layers. */
+/* SGLang's page_head host layout of one layer: rows of @p heads heads of @p head_bytes, pages of
+ * @p page slots, @p layers layers (tests/host_layouts.c). */
 static kvjit_layout page_head(int64_t heads, int64_t head_bytes, int64_t page, int64_t layers) {
-  kvjit_layout l = KVJIT_LAYOUT_INIT;
-  l.page_size = page;
-  l.page_stride = heads * page * layers * head_bytes;
-  l.slot_stride = layers * head_bytes;
-  l.num_row_dims = 2;
-  l.row_extents[0] = heads;
-  l.row_extents[1] = head_bytes;
-  l.row_strides[0] = page * layers * head_bytes;
-  l.row_strides[1] = 1;
+  const kvjit_host_layout h = {KVJIT_HOST_PAGE_HEAD, heads, head_bytes, page, layers, 1024};
+  kvjit_layout l;
+  kvjit_host_layout_view(&h, &l);
   return l;
 }
 

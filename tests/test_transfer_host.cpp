@@ -70,34 +70,10 @@ static float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
 #include "transfer_kv.cuh"
 static const int ES = KVJIT_SRC_DTYPE == 3 ? 4 : KVJIT_SRC_DTYPE == 1 || KVJIT_SRC_DTYPE == 2 ? 2 : 1;
 static const int ED = KVJIT_DST_DTYPE == 3 ? 4 : KVJIT_DST_DTYPE == 1 || KVJIT_DST_DTYPE == 2 ? 2 : 1;
-static const bool QUANT = KVJIT_SRC_DTYPE >= 1 && KVJIT_SRC_DTYPE <= 3 && KVJIT_DST_DTYPE >= 4;
-static const bool DEQUANT = KVJIT_SRC_DTYPE >= 4 && KVJIT_DST_DTYPE >= 1 && KVJIT_DST_DTYPE <= 3;
 
 // One row converted as the reference says: src_row_bytes source bytes into dst.
 static void ref_row(unsigned char *dst, const unsigned char *src, int64_t src_row_bytes, const float *scales) {
-  if (!QUANT && !DEQUANT) {
-    memcpy(dst, src, (size_t)src_row_bytes);
-    return;
-  }
-  const int64_t elems = src_row_bytes / ES, head_elems = KVJIT_HEADS ? elems / KVJIT_HEADS : elems;
-  for (int64_t e = 0; e < elems; e++) {
-    const float scale = KVJIT_SCALE == 2 ? scales[e / head_elems] : KVJIT_SCALE == 1 ? scales[0] : 1.0f;
-    if (QUANT) {
-      float x;
-      if (ES == 4) {
-        memcpy(&x, src + 4 * e, 4);
-      } else {
-        uint16_t h;
-        memcpy(&h, src + 2 * e, 2);
-        x = KVJIT_SRC_DTYPE == 2 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
-      }
-      if (KVJIT_SCALE) x = x / scale;
-      dst[e] = fp8_ref_encode(x, KVJIT_DST_DTYPE == 4);
-    } else {
-      const uint32_t bits = fp8_ref_dequant(src[e], KVJIT_SRC_DTYPE == 4, KVJIT_SCALE != 0, scale, KVJIT_DST_DTYPE);
-      memcpy(dst + ED * e, &bits, (size_t)ED); /* little endian: the low bytes */
-    }
-  }
+  fp8_ref_convert_row(dst, src, src_row_bytes, KVJIT_SRC_DTYPE, KVJIT_DST_DTYPE, KVJIT_SCALE, scales, KVJIT_HEADS);
 }
 static uint64_t rs = 88172645463325252ull;
 static uint64_t rnd() {
@@ -278,7 +254,7 @@ int main() {
                           SIDE_E0(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0), 0, 0,
                           SIDE_PAGE(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0),
                           SIDE_ATOM(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0, KVJIT_K_ROW_BYTES / ES * ED),
-                          SIDE_E0(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0), 0, 0>(p);
+                          SIDE_E0(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0), 0, 0, 0>(p);
       }
   int bad = 0;
   for (int t = 0; t < (KVJIT_V_ROW_BYTES ? 2 : 1); t++) {

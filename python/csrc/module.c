@@ -249,8 +249,11 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     goto done;
   char msg[512];
   kvjit_transfer_kv_args a;
+  kvjit_transfer_layouts layouts; /* what a's layout pointers point at */
+  if (mode == MODE_ARGS) memset(&layouts, 0, sizeof layouts); /* returned whole, flat or not */
   int32_t device = -1;
-  kvjit_request_error refused = kvjit_transfer_request_args(&req, KVJIT_DL_CUDA, &a, &device, msg, sizeof msg);
+  kvjit_request_error refused = kvjit_transfer_request_args(&req, KVJIT_DL_CUDA, &a, &layouts, &device, msg,
+                                                            sizeof msg);
   if (refused) {
     raise_refusal(refused, msg);
     goto done;
@@ -266,7 +269,17 @@ static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mod
     a.stream = stream;
   if (mode == MODE_PREPARE && nargs > 16 && args[16] != Py_None && int_arg(args[16], "batch", &a.batch)) goto done;
   if (mode == MODE_ARGS) {
-    result = PyBytes_FromStringAndSize((const char *)&a, sizeof a);
+    /* The args, then the four layouts their pointers point at (pointers mean nothing outside). */
+    char raw[sizeof a + sizeof layouts];
+    memcpy(raw, &a, sizeof a);
+    memcpy(raw + sizeof a, &layouts, sizeof layouts);
+    result = PyBytes_FromStringAndSize(raw, sizeof raw);
+    goto done;
+  }
+  if (first < 0 && a.batch > 0 && (a.src_k_layout || a.dst_k_layout || a.src_v_layout || a.dst_v_layout)) {
+    /* The host loop moves flat rows only; the layout's address rule lives in the library. */
+    PyErr_SetString(PyExc_ValueError, "src_k: a strided cache (pages, or a row with strides) moves with CUDA "
+                    "tensors among the arguments only; between CPU tensors pass flat caches");
     goto done;
   }
   if (first < 0 && a.batch > 0 && a.dst_dtype != KVJIT_DTYPE_BYTES && mode != MODE_ARGS) {

@@ -70,9 +70,11 @@ void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_out
   req.max_ctas = call.integer(ARG_MAX_CTAS);
 
   kvjit_transfer_kv_args args;
+  kvjit_transfer_layouts layouts; /* what args' layout pointers point at */
   int32_t device = -1;
   char msg[512];
-  kvjit_request_error refused = kvjit_transfer_request_args(&req, g_torch.device_cuda, &args, &device, msg, sizeof msg);
+  kvjit_request_error refused =
+      kvjit_transfer_request_args(&req, g_torch.device_cuda, &args, &layouts, &device, msg, sizeof msg);
   if (refused) fail_request(refused, msg);
   if (device < 0) {
     /* Only reachable when registered for another dispatch key (the tests do, for CPU): an empty

@@ -2,6 +2,7 @@
 #include "transfer_args.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "view_rules.h"
 
@@ -11,26 +12,19 @@
 #define is_raw kvjit_tensor_kind_is_raw
 
 typedef struct side {
-  int64_t row_bytes, slots, stride; /* stride in bytes */
+  int64_t row_bytes;
+  kvjit_cache_view view; /* slots, and the flat stride (bytes) or the layout */
 } side;
 
-/* A row: @p row_elements trailing elements (-1: everything after the first dim). */
-static kvjit_request_error row_bytes_of(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
-                                        int64_t row_elements, int64_t *out) {
+/* The elements after @p t's first dim; refused below two dims. */
+static kvjit_request_error after_first_dim(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                           int64_t *out) {
   char a[96];
   if (t->ndim < 2)
     return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: expected [slots, ...] with at least two dims, got shape %s",
                   name, dims(a, sizeof a, t->sizes, t->ndim));
-  int64_t elems = 1;
-  if (row_elements == -1) {
-    for (int64_t i = 1; i < t->ndim; i++) elems *= t->sizes[i];
-  } else if (row_elements < 1 || row_elements > ((int64_t)1 << 31)) {
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "row_elements: must be None or 1..2**31, got %lld",
-                  (long long)row_elements);
-  } else {
-    elems = row_elements;
-  }
-  *out = elems * t->itemsize;
+  *out = 1;
+  for (int64_t i = 1; i < t->ndim; i++) *out *= t->sizes[i];
   return KVJIT_REQUEST_OK;
 }
 
@@ -53,8 +47,25 @@ static int converts(const kvjit_tensor_view *src, const kvjit_tensor_view *dst) 
   return a != KVJIT_DTYPE_BYTES && b != KVJIT_DTYPE_BYTES && a8 != b8;
 }
 
+/* Both caches read for rows of @p s_row source bytes: the source's view, then the destination's
+ * (rows of the destination's own type when converting). */
+static kvjit_request_error views_of(kvjit_request_msg *e, const char *src_name, const kvjit_tensor_view *src,
+                                    const char *dst_name, const kvjit_tensor_view *dst, int64_t s_row, int conv,
+                                    const char *what, side *s, side *d) {
+  kvjit_request_error r;
+  s->row_bytes = s_row;
+  d->row_bytes = conv ? s_row / src->itemsize * dst->itemsize : s_row;
+  if ((r = kvjit_request_cache_view(e, src_name, src, s->row_bytes, what, KVJIT_CACHE_FORM_VIEW, &s->view)))
+    return r;
+  return kvjit_request_cache_view(e, dst_name, dst, d->row_bytes, what, KVJIT_CACHE_FORM_VIEW, &d->view);
+}
+
 /* One cache pair's K or V side: rows of the source (and, converting, of the destination in its
- * own type), slots of both. */
+ * own type), slots and views of both. A row is @p row_elements source elements, or (-1)
+ * everything after the source's first dim; when the destination has less there and cannot
+ * hold that, everything after its first dim instead: a paged or per-layer host view
+ * ([pages, page_size, H, D]) loaded into a device pool ([size, H, D]) moves [H, D] rows, as the
+ * other direction does. */
 static kvjit_request_error pair_of(kvjit_request_msg *e, const char *src_name, const kvjit_tensor_view *src,
                                    const char *dst_name, const kvjit_tensor_view *dst, int64_t row_elements,
                                    const char *what, side *s, side *d) {
@@ -63,12 +74,35 @@ static kvjit_request_error pair_of(kvjit_request_msg *e, const char *src_name, c
     return refuse(e, KVJIT_REQUEST_TYPE_ERROR, "%s: dtype %s differs from %s's %s (view both as uint8 to move raw "
                   "bytes; fp8 and float16/bfloat16/float32 convert)", dst_name, dtype_of(dst).text, src_name,
                   dtype_of(src).text);
-  if ((r = row_bytes_of(e, src_name, src, row_elements, &s->row_bytes))) return r;
-  d->row_bytes = converts(src, dst) ? s->row_bytes / src->itemsize * dst->itemsize : s->row_bytes;
-  if ((r = kvjit_request_cache_slots(e, src_name, src, s->row_bytes, what, &s->slots, &s->stride)) ||
-      (r = kvjit_request_cache_slots(e, dst_name, dst, d->row_bytes, what, &d->slots, &d->stride)))
+  const int conv = converts(src, dst);
+  int64_t src_after, dst_after;
+  if ((r = after_first_dim(e, src_name, src, &src_after)) || (r = after_first_dim(e, dst_name, dst, &dst_after)))
     return r;
+  if (row_elements != -1) {
+    if (row_elements < 1 || row_elements > ((int64_t)1 << 31))
+      return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "row_elements: must be None or 1..2**31, got %lld",
+                    (long long)row_elements);
+    return views_of(e, src_name, src, dst_name, dst, row_elements * src->itemsize, conv, what, s, d);
+  }
+  r = views_of(e, src_name, src, dst_name, dst, src_after * src->itemsize, conv, what, s, d);
+  /* The destination's row, in source bytes (converting: its elements; raw views: its bytes). */
+  int64_t dst_row = conv ? dst_after * src->itemsize : dst_after * dst->itemsize;
+  if (r == KVJIT_REQUEST_OK || dst_row >= src_after * src->itemsize) return r;
+  char other[256];
+  kvjit_request_msg quiet = {other, sizeof other};
+  side s2, d2;
+  if (views_of(&quiet, src_name, src, dst_name, dst, dst_row, conv, what, &s2, &d2) != KVJIT_REQUEST_OK)
+    return r; /* today's message: the destination cannot hold the source's rows */
+  *s = s2;
+  *d = d2;
   return KVJIT_REQUEST_OK;
+}
+
+/* A side's view into the args' stride (flat) or layout pointer (strided, its stride then 0). */
+static void set_view(const side *s, kvjit_layout *storage, int64_t *stride, const kvjit_layout **layout) {
+  *stride = s->view.strided ? 0 : s->view.slot_stride;
+  if (s->view.strided) *storage = s->view.layout;
+  *layout = s->view.strided ? storage : NULL;
 }
 
 static kvjit_request_error indices_of(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
@@ -157,8 +191,8 @@ static kvjit_request_error one_device(kvjit_request_msg *e, const kvjit_transfer
 }
 
 kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *req, int32_t device_type,
-                                                kvjit_transfer_kv_args *args, int32_t *device, char *msg,
-                                                size_t msg_size) {
+                                                kvjit_transfer_kv_args *args, kvjit_transfer_layouts *layouts,
+                                                int32_t *device, char *msg, size_t msg_size) {
   kvjit_request_msg e = {msg, msg_size};
   if (msg_size) msg[0] = '\0';
   kvjit_transfer_kv_args init = KVJIT_TRANSFER_KV_ARGS_INIT;
@@ -166,9 +200,11 @@ kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *re
   kvjit_request_error r;
   if (!req->src_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_k: expected a tensor, got None");
   if (!req->dst_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "dst_k: expected a tensor, got None");
-  side sk, dk, sv = {0, 0, 0}, dv = {0, 0, 0};
+  side sk, dk, sv, dv;
+  memset(&sv, 0, sizeof sv);
+  memset(&dv, 0, sizeof dv);
   if ((r = pair_of(&e, "src_k", &req->src_k, "dst_k", &req->dst_k, req->row_elements, "K", &sk, &dk))) return r;
-  int64_t src_slots = sk.slots, dst_slots = dk.slots;
+  int64_t src_slots = sk.view.slots, dst_slots = dk.view.slots;
   if (req->src_v.present != req->dst_v.present)
     return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: None while the other is given (pass both, or neither to move K "
                   "only)", req->src_v.present ? "dst_v" : "src_v");
@@ -179,8 +215,8 @@ kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *re
     if (where(&req->dst_v, device_type) != dst)
       return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "dst_v: on the other side of the link from dst_k");
     if ((r = pair_of(&e, "src_v", &req->src_v, "dst_v", &req->dst_v, req->row_elements, "V", &sv, &dv))) return r;
-    if (sv.slots < src_slots) src_slots = sv.slots;
-    if (dv.slots < dst_slots) dst_slots = dv.slots;
+    if (sv.view.slots < src_slots) src_slots = sv.view.slots;
+    if (dv.view.slots < dst_slots) dst_slots = dv.view.slots;
   }
   const kvjit_tensor_view *si = &req->src_indices, *di = &req->dst_indices;
   if (!si->present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_indices: expected a tensor, got None");
@@ -212,10 +248,12 @@ kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *re
   args->batch = si->sizes[0];
   args->k_row_bytes = sk.row_bytes;
   args->v_row_bytes = sv.row_bytes;
-  args->src_k_stride = sk.stride;
-  args->dst_k_stride = dk.stride;
-  args->src_v_stride = sv.stride;
-  args->dst_v_stride = dv.stride;
+  set_view(&sk, &layouts->src_k, &args->src_k_stride, &args->src_k_layout);
+  set_view(&dk, &layouts->dst_k, &args->dst_k_stride, &args->dst_k_layout);
+  if (req->src_v.present) {
+    set_view(&sv, &layouts->src_v, &args->src_v_stride, &args->src_v_layout);
+    set_view(&dv, &layouts->dst_v, &args->dst_v_stride, &args->dst_v_layout);
+  }
   args->src = src;
   args->dst = dst;
   args->split = (int)req->split;

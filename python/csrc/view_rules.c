@@ -56,14 +56,14 @@ static kvjit_request_error dims_of(kvjit_request_msg *e, const char *name, const
       return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: layout='vllm_paged' reads it as vLLM's [blocks, H, D, "
                     "block_size], got shape %s", name, dims(a, sizeof a, s, n));
     *d = paged_v;
-  } else if (n == 5 && form != KVJIT_CACHE_FORM_FLAT) {
+  } else if (n == 5 && (form == KVJIT_CACHE_FORM_AUTO || form == KVJIT_CACHE_FORM_VLLM_K)) {
     *d = chunked_k;
   } else if (form == KVJIT_CACHE_FORM_VLLM_K) {
     return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: layout='vllm_paged' reads it as vLLM's [blocks, H, D/x, "
                   "block_size, x], got shape %s", name, dims(a, sizeof a, s, n));
   } else if (n < 2 || n > 4) {
     return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: expected [slots, H, D], [slots, H*D], [pages, page_size, H, D] "
-                  "(any strides)%s, got shape %s", name, form == KVJIT_CACHE_FORM_FLAT ? "" :
+                  "(any strides)%s, got shape %s", name, form != KVJIT_CACHE_FORM_AUTO ? "" :
                   " or vLLM's [blocks, H, D/x, block_size, x]", dims(a, sizeof a, s, n));
   } else {
     /* The row: the fewest trailing dims that hold row_bytes (at most three: n <= 4). */
@@ -123,10 +123,10 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
     slot_dims_ext[j] = s[d.slot[j]];
     slot_dims_str[j] = st[d.slot[j]];
   }
-  if (!flat && (num_big != 2 || form == KVJIT_CACHE_FORM_FLAT))
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: the slot dims %s (strides %s) do not flatten into one slot index%s",
-                  name, dims(a, sizeof a, slot_dims_ext, d.num_slot), dims(b, sizeof b, slot_dims_str, d.num_slot),
-                  form == KVJIT_CACHE_FORM_FLAT ? "" : " nor make (pages, page_size)");
+  if (!flat && num_big != 2)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: the slot dims %s (strides %s) do not flatten into one slot index "
+                  "nor make (pages, page_size)", name, dims(a, sizeof a, slot_dims_ext, d.num_slot),
+                  dims(b, sizeof b, slot_dims_str, d.num_slot));
   /* Row dims: contiguous when those over one element are row-major with unit innermost stride. */
   int64_t elems = 1, packed = 1;
   int contiguous = 1;
@@ -144,15 +144,6 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
                     "may not overlap", name, (long long)slot_stride, (long long)elems);
     out->slot_stride = slot_stride * eb;
     return KVJIT_REQUEST_OK;
-  }
-  if (form == KVJIT_CACHE_FORM_FLAT) {
-    int64_t re[3], rs[3];
-    for (int j = 0; j < d.num_row; j++) {
-      re[j] = s[d.row[j]];
-      rs[j] = st[d.row[j]];
-    }
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: each slot's row (shape %s) must be contiguous, got strides %s",
-                  name, dims(a, sizeof a, re, d.num_row), dims(b, sizeof b, rs, d.num_row));
   }
   /* A strided view: the library checks it (overlap included) and specializes on its static part. */
   kvjit_layout *l = &out->layout;
@@ -176,17 +167,6 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
     l->slot_stride = st[big[1]] * eb;
   }
   out->strided = 1;
-  return KVJIT_REQUEST_OK;
-}
-
-kvjit_request_error kvjit_request_cache_slots(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
-                                              int64_t row_bytes, const char *source, int64_t *slots_out,
-                                              int64_t *stride_bytes) {
-  kvjit_cache_view v;
-  kvjit_request_error r = kvjit_request_cache_view(e, name, t, row_bytes, source, KVJIT_CACHE_FORM_FLAT, &v);
-  if (r) return r;
-  *slots_out = v.slots;
-  *stride_bytes = v.slot_stride;
   return KVJIT_REQUEST_OK;
 }
 

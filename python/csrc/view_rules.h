@@ -1,8 +1,8 @@
 /*
  * The rules both tensor requests share (store_args.c, transfer_args.c): refusals with a message
- * naming the argument, shapes in messages, dtype names, and a cache's slots and slot stride
- * from its shape and strides. The same rules as the Python binding's (python/kvjit/_store.py's
- * _cache_slots), with the same messages.
+ * naming the argument, shapes in messages, dtype names, and a cache's slots and layout from its
+ * shape and strides (kvjit_request_cache_view(): the one copy of how a framework's view of a
+ * cache becomes kvjit's flat stride or kvjit_layout).
  */
 #ifndef KVJIT_TORCH_VIEW_RULES_H
 #define KVJIT_TORCH_VIEW_RULES_H
@@ -46,7 +46,8 @@ typedef enum kvjit_cache_form {
   KVJIT_CACHE_FORM_AUTO = 0,   /**< from the shape: [slots | pages, page_size, ...row dims] or the 5-D chunked K */
   KVJIT_CACHE_FORM_VLLM_K = 1, /**< vLLM's older paged K: [blocks, H, D/x, block_size, x] */
   KVJIT_CACHE_FORM_VLLM_V = 2, /**< vLLM's older paged V: [blocks, H, D, block_size] */
-  KVJIT_CACHE_FORM_FLAT = 3     /**< 2..4 dims as AUTO, but only flat: slots that flatten, a contiguous row */
+  KVJIT_CACHE_FORM_VIEW = 3     /**< 2..4 dims as AUTO, never the 5-D chunked K (transfer_kv's caches, e.g.
+                                     SGLang's host layouts as per-layer views) */
 } kvjit_cache_form;
 
 /** A cache tensor as kvjit addresses it. */
@@ -78,15 +79,6 @@ typedef struct kvjit_cache_view {
 kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
                                              int64_t row_bytes, const char *source, kvjit_cache_form form,
                                              kvjit_cache_view *out);
-
-/**
- * The slots of a flat cache (FORM_FLAT above: [slots, H, D], [slots, H*D], [pages, page_size,
- * H(, D)] whose slot dims flatten into one index, each row contiguous): the slot count and the
- * slot stride in bytes.
- */
-kvjit_request_error kvjit_request_cache_slots(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
-                                              int64_t row_bytes, const char *source, int64_t *slots_out,
-                                              int64_t *stride_bytes);
 
 /**
  * An fp32 scale tensor (a store's or a transfer's k_scale / v_scale): contiguous, 4-byte aligned,

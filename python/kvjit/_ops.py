@@ -303,8 +303,12 @@ def transfer_kv(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, src_num
     Ids < 0 are skipped; ids past either cache are skipped and counted
     (:func:`transfer_kv_oob_count`). The destination ids must be distinct. ``src_v`` and
     ``dst_v`` may both be None (K only). The caches' rows must have the same bytes; a row is
-    everything after a cache's first dim unless ``row_elements`` says how many trailing
-    elements make one; slot strides are free.
+    everything after the source's first dim (or the destination's, when it has less there)
+    unless ``row_elements`` says how many trailing elements make one. Caches are views with any
+    strides, their layout read from the tensors as store_kv_cache reads it: flat slots, or
+    ``[pages, page_size, H, D]`` whose slot dims do not flatten (SGLang's page_first_direct host
+    layout sliced per layer, ``host[0, :, layer]``; page_head's ``host[0, :, :, :,
+    layer].transpose(1, 2)``), heads strided; between CPU tensors only flat caches.
 
     Converting on the way: an fp8 (float8_e4m3fn / float8_e5m2) source into a float16, bfloat16
     or float32 destination writes ``x * scale``; the other way ``fp8(x / scale)`` as
@@ -444,11 +448,21 @@ def transfer_kv_all_layers(src_k_ptrs, src_v_ptrs, dst_k_ptrs, dst_v_ptrs, src_i
     ctx._lib.check(ctx._lib.fn["kvjit_transfer_kv_prepare" if prepare else "kvjit_transfer_kv"](ctx.handle, args))
 
 
-def transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, **keywords):
+def transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *, layouts=False, **keywords):
     """The kvjit_transfer_kv_args the rules make of these arguments (bytes, _lib.TRANSFER_KV_PACKER's
-    layout), without calling the library."""
+    layout), without calling the library. ``layouts=True``: (those bytes, {"src_k": _lib.Layout or
+    None (flat), "src_v": ..., "dst_k": ..., "dst_v": ...}), the caches' inferred layouts."""
     scalars = transfer_arguments(keywords.get("src_num_slots"), keywords.get("dst_num_slots"),
                                  keywords.get("split", 0), keywords.get("pdl", "auto"), keywords.get("row_elements"),
                                  keywords.get("k_scale"), keywords.get("v_scale"), keywords.get("max_ctas", 0))
-    return native().transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars,
-                                     stream_handle(keywords.get("stream")))
+    raw = native().transfer_kv_args(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, *scalars,
+                                    stream_handle(keywords.get("stream")))
+    packed, rest = raw[:_lib.TRANSFER_KV_PACKER.size], raw[_lib.TRANSFER_KV_PACKER.size:]
+    if not layouts:
+        return packed
+    pointers = _lib.TRANSFER_KV_PACKER.unpack(packed)[-4:]  # src_k, src_v, dst_k, dst_v layout pointers
+    size = ctypes.sizeof(_lib.Layout)
+    found = {}
+    for i, name in enumerate(("src_k", "src_v", "dst_k", "dst_v")):
+        found[name] = _lib.Layout.from_buffer_copy(rest[i * size:(i + 1) * size]) if pointers[i] else None
+    return packed, found

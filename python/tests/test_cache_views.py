@@ -10,7 +10,7 @@ block_size]; MLA [blocks, block_size, 512 + 64]) and SGLang's MHA pool ([size, H
 from _support import FakeCAI, FakeDLPack, raises
 
 import kvjit
-from kvjit import _ops
+from kvjit import _lib, _ops
 
 B, H, D, BLOCKS, BS = 16, 8, 128, 256, 16
 K, V, KC, VC, LOC = 0x10000000, 0x20000000, 0x30000000, 0x40000000, 0x50000000
@@ -194,3 +194,75 @@ def test_layouts_address_what_torch_indexes():
             offsets = layout_offsets(torch, args, side, storage.data_ptr(), loc, rows[0].numel(), 4)
             got = storage.flatten()[offsets]
             assert torch.equal(got, rows.reshape(len(loc), -1)), f"{name} {side}"
+
+
+# ---- transfer_kv: SGLang's host layouts, sliced per layer, read by the same rule -----------------
+
+
+def sglang_host_views(torch, layers=4, pages=16, page=8, heads=4, dim=32, layer=1):
+    """SGLang's four host layouts (its memory_pool_host.py), K's view of one layer as [slots, H, D]
+    or [pages, page_size, H, D] (page_head's as its transpose(1, 2)), and the storage."""
+    out = {}
+    size = pages * page
+    t = torch.zeros((2, layers, size, heads, dim))
+    out["layer_first"] = (t, t[0, layer])
+    t = torch.zeros((2, size, layers, heads, dim))
+    out["page_first"] = (t, t[0, :, layer])
+    t = torch.zeros((2, pages, layers, page, heads, dim))
+    out["page_first_direct"] = (t, t[0, :, layer])
+    t = torch.zeros((2, pages, heads, page, layers, dim))
+    out["page_head"] = (t, t[0, :, :, :, layer].transpose(1, 2))
+    return out
+
+
+def test_transfer_reads_sglang_host_layouts_from_the_views():
+    """Both directions between a device-style pool [size, H, D] and each host layout's per-layer
+    view: the rows are [H, D] whichever side is paged, and the inferred layout (or flat stride)
+    addresses each element where torch's indexing of the view puts it."""
+    try:
+        import torch
+    except ImportError:
+        from _support import skip
+        skip("no torch")
+    heads, dim, pages, page = 4, 32, 16, 8
+    pool = torch.arange(pages * page * heads * dim, dtype=torch.float32).reshape(pages * page, heads, dim)
+    loc = torch.randperm(pages * page)[:20]
+    for name, (storage, view) in sglang_host_views(torch, heads=heads, dim=dim, pages=pages, page=page).items():
+        for direction in ("offload", "load"):
+            src, dst = (pool, view) if direction == "offload" else (view, pool)
+            packed, lay = _ops.transfer_kv_args(src, None, dst, None, loc, loc, layouts=True)
+            host, host_side = (view, "dst_k") if direction == "offload" else (view, "src_k")
+            args = _lib.TRANSFER_KV_PACKER.unpack(packed)
+            assert args[11] == heads * dim * 4, (name, direction)  # k_row_bytes: [H, D] rows
+            layout = lay[host_side]
+            if name in ("layer_first", "page_first"):
+                assert layout is None, (name, direction)  # flat slots: today's stride
+                continue
+            assert layout is not None and layout.page_size == page, (name, direction)
+            # every element of the chosen slots, by the layout, against torch's own indexing
+            rows = loc
+            byte = (rows // page) * layout.page_stride + (rows % page) * layout.slot_stride
+            e = torch.arange(heads * dim)
+            off = byte[:, None].clone().expand(-1, heads * dim).clone()
+            rest = e.clone()
+            for extent, stride in reversed(layout.row()):
+                off += (rest % extent) * stride
+                rest //= extent
+            base = host.data_ptr() - storage.data_ptr()
+            storage.zero_()
+            host.reshape(-1)  # views stay views; write through torch's indexing of the view
+            if host.dim() == 4:
+                host[loc // page, loc % page] = pool[loc]
+            flat = storage.flatten()
+            got = flat[(off + base) // 4]
+            assert torch.equal(got, pool[loc].reshape(len(loc), -1)), (name, direction)
+
+
+def test_transfer_refusals_for_views():
+    kc = FakeCAI((4096, H, D), "<f2", KC)
+    five = FakeCAI((16, H, 16, BS, 8), "|u1", VC)
+    with raises(ValueError, match=r"^dst_k: expected \[slots, H, D\]"):
+        _ops.transfer_kv_args(kc, None, five, None, FakeCAI((B,), "<i8", LOC), FakeCAI((B,), "<i8", LOC))
+    expanded = FakeCAI((256, BS, H, D), "<f2", VC, strides=(0, H * D * 2, D * 2, 2))
+    with raises(ValueError, match="^dst_k: dim 0 .*stride 0"):
+        _ops.transfer_kv_args(kc, None, expanded, None, FakeCAI((B,), "<i8", LOC), FakeCAI((B,), "<i8", LOC))

@@ -7,7 +7,9 @@ transposed V (layout="vllm_paged"), MLA's kv_c + k_pe into one row, and SGLang-s
 with strided heads. bf16 rows; fp8 e4m3 with per-tensor and per-head scales; int32 and int64 ids
 with padding (-1) and out-of-range ids (skipped and counted); a CUDA graph replayed with new
 ids and rows; and, for every layout, the whole storage compared, so nothing outside the target
-rows may change. Skips without torch or a CUDA device.
+rows may change. Then transfer_kv between a device pool and SGLang's pinned host layouts
+(page_first_direct, page_head) passed as per-layer views, both directions. Skips without torch or
+a CUDA device.
 """
 
 from _support import need_gpu, parametrize
@@ -153,3 +155,41 @@ def test_the_torch_op_reads_the_same_layouts(name):
     op(k, v, *layout.views(store), loc, layout=1 if layout.kvjit_keywords else 0)
     torch.cuda.synchronize()
     compare(torch, store, want, f"{name} through the torch op")
+
+
+@parametrize("host_layout", ["page_first_direct", "page_head"])
+def test_transfer_with_sglang_host_layouts_from_views(host_layout):
+    """transfer_kv between a device pool [size, H, D] and one layer of SGLang's pinned host layouts,
+    the host side passed as the per-layer view (its layout read from the tensor), both directions,
+    every byte of the host storage and the pool compared with torch's indexing."""
+    torch = need_gpu()
+    layers, pages, page, heads, dim, layer = 3, 32, 16, 8, 64, 1
+    size = pages * page
+    if host_layout == "page_first_direct":
+        host = torch.empty((2, pages, layers, page, heads, dim), dtype=torch.bfloat16).pin_memory()
+        view_k, view_v = host[0, :, layer], host[1, :, layer]
+    else:
+        host = torch.empty((2, pages, heads, page, layers, dim), dtype=torch.bfloat16).pin_memory()
+        view_k, view_v = host[0, :, :, :, layer].transpose(1, 2), host[1, :, :, :, layer].transpose(1, 2)
+    pool_k = torch.randn((size, heads, dim), device="cuda").to(torch.bfloat16)
+    pool_v = torch.randn((size, heads, dim), device="cuda").to(torch.bfloat16)
+    src = torch.randperm(size, device="cuda")[:100]
+    dst = torch.randperm(size, device="cuda")[:100]
+    host.view(torch.uint8).random_(0, 256)
+    want = host.clone()
+    hd = dst.cpu()
+    want_k = want[0, :, layer] if host_layout == "page_first_direct" else want[0, :, :, :, layer].transpose(1, 2)
+    want_v = want[1, :, layer] if host_layout == "page_first_direct" else want[1, :, :, :, layer].transpose(1, 2)
+    want_k[hd // page, hd % page] = pool_k[src].cpu()
+    want_v[hd // page, hd % page] = pool_v[src].cpu()
+    kvjit.transfer_kv(pool_k, pool_v, view_k, view_v, src, dst)  # offload
+    torch.cuda.synchronize()
+    assert torch.equal(host.view(torch.uint8), want.view(torch.uint8)), f"{host_layout} offload"
+    back_k, back_v = torch.zeros_like(pool_k), torch.zeros_like(pool_v)
+    kvjit.transfer_kv(view_k, view_v, back_k, back_v, dst, src)  # load it back
+    torch.cuda.synchronize()
+    want_back = torch.zeros_like(pool_k)
+    want_back[src] = pool_k[src]
+    assert torch.equal(back_k.view(torch.uint8), want_back.view(torch.uint8)), f"{host_layout} load"
+    want_back[src] = pool_v[src]
+    assert torch.equal(back_v.view(torch.uint8), want_back.view(torch.uint8)), f"{host_layout} load V"

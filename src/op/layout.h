@@ -32,6 +32,22 @@
 /** The static part of a view, as an op's variant fields hold it (0: absent). */
 enum { KVJIT_VIEW_F_PAGE, KVJIT_VIEW_F_ATOM, KVJIT_VIEW_F_DIM0, KVJIT_VIEW_F_DIM1, KVJIT_VIEW_F_COUNT };
 
+/**
+ * The four variant fields of a view's static part (KVJIT_VIEW_F_* order), as designated
+ * initializers of an op's field table: F##_PAGE .. F##_DIM1, named @p prefix "page" ... (a string
+ * literal, e.g. "k_"), their help naming @p what (e.g. "K cache"). Every op's layout fields read
+ * and range-check the same way.
+ */
+#define KVJIT_VIEW_FIELDS(F, prefix, what)                                                                         \
+  [F##_PAGE] = {prefix "page", "slots per page of the " what "; 0 = flat slots", KVJIT_FIELD_INT,                    \
+                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
+  [F##_ATOM] = {prefix "atom", "bytes of each contiguous run of a row of the " what "; 0 = the row is one run",       \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                  \
+  [F##_DIM0] = {prefix "dim0", "with 2 or 3 strided row dims of the " what ": the outermost's extent; 0 = fewer",     \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
+  [F##_DIM1] = {prefix "dim1", "with 3 strided row dims of the " what ": the middle one's extent; 0 = fewer",        \
+                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
+
 typedef struct kvjit_view {
   /* static: what a kernel is specialized on */
   int64_t page_size;                   /* 0: flat slots; else >= 2 */

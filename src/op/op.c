@@ -24,7 +24,7 @@ static _Atomic int device_sm[MAX_DEVICES];
 
 /* In a process that sees one device, every current context is that device's: its capability is
  * known without asking the driver which device is current (a call that showed in the host cost,
- * bench_store's "host:" lines). 0 until known, -1 with several devices. */
+ * bench_ops' host-cost rows). 0 until known, -1 with several devices. */
 static _Atomic int only_device_sm;
 
 static kvjit_status device_sm_of(const kvjit_driver *drv, CUdevice dev, int *sm) {

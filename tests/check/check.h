@@ -72,8 +72,9 @@ typedef struct check_world {
   /** Input sets (1 in a check): launch j reads set j % sets (its rows and slot ids), the way the
    *  bench driver rotates inputs; layout() sizes the inputs for all of them. */
   int sets;
-  /** 1 for the bench driver: buffers of rows (row > 0) and outputs have no host copy (zeroed on
-   *  the device); fill() writes the rest (slot ids, tables, scales) for every set, no reference. */
+  /** 1 for the bench driver: buffers of rows (row > 0) and outputs have no host copy (outputs
+   *  zeroed, input rows 0x3f80 in every 16 bits: 1.0 as bf16, normal as f16 and f32); fill() writes
+   *  the rest (slot ids, tables, scales) for every set, no reference. */
   int timing;
 } check_world;
 
@@ -113,6 +114,16 @@ typedef struct check_op {
    *  the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch of the cell. */
   int bench_max_launches;
   int bench_launches_measured;
+  /** 1 for the cells whose host cost the driver also measures (the whole eager call against a raw
+   *  cuLaunchKernelEx of the kernel it launched); NULL: none. */
+  int (*bench_host_cost)(const void *c);
+  /* The variant space from the op's field table (check/check_space.h): its cases of group "fields". */
+  /** The op's space: check_space_get() with the op's bases; *dropped as there (may be NULL). */
+  size_t (*space)(const kvjit_variant **out, size_t *dropped);
+  /** The case of variant @p v (@p index picks its batch among a few of every class). */
+  void (*from_variant)(const kvjit_variant *v, size_t index, void *c);
+  /** The variant case @p c uses with its own PDL mode, arch 0, canonical. @return 0 when it has none. */
+  int (*to_variant)(const void *c, kvjit_variant *out);
 } check_op;
 
 /** The table of ops (check_ops.c). */

@@ -7,6 +7,7 @@
  *                                  the same on every machine), or --quick
  *   check_gpu --op transfer_kv     one op;  --case N: case N of it alone (what a failure prints)
  *   check_gpu --group layout       the cases whose description starts with that group's name
+ *                                  (e.g. fields: the variant space of the ops' field tables, check_space.h)
  *   check_gpu --list [--quick]     the cases and their parameters, no GPU needed; --count: per op
  *                                  (and fails when an op of the library has no family here)
  *

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_space.h"
 #include "check_store.h"
 #include "fp8_ref.h"
 #include "test_layouts.h"
@@ -66,13 +67,21 @@ static void describe(const void *cv, char *out, size_t cap) {
 }
 
 /* The widest access (<= 16 B) every pointer and stride allows: what the call will key on. */
-static int vector_bytes(const store_case *c) {
-  const int64_t parts[] = {c->k_off, c->v_off, c->kc_off, c->vc_off, c->k_row, c->v_row,
-                           c->k_row + c->k_pad, c->v_row + c->v_pad, c->k_row + c->kc_pad, c->v_row + c->vc_pad};
+static int widest(const int64_t *parts, size_t n) {
   int vec = 16;
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+  for (size_t i = 0; i < n; i++)
     while (vec > 1 && parts[i] % vec != 0) vec /= 2;
   return vec;
+}
+
+/* The widest access (<= 16 source bytes) every pointer and stride allows: what the call keys on
+ * (store_kv_args.c). Quantizing, an access of vec source bytes writes vec / element-size cache bytes. */
+static int vector_bytes(const store_case *c) {
+  const int64_t src[] = {c->k_off, c->v_off, c->k_row, c->v_row, c->k_row + c->k_pad, c->v_row + c->v_pad};
+  const int64_t kcr = cache_row(c, c->k_row), vcr = cache_row(c, c->v_row);
+  const int64_t cache[] = {c->kc_off, c->vc_off, kcr, vcr, kcr + c->kc_pad, vcr + c->vc_pad};
+  const int src_vec = widest(src, 6), cache_vec = widest(cache, 6) * elem_bytes(c);
+  return src_vec < cache_vec ? src_vec : cache_vec;
 }
 
 static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, size_t capacity) {
@@ -87,6 +96,22 @@ static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, 
   v.split = c->split;
   v.vector_bytes = vector_bytes(c);
   return kvjit_store_kv_variant_format(&v, out, capacity) == KVJIT_OK;
+}
+
+int store_case_variant(const void *cv, kvjit_variant *out) {
+  const store_case *c = cv;
+  if (kvjit_variant_init(out, kvjit_op_find("store_kv_cache")) != KVJIT_OK) return 0;
+  check_variant_set(out, "k_row_bytes", c->k_row);
+  check_variant_set(out, "v_row_bytes", c->v_row);
+  check_variant_set(out, "index", c->index_type);
+  check_variant_set(out, "pdl", c->common.pdl);
+  check_variant_set(out, "split", c->split);
+  check_variant_set(out, "vec", vector_bytes(c));
+  check_variant_set(out, "dtype", c->dtype);
+  check_variant_set(out, "cache_dtype", c->cache_dtype);
+  check_variant_set(out, "scale", c->scale);
+  check_variant_set(out, "num_heads", c->scale == KVJIT_SCALE_PER_HEAD ? c->heads : 0);
+  return kvjit_variant_check(out) == KVJIT_OK;
 }
 
 static void layout(const void *cv, check_world *w) {
@@ -353,6 +378,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
   const store_case *c = cv;
   kvjit_store_kv_args a = KVJIT_STORE_KV_ARGS_INIT;
   const int64_t set = w->sets > 1 ? l->step % w->sets : 0, first = set * c->batch; /* the set's first item */
+  const int64_t first_in = c->hot_inputs ? 0 : first;                                /* the rows it reads */
   a.batch = c->batch;
   a.num_slots = num_slots(c);
   a.pdl = l->pdl;
@@ -367,7 +393,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.indices = check_ptr(w, w->ids[second ? B_IDX2 : B_IDX]);
     a.k_row_bytes = c->k_row;
   } else {
-    a.k = (const char *)check_ptr(w, w->ids[B_K]) + first * (c->k_row + c->k_pad);
+    a.k = (const char *)check_ptr(w, w->ids[B_K]) + first_in * (c->k_row + c->k_pad);
     a.k_cache = check_ptr(w, w->ids[B_KC]);
     a.indices = (const char *)check_ptr(w, w->ids[B_IDX]) + (size_t)(first * c->index_stride) * id_bytes(c);
     a.index_type = c->index_type;
@@ -376,7 +402,7 @@ void check_store_args(const void *cv, const check_world *w, const check_launch *
     a.k_stride = c->k_row + c->k_pad;
     a.k_cache_stride = cache_row(c, c->k_row) + c->kc_pad;
     if (c->v_row > 0) {
-      a.v = (const char *)check_ptr(w, w->ids[B_V]) + first * (c->v_row + c->v_pad);
+      a.v = (const char *)check_ptr(w, w->ids[B_V]) + first_in * (c->v_row + c->v_pad);
       /* K and V views of one cache (a layout's v_base) have no V buffer of their own. */
       a.v_cache = w->ids[B_VC] >= 0 ? check_ptr(w, w->ids[B_VC])
                                     : (char *)check_ptr(w, w->ids[B_KC]) + w->layout_v_base;
@@ -416,9 +442,10 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const store_case *c = cv;
-  snprintf(out, capacity, "%lld,%lld,%s,%s,%s,%s", (long long)c->k_row, (long long)c->batch,
+  snprintf(out, capacity, "%lld,%lld,%s,%s,%s%s,%s,%s", (long long)c->k_row, (long long)c->batch,
            c->index_type == KVJIT_INDEX_INT32 ? "int32" : "int64", c->common.pdl == KVJIT_PDL_OFF ? "off" : "on",
-           quantizing(c) ? "bf16>fp8_e4m3" : "bytes",
+           quantizing(c) ? "bf16>fp8_e4m3" : "bytes", c->scale == KVJIT_SCALE_PER_HEAD ? "/head" : "",
+           c->hot_inputs ? "hot" : "dram",
            c->layout ? kvjit_test_layout_kind_name((kvjit_test_layout_kind)(c->layout - 1)) : "flat");
 }
 
@@ -437,6 +464,12 @@ static int bench_sets(const void *cv, int launches) {
   return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
 }
 
+/* bench_store's host-cost cell: a decode store of 1024 B rows, int64 ids, PDL on and off. */
+static int bench_host_cost(const void *cv) {
+  const store_case *c = cv;
+  return !quantizing(c) && !c->hot_inputs && c->k_row == 1024 && c->batch == 1 && c->index_type == KVJIT_INDEX_INT64;
+}
+
 const check_op check_store_op = {
     .name = "store_kv_cache",
     .case_size = sizeof(store_case),
@@ -449,8 +482,12 @@ const check_op check_store_op = {
     .launch = launch,
     .bench_count = store_bench_count,
     .bench_get = store_bench_get,
-    .bench_columns = "row_bytes,batch,index,pdl,dtype,layout",
+    .bench_columns = "row_bytes,batch,index,pdl,dtype,inputs,layout",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,
+    .bench_host_cost = bench_host_cost,
+    .space = store_space,
+    .from_variant = store_case_from_variant,
+    .to_variant = store_case_variant,
 };

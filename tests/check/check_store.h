@@ -33,6 +33,7 @@ typedef struct store_case {
   store_data data;
   int soft;                             /* the integer fp8 conversion (GPUs before sm_89), forced: check_store_soft.c */
   int chain;                            /* two stores, the second reading what the first wrote (PDL's order) */
+  int hot_inputs;                       /* bench: every launch reads input set 0 (L2-hot); ids still rotate */
   /* a laid-out cache (tests/test_layouts.h), when layout > 0: kind layout - 1 of heads x head_dim
    * elements, block_size slots per page; the cache pads and offsets then apply to its bases */
   int layout;
@@ -46,14 +47,19 @@ store_case store_case_plain(const char *group, int64_t batch, int64_t row);
 size_t store_case_count(void);
 void store_case_get(size_t index, void *c);
 
+/** The variant space from the op's field table, a case of one of its variants, and a case's
+ *  variant (check_store_cases.c, check_store.c; check_op's space hooks). */
+size_t store_space(const kvjit_variant **out, size_t *dropped);
+void store_case_from_variant(const kvjit_variant *v, size_t index, void *c);
+int store_case_variant(const void *c, kvjit_variant *out);
 /** Source element @p p of dtype @p d (f16, bf16, f32) as fp32 (exact): what a quantizing store converts. */
 float check_store_source_value(kvjit_dtype d, const unsigned char *p);
 
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
 
-/** The bench driver's cells: rows x batches x index x PDL, plain copies and quantizing
- *  (check_store_cases.c). */
+/** The bench driver's cells: rows x batches x index x PDL, plain copies (inputs from DRAM, and
+ *  decode cells with L2-hot inputs) and quantizing (check_store_cases.c). */
 size_t store_bench_count(void);
 void store_bench_get(size_t index, void *c, int timing);
 

@@ -6,10 +6,12 @@
  * bases, bad ids with the counter, batch 0, a chain of two stores. Quantizing: all 65536 f16
  * patterns, the fp8 edges from bf16 and f32, random values of every dtype x fp8 kind x scale kind,
  * the features (bad ids, K only, asymmetric, strides, misaligned caches, splits, the round path)
- * and a graph that reads new scales at replay; the integer conversion path as well.
+ * and a graph that reads new scales at replay; the integer conversion path as well. Then the
+ * variant space from the op's field table (check_space.h: every value of every field).
  */
 #include <string.h>
 
+#include "check_space.h"
 #include "check_store.h"
 #include "test_layouts.h"
 
@@ -396,6 +398,59 @@ static void layout_make(size_t i, store_case *c) {
   if (b == 2) c->common.graph = 2;
 }
 
+/* ---- the variant space from the op's field table ------------------------------------------------- */
+
+/* Where the space starts: a plain copy and a quantizing store; every field is varied from each. */
+static const char *const space_bases[] = {
+    "store_kv_cache arch=0 k_row_bytes=1024 v_row_bytes=1024 index=int64 pdl=auto split=0 vec=16",
+    "store_kv_cache arch=0 k_row_bytes=2048 v_row_bytes=2048 index=int64 pdl=auto split=0 vec=16 dtype=bf16 "
+    "cache_dtype=fp8_e4m3 scale=head num_heads=8",
+};
+
+/* A laid-out cache is a kind of tests/test_layouts.h in a case (group "layout"), not yet these
+ * fields of its static part: they stay flat here. */
+static const char *const space_fixed[] = {"k_page", "k_atom", "k_dim0", "k_dim1", "v_page",
+                                          "v_atom", "v_dim0", "v_dim1", "v_vec"};
+
+size_t store_space(const kvjit_variant **out, size_t *dropped) {
+  static const check_space_map map = {sizeof(store_case), store_case_from_variant, store_case_variant, space_fixed,
+                                      COUNT(space_fixed)};
+  return check_space_get("store_kv_cache", space_bases, COUNT(space_bases), &map, out, dropped);
+}
+
+void store_case_from_variant(const kvjit_variant *v, size_t index, void *out) {
+  static const int64_t batches[] = {1, 7, 33, 300, 4097};
+  const int64_t k_row = check_variant_value(v, "k_row_bytes"), v_row = check_variant_value(v, "v_row_bytes");
+  int64_t batch = batches[index % COUNT(batches)];
+  while (batch > 1 && batch * (k_row + v_row) > ((int64_t)64 << 20)) batch /= 4; /* <= 64 MiB of rows */
+  store_case *c = out;
+  *c = store_case_plain("fields", batch, k_row);
+  c->v_row = v_row;
+  c->index_type = (kvjit_index_type)check_variant_value(v, "index");
+  c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
+  c->split = (int)check_variant_value(v, "split");
+  c->dtype = (kvjit_dtype)check_variant_value(v, "dtype");
+  c->cache_dtype = (kvjit_dtype)check_variant_value(v, "cache_dtype");
+  /* A base aligned to exactly vec bytes: the K rows' (a plain copy), or the K cache's (quantizing:
+   * source rows stay aligned to their elements; one cache byte takes one source element). */
+  const int64_t vec = check_variant_value(v, "vec");
+  const int64_t elem = c->cache_dtype == KVJIT_DTYPE_BYTES ? 1 : c->dtype == KVJIT_DTYPE_F32 ? 4 : 2;
+  if (vec < 16 && elem == 1) c->k_off = (unsigned)vec;
+  else if (vec < 16) c->kc_off = (unsigned)(vec / elem);
+  c->scale = (kvjit_scale_kind)check_variant_value(v, "scale");
+  c->heads = check_variant_value(v, "num_heads");
+}
+
+static size_t fields_count(void) {
+  const kvjit_variant *v;
+  return store_space(&v, NULL);
+}
+static void fields_make(size_t i, store_case *c) {
+  const kvjit_variant *v;
+  store_space(&v, NULL);
+  store_case_from_variant(&v[i], i, c);
+}
+
 /* ---- the table ----------------------------------------------------------------------------------- */
 
 static const struct {
@@ -408,7 +463,7 @@ static const struct {
     {paired_count, paired_make},     {zero_count, zero_make},         {chain_count, chain_make},
     {f16_count, f16_make},           {edges_count, edges_make},       {fp8_random_count, fp8_random_make},
     {fp8_features_count, fp8_features_make}, {fp8_graph_count, fp8_graph_make},
-    {layout_count, layout_make},
+    {layout_count, layout_make},     {fields_count, fields_make},
 };
 
 size_t store_case_count(void) {
@@ -432,13 +487,22 @@ void store_case_get(size_t index, void *out) {
 
 /* ---- the bench driver's cells --------------------------------------------------------------------- */
 
-/* bench_store's grid (rows 128..8192 B x batch 1..65536 x int32/int64 x PDL on/off) and
- * bench_fp8's (bf16 rows of 128..8192 B quantized to e4m3 with a per-tensor scale, int64, PDL on).
+/* bench_store's grid (rows 128..8192 B x batch 1..65536 x int32/int64 x PDL on/off), its decode
+ * cells with L2-hot inputs (batch 1 and 16, int64, PDL on: every launch reads the same rows, the
+ * slots still rotate) and bench_fp8's (bf16 rows of 128..8192 B quantized to e4m3 with a
+ * per-tensor and a per-head scale of 64-element heads, int64, PDL on, at both benches' batches).
  * As timed, 2 GiB / row slots per K and V cache, as the benchmarks of record had them (slots spread
  * over DRAM); checked first with small caches. */
 static const int64_t bench_rows[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 static const int64_t bench_batches[] = {1, 16, 128, 1024, 8192, 65536};
-enum { BENCH_CELLS = COUNT(bench_rows) * COUNT(bench_batches), BENCH_PLAIN = BENCH_CELLS * 4, BENCH_FP8 = BENCH_CELLS };
+static const int64_t hot_batches[] = {1, 16};
+static const int64_t fp8_batches[] = {1, 16, 128, 256, 1024, 4096, 8192, 65536};
+enum {
+  BENCH_ROWS = COUNT(bench_rows),
+  BENCH_PLAIN = BENCH_ROWS * COUNT(bench_batches) * 4,
+  BENCH_HOT = BENCH_ROWS * COUNT(hot_batches),
+  BENCH_FP8 = BENCH_ROWS * COUNT(fp8_batches) * 2,
+};
 
 /* Laid-out caches (issue 29's grid): Llama-3.1-8B's 8 KV heads of 128, bf16, 16 slots per page, int64
  * ids, PDL on, tokens 1 .. 65536, and bf16 -> e4m3 per tensor at 4096 tokens. NHD's view is flat:
@@ -473,26 +537,33 @@ static void bench_layout_get(size_t i, store_case *c, int timing) {
   if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)c->k_row) - batch; /* 2 GiB / K row */
 }
 
-size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_FP8 + BENCH_LAYOUT; }
+size_t store_bench_count(void) { return BENCH_PLAIN + BENCH_HOT + BENCH_FP8 + BENCH_LAYOUT; }
 
 void store_bench_get(size_t i, void *out, int timing) {
   store_case *c = out;
-  if (i >= BENCH_PLAIN + BENCH_FP8) {
-    bench_layout_get(i - BENCH_PLAIN - BENCH_FP8, c, timing);
+  if (i >= BENCH_PLAIN + BENCH_HOT + BENCH_FP8) {
+    bench_layout_get(i - BENCH_PLAIN - BENCH_HOT - BENCH_FP8, c, timing);
     return;
   }
-  int quant = i >= BENCH_PLAIN;
-  size_t k = quant ? i - BENCH_PLAIN : i;
-  size_t cell = quant ? k : k / 4;
-  int64_t row = bench_rows[cell / COUNT(bench_batches)], batch = bench_batches[cell % COUNT(bench_batches)];
-  *c = store_case_plain(quant ? "bench_fp8" : "bench", batch, row);
-  c->index_type = quant || (k / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
-  c->common.pdl = quant || k % 2 == 0 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
-  if (quant) {
+  if (i < BENCH_PLAIN) {
+    const size_t cell = i / 4;
+    *c = store_case_plain("bench", bench_batches[cell % COUNT(bench_batches)], bench_rows[cell / COUNT(bench_batches)]);
+    c->index_type = (i / 2) % 2 ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
+    c->common.pdl = i % 2 == 0 ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
+  } else if (i < BENCH_PLAIN + BENCH_HOT) {
+    const size_t k = i - BENCH_PLAIN;
+    *c = store_case_plain("bench_hot", hot_batches[k % COUNT(hot_batches)], bench_rows[k / COUNT(hot_batches)]);
+    c->common.pdl = KVJIT_PDL_ON;
+    c->hot_inputs = 1;
+  } else {
+    const size_t k = i - BENCH_PLAIN - BENCH_HOT, cell = k / 2;
+    const int64_t row = bench_rows[cell / COUNT(fp8_batches)];
+    *c = store_case_plain("bench_fp8", fp8_batches[cell % COUNT(fp8_batches)], row);
+    c->common.pdl = KVJIT_PDL_ON;
     c->dtype = KVJIT_DTYPE_BF16;
     c->cache_dtype = KVJIT_DTYPE_FP8_E4M3;
-    c->scale = KVJIT_SCALE_PER_TENSOR;
-    c->heads = 8;
+    c->scale = k % 2 ? KVJIT_SCALE_PER_HEAD : KVJIT_SCALE_PER_TENSOR;
+    c->heads = k % 2 ? row / 2 / 64 : 8; /* bench_fp8's heads: 64 elements each */
   }
-  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)row) - batch; /* both benches: 2 GiB / source row */
+  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)c->k_row) - c->batch; /* 2 GiB / source row */
 }

@@ -17,32 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_space.h"
 #include "check_transfer.h"
 #include "host_layouts.h"
 #include "fp8_ref.h"
 
-typedef struct transfer_case {
-  check_common common;
-  const char *group;
-  int64_t batch;
-  int64_t k_row, v_row;         /* v_row 0: K only */
-  int64_t src_pad, dst_pad;     /* slot stride = row + pad, both tensors */
-  int64_t src_slots, dst_slots;
-  int64_t src_index_stride, dst_index_stride;
-  int layers;                   /* 0: one layer; N: tables of N */
-  kvjit_location src, dst;
-  kvjit_index_type index_type;
-  int split;
-  int bad;                      /* padding and out-of-range ids mixed in */
-  int bad_layer;                /* tables: the layer whose dst_k entry is NULL (-1: none) */
-  kvjit_dtype src_dtype, dst_dtype; /* both BYTES: a plain copy */
-  kvjit_scale_kind scale;
-  int64_t heads;                /* scale per head */
-  int max_ctas;                 /* the call's CTA budget */
-  /* SGLang's host layouts on the host side (issue 29): its view, and that of one layer */
-  kvjit_host_layout host;       /* kind KVJIT_HOST_FLAT: none */
-  kvjit_layout host_view;       /* the call's src_/dst_ k and v layout (one per side, shared) */
-} transfer_case;
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -216,12 +195,78 @@ static void graph_make(size_t i, transfer_case *c) {
   c->common.graph = 3;
 }
 
+/* The variant space from the op's field table (check_space.h): every value of every field, from
+ * a plain copy and a converting one; cases of a few batches of every class, up to 64 MiB per
+ * device cache (16 MiB host). */
+static const char *const space_bases[] = {
+    "transfer_kv arch=0 k_row_bytes=1024 v_row_bytes=1024 index=int64 src=device dst=device layers=one pdl=auto "
+    "split=0 vec=16",
+    "transfer_kv arch=0 k_row_bytes=2048 v_row_bytes=2048 index=int64 src=device dst=host layers=one pdl=auto "
+    "split=0 vec=16 src_dtype=bf16 dst_dtype=fp8_e4m3 scale_kind=head num_heads=8",
+};
+
+static void from_variant(const kvjit_variant *v, size_t index, void *out);
+static int src_elem(const transfer_case *c);
+static int dst_elem(const transfer_case *c);
+static int to_variant(const void *c, kvjit_variant *out);
+
+/* SGLang's host layouts are cases of their own group (host_layouts), not yet these view fields. */
+static const char *const space_fixed[] = {"src_page", "src_atom", "src_dim0", "src_dim1",
+                                          "dst_page", "dst_atom", "dst_dim0", "dst_dim1"};
+
+static size_t space(const kvjit_variant **out, size_t *dropped) {
+  static const check_space_map map = {sizeof(transfer_case), from_variant, to_variant, space_fixed,
+                                      COUNT(space_fixed)};
+  return check_space_get("transfer_kv", space_bases, COUNT(space_bases), &map, out, dropped);
+}
+
+static void from_variant(const kvjit_variant *v, size_t index, void *out) {
+  static const int64_t batches[] = {1, 7, 65, 1000, 4097};
+  transfer_case *c = out;
+  const int64_t k_row = check_variant_value(v, "k_row_bytes"), v_row = check_variant_value(v, "v_row_bytes");
+  const kvjit_location src = (kvjit_location)check_variant_value(v, "src"),
+                       dst = (kvjit_location)check_variant_value(v, "dst");
+  const int host = src == KVJIT_LOCATION_HOST || dst == KVJIT_LOCATION_HOST;
+  int64_t batch = batches[index % COUNT(batches)];
+  while (batch > 1 && batch * (k_row + v_row) > ((int64_t)(host ? 16 : 64) << 20)) batch /= 4;
+  *c = base("fields", batch, k_row, 0);
+  c->v_row = v_row;
+  c->src = src;
+  c->dst = dst;
+  c->index_type = (kvjit_index_type)check_variant_value(v, "index");
+  c->layers = check_variant_value(v, "layers") ? 3 : 0; /* "table": three layers */
+  c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
+  c->split = (int)check_variant_value(v, "split");
+  c->src_dtype = (kvjit_dtype)check_variant_value(v, "src_dtype");
+  c->dst_dtype = (kvjit_dtype)check_variant_value(v, "dst_dtype");
+  c->scale = (kvjit_scale_kind)check_variant_value(v, "scale_kind");
+  c->heads = check_variant_value(v, "num_heads");
+  const int64_t ctas = check_variant_value(v, "ctas"); /* auto, few, all */
+  c->max_ctas = ctas == 1 ? KVJIT_TRANSFER_KV_HOST_CTAS : ctas == 2 ? KVJIT_TRANSFER_KV_ALL_CTAS : 0;
+  /* Slot strides aligned to exactly vec bytes: the source's past a row (a plain copy), or the
+   * destination's (converting: whole elements on both sides, vec counted in source bytes). */
+  const int64_t vec = check_variant_value(v, "vec");
+  if (vec < 16 && c->src_dtype == c->dst_dtype) c->src_pad = vec;
+  else if (vec < 16) c->dst_pad = vec / src_elem(c) * dst_elem(c);
+  c->src_slots = c->dst_slots = batch + batch / 3 + 5;
+}
+
+static size_t fields_count(void) {
+  const kvjit_variant *v;
+  return space(&v, NULL);
+}
+static void fields_make(size_t i, transfer_case *c) {
+  const kvjit_variant *v;
+  space(&v, NULL);
+  from_variant(&v[i], i, c);
+}
+
 static const struct {
   size_t (*count)(void);
   void (*make)(size_t i, transfer_case *c);
 } groups[] = {{matrix_count, matrix_make}, {shapes_count, shapes_make}, {bad_count, bad_make},
               {zero_count, zero_make},     {graph_count, graph_make},   {convert_count, convert_make},
-              {ctas_count, ctas_make},     {host_layouts_count, host_layouts_make}};
+              {ctas_count, ctas_make},     {host_layouts_count, host_layouts_make}, {fields_count, fields_make}};
 
 static size_t case_count(void) {
   static size_t n;
@@ -349,6 +394,13 @@ static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, 
   return c->batch > 0 && n > 0 && (size_t)n < capacity;
 }
 
+/* The variant a case uses: its manifest line, read back. */
+static int to_variant(const void *c, kvjit_variant *out) {
+  char line[256];
+  return manifest_line(c, 0, ((const check_common *)c)->pdl, line, sizeof line) &&
+         kvjit_variant_parse(out, line) == KVJIT_OK;
+}
+
 static void layout(const void *cv, check_world *w) {
   const transfer_case *c = cv;
   char name[24];
@@ -398,33 +450,8 @@ static void fill_scales(const transfer_case *c, check_world *w) {
  * every value converted as tests/fp8_ref.h says the kernel must. */
 static void convert_row(const transfer_case *c, unsigned char *dst, const unsigned char *src, int64_t row,
                         const float *scales) {
-  if (!converting(c)) {
-    memcpy(dst, src, (size_t)row);
-    return;
-  }
-  const int es = src_elem(c), ed = dst_elem(c);
-  const int64_t elems = row / es, head = c->scale == KVJIT_SCALE_PER_HEAD ? elems / c->heads : elems;
-  const int to_fp8 = ed == 1;
-  for (int64_t e = 0; e < elems; e++) {
-    const float scale = c->scale == KVJIT_SCALE_NONE ? 1.0f : scales[e / head];
-    if (to_fp8) {
-      float x;
-      if (es == 4) {
-        memcpy(&x, src + 4 * e, 4);
-      } else {
-        uint16_t h;
-        memcpy(&h, src + 2 * e, 2);
-        x = c->src_dtype == KVJIT_DTYPE_BF16 ? fp8_ref_bf16_to_float(h) : fp8_ref_f16_to_float(h);
-      }
-      if (c->scale != KVJIT_SCALE_NONE) x = x / scale;
-      dst[e] = fp8_ref_encode(x, c->dst_dtype == KVJIT_DTYPE_FP8_E4M3);
-    } else {
-      const int dst_kind = c->dst_dtype == KVJIT_DTYPE_F16 ? 1 : c->dst_dtype == KVJIT_DTYPE_BF16 ? 2 : 3;
-      const uint32_t bits = fp8_ref_dequant(src[e], c->src_dtype == KVJIT_DTYPE_FP8_E4M3,
-                                            c->scale != KVJIT_SCALE_NONE, scale, dst_kind);
-      memcpy(dst + ed * e, &bits, (size_t)ed); /* little endian: the low bytes */
-    }
-  }
+  fp8_ref_convert_row(dst, src, row, converting(c) ? (int)c->src_dtype : 0, converting(c) ? (int)c->dst_dtype : 0,
+                      (int)c->scale, scales, c->heads);
 }
 
 static void fill_tables(const transfer_case *c, check_world *w) {
@@ -586,31 +613,49 @@ static kvjit_status launch(kvjit_context *ctx, const void *cv, const check_world
 /* ---- the bench driver's cells: bench_transfer's grid ----------------------------------------------- */
 
 /* Rows 512..16384 B x batch 64..65536 x device->device, device->host, host->device; one layer,
- * int64 ids, PDL automatic; 131072 slots on both sides (twice the largest batch). */
+ * int64 ids, PDL automatic; 131072 slots on both sides (twice the largest batch). Then
+ * bench_transfer --layers 8's cells: 8 layers through pointer tables, rows 2048 and 4096 B x batch
+ * 1024..16384, 32768 slots per layer. */
 static const int64_t bench_rows[] = {512, 2048, 4096, 16384};
 static const int64_t bench_batches[] = {64, 1024, 4096, 16384, 65536};
-enum { BENCH_DIRS = 3 };
+static const int64_t layers_rows[] = {2048, 4096};
+static const int64_t layers_batches[] = {1024, 4096, 16384};
+enum {
+  BENCH_DIRS = 3,
+  BENCH_ONE = COUNT(bench_rows) * COUNT(bench_batches) * BENCH_DIRS,
+  BENCH_LAYERS = COUNT(layers_rows) * COUNT(layers_batches) * BENCH_DIRS,
+  BENCH_TABLE_LAYERS = 8,
+};
 
-static size_t bench_count(void) { return COUNT(bench_rows) * COUNT(bench_batches) * BENCH_DIRS; }
+static size_t bench_count(void) { return BENCH_ONE + BENCH_LAYERS; }
 
 static void bench_get(size_t i, void *out, int timing) {
   transfer_case *c = out;
-  size_t cells = COUNT(bench_rows) * COUNT(bench_batches);
-  int dir = (int)(i / cells);
-  *c = base("bench", bench_batches[i % COUNT(bench_batches)], bench_rows[(i % cells) / COUNT(bench_batches)], dir);
-  c->src_slots = c->dst_slots = timing ? 2 * 65536 : c->batch + c->batch / 3 + 5;
+  if (i < BENCH_ONE) {
+    size_t cells = COUNT(bench_rows) * COUNT(bench_batches);
+    int dir = (int)(i / cells);
+    *c = base("bench", bench_batches[i % COUNT(bench_batches)], bench_rows[(i % cells) / COUNT(bench_batches)], dir);
+    c->src_slots = c->dst_slots = timing ? 2 * 65536 : c->batch + c->batch / 3 + 5;
+    return;
+  }
+  size_t k = i - BENCH_ONE, cells = COUNT(layers_rows) * COUNT(layers_batches);
+  *c = base("bench_layers", layers_batches[k % COUNT(layers_batches)], layers_rows[(k % cells) / COUNT(layers_batches)],
+            (int)(k / cells));
+  c->layers = BENCH_TABLE_LAYERS;
+  c->src_slots = c->dst_slots = timing ? 2 * 16384 : c->batch + c->batch / 3 + 5;
 }
 
 static void bench_cell(const void *cv, char *out, size_t capacity) {
   const transfer_case *c = cv;
-  snprintf(out, capacity, "%s2%s,%lld,%lld", c->src == KVJIT_LOCATION_HOST ? "h" : "d",
-           c->dst == KVJIT_LOCATION_HOST ? "h" : "d", (long long)c->k_row, (long long)c->batch);
+  snprintf(out, capacity, "%s2%s,%lld,%lld,%d", c->src == KVJIT_LOCATION_HOST ? "h" : "d",
+           c->dst == KVJIT_LOCATION_HOST ? "h" : "d", (long long)c->k_row, (long long)c->batch,
+           c->layers > 0 ? c->layers : 1);
 }
 
 /* Each K and V row read once and written once. */
 static double bench_bytes(const void *cv) {
   const transfer_case *c = cv;
-  return 2.0 * (double)c->batch * (double)(c->k_row + c->v_row);
+  return 2.0 * (double)c->batch * (double)(c->k_row + c->v_row) * (c->layers > 0 ? c->layers : 1);
 }
 
 /* Ids rotate through permutations of the slots (distinct within a set and across sets). */
@@ -632,11 +677,14 @@ const check_op check_transfer_op = {
     .launch = launch,
     .bench_count = bench_count,
     .bench_get = bench_get,
-    .bench_columns = "direction,row_bytes,batch",
+    .bench_columns = "direction,row_bytes,batch,layers",
     .bench_cell = bench_cell,
     .bench_bytes = bench_bytes,
     .bench_sets = bench_sets,
     /* bench_transfer's rule: host-link cells run at ~55 GB/s, not at the device's bandwidth. */
     .bench_max_launches = 64,
     .bench_launches_measured = 1,
+    .space = space,
+    .from_variant = from_variant,
+    .to_variant = to_variant,
 };

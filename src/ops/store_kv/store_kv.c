@@ -49,18 +49,8 @@ static const kvjit_op_field store_fields[STORE_F_COUNT] = {
                        0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, NULL},
     [STORE_F_HEADS] = {"num_heads", "heads per K row and per V row (scale=head)", KVJIT_FIELD_INT,
                        KVJIT_FIELD_OPTIONAL, 0, KVJIT_STORE_KV_QUANT_MAX_HEADS, NULL, 0, 0, NULL},
-#define VIEW_FIELDS(F, p, what)                                                                                    \
-  [F##_PAGE] = {p "page", "slots per page of the " what " cache; 0 = flat slots", KVJIT_FIELD_INT,                  \
-                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
-  [F##_ATOM] = {p "atom", "cache bytes of each contiguous run of a " what " row; 0 = the row is one run",           \
-                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                  \
-  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent (the last's follows); 0 = fewer", \
-                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
-  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,         \
-                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
-    VIEW_FIELDS(STORE_F_K, "k_", "K"),
-    VIEW_FIELDS(STORE_F_V, "v_", "V"),
-#undef VIEW_FIELDS
+    KVJIT_VIEW_FIELDS(STORE_F_K, "k_", "K cache"),
+    KVJIT_VIEW_FIELDS(STORE_F_V, "v_", "V cache"),
     [STORE_F_V_VEC] = {"v_vec", "widest V access, in bytes, of a laid-out cache when less than K's vec; 0 = vec",
                        KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, 16, NULL, 0, 0, "0"},
 };

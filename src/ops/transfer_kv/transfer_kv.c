@@ -57,18 +57,8 @@ static const kvjit_op_field transfer_fields[TRANSFER_F_COUNT] = {
                           KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(scale_words), KVJIT_SCALE_NONE, "none"},
     [TRANSFER_F_HEADS] = {"num_heads", "heads per K row and per V row (scale_kind=head)", KVJIT_FIELD_INT,
                           KVJIT_FIELD_OPTIONAL, 0, KVJIT_TRANSFER_KV_MAX_HEADS, NULL, 0, 0, "0"},
-#define VIEW_FIELDS(F, p, what)                                                                                    \
-  [F##_PAGE] = {p "page", "slots per page of the " what " caches' view; 0 = flat slots", KVJIT_FIELD_INT,           \
-                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_PAGE, NULL, 0, 0, "0"},                                   \
-  [F##_ATOM] = {p "atom", "bytes of each contiguous run of a " what " row; 0 = the row is one run", KVJIT_FIELD_INT, \
-                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_ATOM, NULL, 0, 0, "0"},                                   \
-  [F##_DIM0] = {p "dim0", "with 2 or 3 strided " what " row dims: the outermost's extent; 0 = fewer",              \
-                KVJIT_FIELD_INT, KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"},                \
-  [F##_DIM1] = {p "dim1", "with 3 strided " what " row dims: the middle one's extent; 0 = fewer", KVJIT_FIELD_INT,  \
-                KVJIT_FIELD_OPTIONAL, 0, KVJIT_VIEW_MAX_EXTENT, NULL, 0, 0, "0"}
-    VIEW_FIELDS(TRANSFER_F_SRC, "src_", "source"),
-    VIEW_FIELDS(TRANSFER_F_DST, "dst_", "destination"),
-#undef VIEW_FIELDS
+    KVJIT_VIEW_FIELDS(TRANSFER_F_SRC, "src_", "source caches' view"),
+    KVJIT_VIEW_FIELDS(TRANSFER_F_DST, "dst_", "destination caches' view"),
     [TRANSFER_F_CTAS] = {"ctas", "SMs a copy takes: few CTAs striding over the batch, or all the batch needs (auto: "
                          "few over the host link)", KVJIT_FIELD_WORD, KVJIT_FIELD_OPTIONAL, 0, 0, WORDS(ctas_words),
                          KVJIT_TRANSFER_KV_CTAS_AUTO, "auto"},

@@ -1,7 +1,7 @@
 /*
  * transfer_kv plans and their programs (see transfer_kv_plan.h).
  *
- * The choice, per batch class and link (first cut; bench/bench_transfer.c measures it on the GPU
+ * The choice, per batch class and link (first cut; bench/bench_ops measures it on the GPU
  * against the bounds, and the rules are retuned from its tables):
  *  - vector width: the widest power of two <= 16 B dividing every stride, slice and pointer;
  *  - split and lanes: as store_kv_cache's (op/rows.h: kvjit_rows_auto_split, kvjit_rows_lanes): the smallest
@@ -10,10 +10,11 @@
  *    the store); at batches > 32768 a group of <= 8 lanes moves two items, for the same wave
  *    reason as the store's pairing;
  *  - over the host link (either side pinned host memory): at most KVJIT_TRANSFER_KV_HOST_CTAS
- *    CTAs of 512 threads (or the caller's max_ctas) that stride over the batch, 8 accesses per
- *    lane per slice: the link, not the SMs, is the bound, and the model running beside a
- *    transfer keeps its SMs (issue 29). The all-SM plan (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS):
- *    two accesses per lane from batch 65 up, the grid the batch needs.
+ *    CTAs of 1024 threads (or the caller's max_ctas) that stride over the batch, 4 accesses per
+ *    lane per slice and at least a 128-byte line per group and instruction: the link, not the
+ *    SMs, is the bound, and the model running beside a transfer keeps its SMs (issue 29). The
+ *    all-SM plan (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS): two accesses per lane from batch 65 up,
+ *    the grid the batch needs. Either way cache-streaming accesses (kernel_src/transfer_kv.cuh).
  *  - converting (fp8 <-> f16/bf16/f32): the same, in source bytes; a dequantizing access reads at
  *    most 16 / (destination element size) bytes, so that its store is at most 16.
  *  - PDL: auto is on from sm_90, as for the store.
@@ -40,10 +41,15 @@ int kvjit_transfer_kv_batch_class(int64_t batch) {
 static int chunks_per_lane(int host_link, int batch_class) {
   return host_link && batch_class != KVJIT_TRANSFER_KV_CLASS_SMALL ? 2 : 1;
 }
-/* On few CTAs: up to 8 accesses per lane per slice (16 with V, all in flight before the first
- * store): 4 CTAs x 512 threads x 256 B keep 512 KiB of reads in flight, what a host link of
- * ~55 GB/s needs at a few microseconds of latency per read. */
-#define FEW_CHUNKS_PER_LANE 8
+/* On few CTAs: up to 4 accesses per lane per slice (8 with V, all in flight before the first
+ * store): 4 CTAs x 1024 threads x 128 B keep 512 KiB of reads in flight, what a host link of
+ * ~55 GB/s needs at a few microseconds of latency per read (and 8 accesses within the 64 registers
+ * of a 1024-thread block). */
+#define FEW_CHUNKS_PER_LANE 4
+/* ... and at least a 128-byte line per instruction and group: with 4 lanes of 16 B (512 B rows at 8
+ * accesses per lane, run D of issue 29) each request over the link carried 64 bytes, and the plan
+ * reached 88-90 % of the all-SM plan's bandwidth; 16 lanes (2 KiB rows) reached 99.5-100 %. */
+#define FEW_LINE_BYTES 128
 
 static int elem_bytes(kvjit_dtype d) { return d == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(d); }
 
@@ -201,6 +207,11 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->split = split;
   out->vec = vec;
   out->lanes = kvjit_rows_lanes(widest / split / vec, cpl);
+  if (few) {
+    const int whole = kvjit_rows_lanes(widest / split / vec, 1); /* one access each */
+    const int line = FEW_LINE_BYTES / vec < whole ? FEW_LINE_BYTES / vec : whole;
+    if (out->lanes < line) out->lanes = line;
+  }
   out->block = few ? KVJIT_TRANSFER_KV_FEW_BLOCK : KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
   out->items = !few && !host_link && !src_laid && !dst_laid && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE &&
@@ -220,6 +231,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   /* cvt.rn.satfinite to fp8 is sm_89's; before, the integer encoding (the same bits). */
   out->fp8_soft = converting && ed < es && arch < 89;
   out->loop = few;
+  out->stream = host_link; /* the rule and its why: kernel_src/transfer_kv.cuh, Stream */
   static_part(&shape->src_view, out->src_view);
   static_part(&shape->dst_view, out->dst_view);
   return KVJIT_OK;
@@ -230,13 +242,13 @@ int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out,
   const int64_t *sv = plan->src_view, *dv = plan->dst_view;
   int n = snprintf(out, capacity,
                    KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
-                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld>",
+                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
                    plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, plan->table ? 1 : 0,
                    plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
                    (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
                    (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],
-                   (long long)dv[2], (long long)dv[3], (long long)dv[4]);
+                   (long long)dv[2], (long long)dv[3], (long long)dv[4], plan->stream);
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 

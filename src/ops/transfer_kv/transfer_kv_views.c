@@ -26,13 +26,6 @@ static int same_static(const kvjit_view *a, const kvjit_view *b) {
   return 1;
 }
 
-/* What a view adds to its side's address bits: every stride, and a run's bytes. */
-static uint64_t view_bits(const kvjit_view *v) {
-  uint64_t bits = (uint64_t)v->page_stride | (uint64_t)v->slot_stride | (uint64_t)(v->num_dims ? v->atom : 0);
-  for (int d = 0; d < v->num_dims; d++) bits |= (uint64_t)v->strides[d];
-  return bits;
-}
-
 static kvjit_status one_view(const kvjit_layout *layout, const char *name, const char *stride_name, int64_t stride,
                              int64_t row, int64_t num_slots, kvjit_view *out) {
   if (stride != 0) {
@@ -97,11 +90,11 @@ kvjit_status kvjit_transfer_kv_views(const kvjit_transfer_kv_args *a, kvjit_tran
     kvjit_view_static_values(&k, r->values + (side ? TRANSFER_F_DST_PAGE : TRANSFER_F_SRC_PAGE));
     kvjit_view_strides_of(&k, strides[side][0]);
     *flat_strides[side][0] = k.slot_stride; /* a view that is flat once canonical: the flat kernel's */
-    *bits[side] |= view_bits(&k);
+    *bits[side] |= kvjit_view_address_bits(&k);
     if (has_v) {
       kvjit_view_strides_of(&v, strides[side][1]);
       *flat_strides[side][1] = v.slot_stride;
-      *bits[side] |= view_bits(&v);
+      *bits[side] |= kvjit_view_address_bits(&v);
     }
   }
   return KVJIT_OK;
