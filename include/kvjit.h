@@ -702,6 +702,28 @@ KVJIT_API kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfe
  */
 KVJIT_API kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args);
 
+/** kvjit_transfer_kv_check_devices(): enable the launching context's peer access to a cache on
+ *  another device (cuCtxEnablePeerAccess) instead of refusing it. */
+#define KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS 1u
+
+/**
+ * Validate @p args as kvjit_transfer_kv() does, then check that a launch on args->stream (its
+ * context's device; the current context's for NULL) can reach every device pointer of the call:
+ * the caches (with layer tables: the tables themselves, not the per-layer pointers in them, which
+ * live in device memory), the index arrays and the scales. A pointer on another device needs
+ * cuDeviceCanAccessPeer and the launching context's access to it, which @p flags
+ * KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS enables where the driver can (memory of a context;
+ * cuMemCreate mappings are granted by their owner's cuMemSetAccess).
+ * Pinned host memory passes. Call it once where the caches may be on different devices (before
+ * capture, beside kvjit_transfer_kv_prepare()): kvjit_transfer_kv() itself never asks the driver
+ * where a pointer lives (a few driver queries per pointer would be most of a call's host cost).
+ * Thread-safe; nothing is launched or dereferenced.
+ * @return KVJIT_ERR_INVALID_ARGUMENT naming the argument and both devices when the launch could
+ * not reach it (or @p flags has an unknown bit); KVJIT_ERR_NO_DRIVER / _NO_DEVICE without a GPU.
+ */
+KVJIT_API kvjit_status kvjit_transfer_kv_check_devices(kvjit_context *ctx, const kvjit_transfer_kv_args *args,
+                                                       unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif

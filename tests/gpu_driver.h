@@ -55,7 +55,8 @@
   X(cuEventDestroy, 4000)                                                                        \
   X(cuEventRecord, 2000)                                                                         \
   X(cuEventSynchronize, 2000)                                                                    \
-  X(cuEventElapsedTime, 2000)
+  X(cuEventElapsedTime, 2000)                                                                    \
+  X(cuDeviceCanAccessPeer, 4000)
 
 typedef struct gpu_driver {
   int version; /* cuDriverGetVersion */

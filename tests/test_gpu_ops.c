@@ -2,7 +2,8 @@
  * The op calls on a real GPU beyond the check harness's case space (gpu suite; exits 77 without a
  * driver or device): batch 0 with NULL pointers, PDL refused before sm_90, prepare then a hot path
  * that neither compiles nor loads, a call with no current CUDA context, stores of a fresh context
- * served by a prewarmed cache (bundles and aliases) without a compile, the manifest, a second GPU.
+ * served by a prewarmed cache (bundles and aliases) without a compile, the manifest, a second GPU,
+ * transfer_kv's device check on one GPU.
  * The data of every store here is checked by the harness (check_run_case()).
  */
 #include <setjmp.h>
@@ -224,6 +225,32 @@ static void test_second_gpu(void **state) {
   printf("second GPU: ok\n");
 }
 
+/* kvjit_transfer_kv_check_devices() on one GPU: caches of the launching device pass (either flag);
+ * a pointer the driver does not know (plain malloc) is refused, naming it. */
+static void test_check_devices_one_gpu(void **state) {
+  (void)state;
+  CUdeviceptr buf = gpu_alloc(1 << 16);
+  kvjit_transfer_kv_args a = KVJIT_TRANSFER_KV_ARGS_INIT;
+  a.src_k = (const void *)(uintptr_t)buf;
+  a.dst_k = (void *)(uintptr_t)(buf + 8192);
+  a.src_indices = a.dst_indices = (const void *)(uintptr_t)(buf + 16384);
+  a.batch = 4;
+  a.k_row_bytes = 256;
+  a.src_num_slots = a.dst_num_slots = 8;
+  assert_int_equal(kvjit_transfer_kv_check_devices(ctx, &a, 0), KVJIT_OK);
+  assert_int_equal(kvjit_transfer_kv_check_devices(ctx, &a, KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS), KVJIT_OK);
+  void *host = malloc(8192);
+  a.dst_k = host;
+  kvjit_status st = kvjit_transfer_kv_check_devices(ctx, &a, 0);
+  /* Where the driver maps pageable memory for the device (HMM), it reports it as host memory the
+   * launch can reach: then it passes. */
+  printf("check_devices, a malloc'd dst_k: %s %s\n", kvjit_status_name(st), st == KVJIT_OK ? "" : kvjit_last_error());
+  if (st != KVJIT_OK && (st != KVJIT_ERR_INVALID_ARGUMENT || strstr(kvjit_last_error(), "dst_k: ") == NULL))
+    fail_msg("a malloc'd dst_k: %s \"%s\"", kvjit_status_name(st), kvjit_last_error());
+  free(host);
+  gpu_free(buf);
+}
+
 /* Each variant first loaded in this process was recorded once; every line parses. */
 static void test_manifest(void **state) {
   (void)state;
@@ -254,7 +281,7 @@ int main(void) {
       cmocka_unit_test(test_batch_zero_null_pointers), cmocka_unit_test(test_pdl_on_old_gpu),
       cmocka_unit_test(test_prepare_then_hot_path),    cmocka_unit_test(test_no_current_context),
       cmocka_unit_test(test_stores_from_bundles),      cmocka_unit_test(test_second_gpu),
-      cmocka_unit_test(test_manifest),
+      cmocka_unit_test(test_check_devices_one_gpu),   cmocka_unit_test(test_manifest),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
   gpu_context_destroy(ctx, cache_dir);

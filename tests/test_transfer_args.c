@@ -61,6 +61,12 @@ static void expect_bad(const kvjit_transfer_kv_args *a, const char *what, kvjit_
     fail_msg("%s: prepare returned %s \"%s\", expected %s naming \"%s\"", what, kvjit_status_name(st),
              kvjit_last_error(), kvjit_status_name(status), needle);
   }
+  /* The device check validates first, with the same rules: nothing reaches the driver. */
+  st = kvjit_transfer_kv_check_devices(ctx, a, KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS);
+  if (st != status || strstr(kvjit_last_error(), needle) == NULL) {
+    fail_msg("%s: check_devices returned %s \"%s\", expected %s naming \"%s\"", what, kvjit_status_name(st),
+             kvjit_last_error(), kvjit_status_name(status), needle);
+  }
 }
 
 #define BAD(field_change, needle_text)                                                           \
@@ -248,10 +254,29 @@ static void test_valid_needs_driver(void **state) {
     kvjit_status st = kvjit_transfer_kv(ctx, &good[i]);
     if (st != KVJIT_ERR_NO_DRIVER && st != KVJIT_ERR_NO_DEVICE)
       fail_msg("case %d: %s \"%s\", expected only a missing driver", i, kvjit_status_name(st), kvjit_last_error());
+    for (unsigned flags = 0; flags <= KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS; flags++) {
+      st = kvjit_transfer_kv_check_devices(ctx, &good[i], flags);
+      if (st != KVJIT_ERR_NO_DRIVER && st != KVJIT_ERR_NO_DEVICE)
+        fail_msg("case %d: check_devices(flags %u): %s \"%s\", expected only a missing driver", i, flags,
+                 kvjit_status_name(st), kvjit_last_error());
+    }
   }
   uint64_t n = 0;
   kvjit_status st = kvjit_op_oob_count(ctx, "transfer_kv", &n, 1);
   assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
+}
+
+/* check_devices' own argument: unknown flag bits are refused, naming them, before anything else. */
+static void test_check_devices_flags(void **state) {
+  (void)state;
+  kvjit_transfer_kv_args a = good_args();
+  kvjit_status st = kvjit_transfer_kv_check_devices(ctx, &a, 6u);
+  assert_int_equal(st, KVJIT_ERR_INVALID_ARGUMENT);
+  if (strstr(kvjit_last_error(), "flags: unknown bits 0x6") == NULL) fail_msg("message: %s", kvjit_last_error());
+  assert_int_equal(kvjit_transfer_kv_check_devices(NULL, &a, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "ctx"));
+  assert_int_equal(kvjit_transfer_kv_check_devices(ctx, NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "args"));
 }
 
 static void test_batch_zero_is_a_no_op(void **state) {
@@ -272,6 +297,7 @@ int main(void) {
       cmocka_unit_test(test_null_objects),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_valid_needs_driver),
+      cmocka_unit_test(test_check_devices_flags),
       cmocka_unit_test(test_layouts),
       cmocka_unit_test(test_batch_zero_is_a_no_op),
   };

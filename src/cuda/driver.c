@@ -30,7 +30,12 @@
   X(cuKernelGetAttribute, 12000)                                                                 \
   X(cuLaunchKernelEx, 11060)                                                                     \
   X(cuMemcpyDtoH, 3020)                                                                          \
-  X(cuMemsetD32, 3020)
+  X(cuMemsetD32, 3020)                                                                           \
+  X(cuCtxPushCurrent, 4000)                                                                      \
+  X(cuCtxPopCurrent, 4000)                                                                       \
+  X(cuPointerGetAttribute, 4000)                                                                 \
+  X(cuDeviceCanAccessPeer, 4000)                                                                 \
+  X(cuCtxEnablePeerAccess, 4000)
 
 /* Entries the library can live without (driver.h). */
 #define KVJIT_DRIVER_OPTIONAL_ENTRIES(X)                                                         \

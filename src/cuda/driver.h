@@ -32,6 +32,12 @@ typedef struct kvjit_driver {
   PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;
   PFN_cuMemcpyDtoH_v3020 cuMemcpyDtoH;
   PFN_cuMemsetD32_v3020 cuMemsetD32;
+  /* Caches on other devices (peer.c). */
+  PFN_cuCtxPushCurrent_v4000 cuCtxPushCurrent;
+  PFN_cuCtxPopCurrent_v4000 cuCtxPopCurrent;
+  PFN_cuPointerGetAttribute_v4000 cuPointerGetAttribute;
+  PFN_cuDeviceCanAccessPeer_v4000 cuDeviceCanAccessPeer;
+  PFN_cuCtxEnablePeerAccess_v4000 cuCtxEnablePeerAccess;
   /* Optional: NULL when the driver lacks them; only the features that need them then report
    * KVJIT_ERR_UNSUPPORTED. */
   PFN_cuKernelSetAttribute_v12000 cuKernelSetAttribute;

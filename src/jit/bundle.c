@@ -128,7 +128,10 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
   int locked = kvjit_cache_lock_key(cache, &key, &lock);
   int publishable = 1;
   size_t too_large = 0, limit = kvjit_cache_writable(cache) ? kvjit_cache_bundle_limit(cache) : SIZE_MAX;
-  if (kvjit_resolve_usable(ctx, &key)) {
+  /* Found built by another process under the lock: its kernels came from the disk, not from a
+   * compile of ours (N processes prewarming one dir at once count one compile per key). */
+  const int built_elsewhere = kvjit_resolve_usable(ctx, &key);
+  if (built_elsewhere) {
     st = bundle_lowered(ctx, &key, count, lowered);
   } else {
     kvjit_compiled compiled;
@@ -149,7 +152,7 @@ static kvjit_status build_bundle(kvjit_context *ctx, const kvjit_program_desc *d
     goto done;
   }
   if (st != KVJIT_OK) goto done;
-  for (size_t j = 0; j < count; j++) members[todo[j]].origin = KVJIT_FROM_COMPILE;
+  for (size_t j = 0; j < count; j++) members[todo[j]].origin = built_elsewhere ? KVJIT_FROM_DISK : KVJIT_FROM_COMPILE;
   /* Compiled after a state-leaking compile: nothing of it was written, so no alias either. */
   if (!publishable) goto done;
   kvjit_entry_digests digests;

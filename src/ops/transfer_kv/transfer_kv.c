@@ -5,7 +5,9 @@
  */
 #include <stddef.h>
 
+#include "driver.h"
 #include "dtype.h"
+#include "peer.h"
 #include "status.h"
 #include "transfer_kv_op.h"
 
@@ -205,6 +207,38 @@ kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_
   kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
   if (st != KVJIT_OK) return st;
   return kvjit_op_prepare_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch);
+}
+
+kvjit_status kvjit_transfer_kv_check_devices(kvjit_context *ctx, const kvjit_transfer_kv_args *args, unsigned flags) {
+  if ((flags & ~KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS) != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "flags: unknown bits 0x%x (KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS: 0x%x)",
+                      flags & ~KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS, KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS);
+  }
+  kvjit_transfer_kv_request r;
+  kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
+  /* The rules between the variant's fields too (a call checks them on its miss): what this
+   * check passes, the call does not refuse for an argument. */
+  if (st == KVJIT_OK) st = kvjit_op_variant_error_or(&kvjit_op_transfer_kv, r.values, KVJIT_OK);
+  if (st != KVJIT_OK) return st;
+  const kvjit_driver *drv;
+  if ((st = kvjit_driver_get(&drv)) != KVJIT_OK) return st;
+  /* Host caches are reached through unified addressing from every device: only device ones. */
+  const int src_dev = args->src == KVJIT_LOCATION_DEVICE, dst_dev = args->dst == KVJIT_LOCATION_DEVICE;
+  const int v2 = args->version >= 2;
+  const kvjit_peer_pointer all[] = {
+      {"src_k", src_dev ? args->src_k : NULL},   {"src_v", src_dev ? args->src_v : NULL},
+      {"dst_k", dst_dev ? args->dst_k : NULL},   {"dst_v", dst_dev ? args->dst_v : NULL},
+      {"src_indices", args->src_indices},        {"dst_indices", args->dst_indices},
+      {"k_scale", v2 ? args->k_scale : NULL},    {"v_scale", v2 ? args->v_scale : NULL}};
+  kvjit_peer_pointer used[sizeof all / sizeof all[0]];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (all[i].ptr != NULL) used[n++] = all[i];
+  if (n == 0) return KVJIT_OK; /* batch 0 with no pointers: nothing to reach */
+  /* A thread with no context takes the stream's, as a call does (kvjit_peer_check() names the
+   * failure when there is none); a context of the thread's own is kept. */
+  (void)kvjit_driver_adopt_context(drv, args->stream);
+  return kvjit_peer_check(drv, args->stream, used, n, (flags & KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS) != 0);
 }
 
 kvjit_status kvjit_transfer_kv_args_init(kvjit_transfer_kv_args *out, unsigned version) {
