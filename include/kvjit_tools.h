@@ -346,7 +346,9 @@ KVJIT_API kvjit_status kvjit_variant_check(kvjit_variant *variant);
  * Give @p variant the layouts of its caches (kvjit_layout): their static part into its fields and
  * the widest accesses their strides allow, as a call with these layouts and 16-byte aligned
  * pointers would key it. store_kv_cache takes 2: the K cache's, then the V cache's (NULL: flat
- * rows). Set the rows and dtypes first; the fields it sets replace any given before.
+ * rows); transfer_kv takes 4: the source's K and V caches', then the destination's (NULL: flat
+ * rows; one side's two are both given or both NULL, V's NULL for K only). Set the rows, dtypes
+ * and (transfer_kv) the locations and layers first; the fields it sets replace any given before.
  * @return KVJIT_ERR_UNSUPPORTED for an op without layouts; KVJIT_ERR_INVALID_ARGUMENT naming the
  *         layout, its field and the value.
  */

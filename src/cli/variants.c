@@ -105,20 +105,49 @@ static bool add_splits(variant_list *out, kvjit_variant base, skip_note *skipped
   return true;
 }
 
-/* @p base in each --layout preset (x --block-size) of its row's model shape (flat: as it is). */
+/*
+ * The layouts of preset @p preset for @p base's op and @p row's model shape: store_kv_cache's K
+ * and V caches; transfer_kv's source K, V and destination K, V, SGLang's host pool on each side
+ * in host memory (its device pool is flat rows). Returns the count, 0 for flat (no layouts).
+ */
+static size_t preset_layouts(const kvjit_variant *base, const row_pair *row, int preset, int block_size,
+                             kvjit_layout *room, const kvjit_layout **out) {
+  if (layout_preset_op(preset) == NULL) return 0;
+  if (strcmp(base->op->name, "transfer_kv") != 0) {
+    layout_preset_make(preset, row->rank_heads, row->head_dim, row->v_head_dim, row->cache_elem, block_size, &room[0],
+                       &room[1]);
+    out[0] = &room[0];
+    out[1] = row->v_head_dim ? &room[1] : NULL;
+    return 2;
+  }
+  host_layout_make(preset, row->rank_heads, row->head_dim, row->cache_elem, block_size, &room[0]);
+  host_layout_make(preset, row->rank_heads, row->v_head_dim, row->cache_elem, block_size, &room[1]);
+  const int64_t at[2] = {base->values[op_field(base->op, "src")], base->values[op_field(base->op, "dst")]};
+  for (int side = 0; side < 2; side++) {
+    const int host = at[side] == KVJIT_LOCATION_HOST;
+    out[2 * side] = host ? &room[0] : NULL;
+    out[2 * side + 1] = host && row->v_head_dim ? &room[1] : NULL;
+  }
+  return 4;
+}
+
+/* @p base in each --layout preset (x --block-size for the paged ones) of its row's model shape
+ * (flat: as it is). */
 static bool add_layouts(const prewarm_opts *o, const row_pair *row, kvjit_variant base, variant_list *out,
                         skip_note *skipped) {
   for (size_t l = 0; l < o->layouts.count; l++)
     for (size_t b = 0; b < o->block_sizes.count; b++) {
-      kvjit_layout k, v;
-      if (layout_preset_make(o->layouts.value[l], row->rank_heads, row->head_dim, row->v_head_dim, row->cache_elem,
-                             o->block_sizes.value[b], &k, &v) != 0) {
-        if (b == 0 && !add_splits(out, base, skipped)) return false; /* flat: once */
+      const int preset = o->layouts.value[l];
+      if (b > 0 && !layout_preset_paged(preset)) break; /* the block size does not change it: once */
+      kvjit_layout room[2];
+      const kvjit_layout *layouts[4];
+      const size_t count = preset_layouts(&base, row, preset, o->block_sizes.value[b], room, layouts);
+      if (count == 0) {
+        if (!add_splits(out, base, skipped)) return false;
         continue;
       }
       kvjit_variant laid = base;
-      const kvjit_layout *both[2] = {&k, row->v_head_dim ? &v : NULL};
-      if (kvjit_variant_set_layouts(&laid, both, 2) != KVJIT_OK) {
+      if (kvjit_variant_set_layouts(&laid, layouts, count) != KVJIT_OK) {
         if (skipped->count++ == 0) snprintf(skipped->first, sizeof skipped->first, "%s", kvjit_last_error());
         continue;
       }
@@ -405,8 +434,12 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
     return usage_error(cmd, "a model shape needs both --kv-heads and --head-dim");
   if ((o->layouts.count != 0 || o->block_sizes.count != 0) && (o->k_rows.count != 0 || o->manifest != NULL))
     return usage_error(cmd, "--layout and --block-size need a model's shape (--model, or --kv-heads and --head-dim)");
-  if ((o->layouts.count != 0 || o->block_sizes.count != 0) && strcmp(o->op->name, "store_kv_cache") != 0)
-    return usage_error(cmd, "--layout is for --op store_kv_cache");
+  for (size_t l = 0; l < o->layouts.count; l++) {
+    const char *for_op = layout_preset_op(o->layouts.value[l]);
+    if (for_op != NULL && strcmp(for_op, o->op->name) != 0)
+      return usage_error(cmd, "--layout %s is a %s preset, not one of --op %s's (see 'kvjit prewarm --help')",
+                         layout_preset_name(o->layouts.value[l]), for_op, o->op->name);
+  }
   if (o->layouts.count == 0) o->layouts = (int_list){{LAYOUT_FLAT}, 1};
   if (o->block_sizes.count == 0) o->block_sizes = (int_list){{16}, 1};
   if ((o->quant_srcs.count != 0 || o->scales.count != 0) && op_field(o->op, "cache_dtype") < 0)
