@@ -410,7 +410,19 @@ static void test_variant_set_layouts(void **state) {
   assert_int_equal(kvjit_variant_init(&t, kvjit_op_find("transfer_kv")), KVJIT_OK);
   t.values[0] = 90;
   t.values[1] = 256;
-  assert_true(kvjit_variant_set_layouts(&t, none, 2) != KVJIT_OK);
+  assert_int_equal(kvjit_variant_set_layouts(&t, none, 2), KVJIT_ERR_INVALID_ARGUMENT); /* index 0: no index */
+  variant_set(&t, "index", KVJIT_INDEX_INT64);
+  assert_int_equal(kvjit_variant_set_layouts(&t, none, 2), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "count: transfer_kv takes 4 layouts"));
+  /* transfer_kv's four (source K, V, destination K, V): a V layout for a K-only copy is refused
+   * as the call refuses it; four NULLs are flat rows. */
+  const kvjit_layout *four[4] = {NULL, &flash.v, NULL, NULL}, *flat4[4] = {NULL, NULL, NULL, NULL};
+  assert_int_equal(kvjit_variant_set_layouts(&t, four, 4), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "src_v_layout: given for a K-only copy"));
+  assert_int_equal(kvjit_variant_set_layouts(&t, flat4, 4), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&t, line, sizeof line), KVJIT_OK);
+  assert_string_equal(line, "transfer_kv arch=90 k_row_bytes=256 v_row_bytes=0 index=int64 src=device dst=device "
+                            "layers=one pdl=auto split=0 vec=16");
 }
 
 /* Argument errors come first, with or without a driver; batch 0 needs no driver at all. */
