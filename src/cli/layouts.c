@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "items.h"
+#include "variant_list.h"
 
 enum { L_FLAT, L_NHD, L_HND, L_FLASH, L_CHUNKED, L_LAYER_FIRST, L_PAGE_FIRST, L_PAGE_FIRST_DIRECT, L_PAGE_HEAD, L_COUNT };
 
@@ -89,10 +90,10 @@ static void paged(int preset, long h, long d, long e, long bs, int is_v, kvjit_l
   }
 }
 
-int layout_preset_make(int preset, int heads, int head_dim, int v_head_dim, int element_bytes, int block_size,
-                       kvjit_layout *k, kvjit_layout *v) {
+/* The K and V cache layouts of a store preset (not flat). */
+static void layout_preset_make(int preset, int heads, int head_dim, int v_head_dim, int element_bytes, int block_size,
+                              kvjit_layout *k, kvjit_layout *v) {
   const long h = heads, d = head_dim, dv = v_head_dim, e = element_bytes, bs = block_size;
-  if (preset == L_FLAT) return 1;
   if (preset == L_FLASH) { /* one cache: each head's slot holds D of K then Dv of V */
     const kvjit_layout init = KVJIT_LAYOUT_INIT;
     *k = init;
@@ -103,16 +104,15 @@ int layout_preset_make(int preset, int heads, int head_dim, int v_head_dim, int 
     dims2(k, h, d, bs * (d + dv) * e, e);
     *v = *k;
     v->row_extents[1] = dv;
-    return 0;
+    return;
   }
   paged(preset, h, d, e, bs, 0, k);
   paged(preset, h, dv, e, bs, 1, v);
-  return 0;
 }
 
-int host_layout_make(int preset, int heads, int head_dim, int element_bytes, int page_size, kvjit_layout *out) {
+/* One layer's view of SGLang's host pool (its K or its V tensor) of a transfer preset. */
+static void host_layout_make(int preset, int heads, int head_dim, int element_bytes, int page_size, kvjit_layout *out) {
   const long L = HOST_LAYERS, h = heads, e = element_bytes, d = (long)head_dim * e, row = h * d, p = page_size;
-  if (preset == L_FLAT) return 1;
   const kvjit_layout init = KVJIT_LAYOUT_INIT;
   *out = init;
   out->element_bytes = e;
@@ -132,7 +132,25 @@ int host_layout_make(int preset, int heads, int head_dim, int element_bytes, int
     break;
   default: out->slot_stride = row; break; /* layer_first: [L, size, H, D] */
   }
-  return 0;
+}
+
+size_t layout_preset_layouts(int preset, const kvjit_variant *base, int heads, int head_dim, int v_head_dim,
+                             int element_bytes, int block_size, kvjit_layout room[2], const kvjit_layout *out[4]) {
+  if (presets[preset].op == NULL) return 0;
+  if (strcmp(base->op->name, TRANSFER) != 0) {
+    layout_preset_make(preset, heads, head_dim, v_head_dim, element_bytes, block_size, &room[0], &room[1]);
+    out[0] = &room[0];
+    out[1] = v_head_dim ? &room[1] : NULL;
+    return 2;
+  }
+  host_layout_make(preset, heads, head_dim, element_bytes, block_size, &room[0]);
+  host_layout_make(preset, heads, v_head_dim, element_bytes, block_size, &room[1]);
+  for (int side = 0; side < 2; side++) {
+    const int host = base->values[op_field(base->op, side ? "dst" : "src")] == KVJIT_LOCATION_HOST;
+    out[2 * side] = host ? &room[0] : NULL;
+    out[2 * side + 1] = host && v_head_dim ? &room[1] : NULL;
+  }
+  return 4;
 }
 
 void print_layout_presets(FILE *out) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "kvjit.h"
+#include "kvjit_tools.h"
 
 /* A preset's index as an item of --layout ("flat", "vllm-flash", "page_head", ...), or NULL with @p why. */
 const char *item_layout(const char *item, int *value, char *why, size_t capacity);
@@ -21,19 +22,14 @@ const char *layout_preset_name(int preset);
 bool layout_preset_paged(int preset);
 
 /*
- * The K and V cache layouts of store preset @p preset for one rank's @p heads heads of @p head_dim (K)
- * and @p v_head_dim (V) elements of @p element_bytes, @p block_size slots per block. Returns 0,
- * or 1 for the flat preset (no layouts: NULL).
+ * The layouts of preset @p preset for a variant @p base of its op, of one rank's @p heads heads of
+ * @p head_dim (K) and @p v_head_dim (V, 0: K only) elements of @p element_bytes, @p block_size
+ * slots per block (page): store_kv_cache's K and V caches; transfer_kv's source K, V and
+ * destination K, V, SGLang's host pool on each side in host memory (its device pool is flat
+ * rows), as kvjit_variant_set_layouts() takes them. Returns their count, 0 for flat (none).
  */
-int layout_preset_make(int preset, int heads, int head_dim, int v_head_dim, int element_bytes, int block_size,
-                       kvjit_layout *k, kvjit_layout *v);
-
-/*
- * One layer's view of SGLang's host pool of transfer preset @p preset (its K or its V tensor:
- * @p heads heads of @p head_dim elements of @p element_bytes, @p page_size slots per page).
- * Returns 0, or 1 for the flat preset (no layout).
- */
-int host_layout_make(int preset, int heads, int head_dim, int element_bytes, int page_size, kvjit_layout *out);
+size_t layout_preset_layouts(int preset, const kvjit_variant *base, int heads, int head_dim, int v_head_dim,
+                             int element_bytes, int block_size, kvjit_layout room[2], const kvjit_layout *out[4]);
 
 /* The presets, one line each, for --help. */
 void print_layout_presets(FILE *out);

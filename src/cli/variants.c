@@ -105,32 +105,6 @@ static bool add_splits(variant_list *out, kvjit_variant base, skip_note *skipped
   return true;
 }
 
-/*
- * The layouts of preset @p preset for @p base's op and @p row's model shape: store_kv_cache's K
- * and V caches; transfer_kv's source K, V and destination K, V, SGLang's host pool on each side
- * in host memory (its device pool is flat rows). Returns the count, 0 for flat (no layouts).
- */
-static size_t preset_layouts(const kvjit_variant *base, const row_pair *row, int preset, int block_size,
-                             kvjit_layout *room, const kvjit_layout **out) {
-  if (layout_preset_op(preset) == NULL) return 0;
-  if (strcmp(base->op->name, "transfer_kv") != 0) {
-    layout_preset_make(preset, row->rank_heads, row->head_dim, row->v_head_dim, row->cache_elem, block_size, &room[0],
-                       &room[1]);
-    out[0] = &room[0];
-    out[1] = row->v_head_dim ? &room[1] : NULL;
-    return 2;
-  }
-  host_layout_make(preset, row->rank_heads, row->head_dim, row->cache_elem, block_size, &room[0]);
-  host_layout_make(preset, row->rank_heads, row->v_head_dim, row->cache_elem, block_size, &room[1]);
-  const int64_t at[2] = {base->values[op_field(base->op, "src")], base->values[op_field(base->op, "dst")]};
-  for (int side = 0; side < 2; side++) {
-    const int host = at[side] == KVJIT_LOCATION_HOST;
-    out[2 * side] = host ? &room[0] : NULL;
-    out[2 * side + 1] = host && row->v_head_dim ? &room[1] : NULL;
-  }
-  return 4;
-}
-
 /* @p base in each --layout preset (x --block-size for the paged ones) of its row's model shape
  * (flat: as it is). */
 static bool add_layouts(const prewarm_opts *o, const row_pair *row, kvjit_variant base, variant_list *out,
@@ -141,7 +115,8 @@ static bool add_layouts(const prewarm_opts *o, const row_pair *row, kvjit_varian
       if (b > 0 && !layout_preset_paged(preset)) break; /* the block size does not change it: once */
       kvjit_layout room[2];
       const kvjit_layout *layouts[4];
-      const size_t count = preset_layouts(&base, row, preset, o->block_sizes.value[b], room, layouts);
+      const size_t count = layout_preset_layouts(preset, &base, row->rank_heads, row->head_dim, row->v_head_dim,
+                                                 row->cache_elem, o->block_sizes.value[b], room, layouts);
       if (count == 0) {
         if (!add_splits(out, base, skipped)) return false;
         continue;
