@@ -81,6 +81,19 @@ static PyObject *call_result(kvjit_status s) {
   return Py_None;
 }
 
+/* Read @p n tensors (None allowed where @p optional) into @p views, naming the devices a protocol
+ * left unnamed; *n_read: how many were read (each to be released). 0, or -1 with an exception set. */
+static int read_tensors(PyObject *const *objs, const char *const *names, const int *optional, int n,
+                        kvjit_door_tensor *t, kvjit_tensor_view *const *views, int *n_read) {
+  for (*n_read = 0; *n_read < n; (*n_read)++) {
+    int i = *n_read;
+    if (kvjit_door_read(objs[i], names[i], optional[i], &t[i])) return -1;
+    *views[i] = t[i].buf.view;
+  }
+  kvjit_door_fill_devices(views, n);
+  return 0;
+}
+
 /* ---- store_kv_cache ------------------------------------------------------------------------- */
 
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
@@ -97,11 +110,7 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
                                  &req.v_scale};
   PyObject *result = NULL;
   int n_read = 0;
-  for (; n_read < 7; n_read++) {
-    if (kvjit_door_read(objs[n_read], kStoreTensorNames[n_read], optional[n_read], &t[n_read])) goto done;
-    *views[n_read] = t[n_read].buf.view;
-  }
-  kvjit_door_fill_devices(views, 7);
+  if (read_tensors(objs, kStoreTensorNames, optional, 7, t, views, &n_read)) goto done;
   req.num_slots = scalars[0];
   req.skip_slot = scalars[1];
   req.split = scalars[2];
@@ -170,37 +179,6 @@ done:
   return result;
 }
 
-/* store_kv_cache_op(k, v, k_cache, v_cache, indices, num_slots, skip_slot, split, pdl, k_scale,
- * v_scale, cache_dtype, layout[, stream[, context[, batch]]]): the op's arguments, then the door's. */
-static PyObject *store(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 13 || nargs > 16) {
-    PyErr_SetString(PyExc_TypeError, "store_kv_cache_op takes the op's 13 arguments, then stream, context, batch");
-    return NULL;
-  }
-  PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], args[9], args[10]};
-  int64_t scalars[6];
-  door_extra x = {0, NULL, NULL, nargs > 15 ? args[15] : NULL};
-  if (door_int_arg(args[5], "num_slots", &scalars[0]) || door_int_arg(args[6], "skip_slot", &scalars[1]) ||
-      door_int_arg(args[7], "split", &scalars[2]) || door_int_arg(args[8], "pdl", &scalars[3]) ||
-      door_int_arg(args[11], "cache_dtype", &scalars[4]) || door_int_arg(args[12], "layout", &scalars[5]) ||
-      door_stream_and_context(nargs > 13 ? args[13] : NULL, nargs > 14 ? args[14] : NULL, &x))
-    return NULL;
-  return door_store_run(objs, scalars, &x, mode);
-}
-
-PyObject *door_store_op(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  return store(args, nargs, MODE_CALL);
-}
-PyObject *door_store_prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  return store(args, nargs, MODE_PREPARE);
-}
-PyObject *door_store_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  return store(args, nargs, MODE_ARGS);
-}
-
 /* ---- transfer_kv ---------------------------------------------------------------------------- */
 
 /* The op's tensors, in the order the request's views are read (kTransferArg: where each is). */
@@ -220,13 +198,10 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   kvjit_tensor_view *views[TRANSFER_TENSORS] = {&req.src_k,       &req.src_v,       &req.dst_k,   &req.dst_v,
                                                 &req.src_indices, &req.dst_indices, &req.k_scale, &req.v_scale};
   PyObject *result = NULL;
+  PyObject *objs[TRANSFER_TENSORS];
+  for (int i = 0; i < TRANSFER_TENSORS; i++) objs[i] = args[kTransferArg[i]];
   int n_read = 0;
-  for (; n_read < TRANSFER_TENSORS; n_read++) {
-    if (kvjit_door_read(args[kTransferArg[n_read]], kTransferTensorNames[n_read], optional[n_read], &t[n_read]))
-      goto done;
-    *views[n_read] = t[n_read].buf.view;
-  }
-  kvjit_door_fill_devices(views, TRANSFER_TENSORS);
+  if (read_tensors(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, t, views, &n_read)) goto done;
   req.src_num_slots = scalars[0];
   req.dst_num_slots = scalars[1];
   req.split = scalars[2];
@@ -311,32 +286,54 @@ done:
   return result;
 }
 
-/* transfer_kv_op(src_k, src_v, dst_k, dst_v, src_indices, dst_indices, src_num_slots,
- * dst_num_slots, split, pdl, row_elements, k_scale, v_scale, max_ctas[, stream[, context[, batch]]]). */
-static PyObject *transfer(PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
-  if (nargs < 14 || nargs > 17) {
-    PyErr_SetString(PyExc_TypeError, "transfer_kv_op takes the op's 14 arguments, then stream, context, batch");
+/* ---- the op-argument calls ------------------------------------------------------------------- */
+
+/* The store from the op's argument list: its tensors are at 0-4, 9 and 10. */
+static PyObject *store_op_args(PyObject *const *args, const int64_t scalars[6], const door_extra *x,
+                               enum door_mode mode) {
+  PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], args[9], args[10]};
+  return door_store_run(objs, scalars, x, mode);
+}
+
+/* An op's argument list: its length, where its six scalars are, who runs it. */
+typedef struct op_call {
+  const char *usage;
+  Py_ssize_t num_args;
+  int scalar_at[6];
+  const char *scalar_names[6];
+  PyObject *(*run)(PyObject *const *args, const int64_t scalars[6], const door_extra *x, enum door_mode mode);
+} op_call;
+
+static const op_call kStoreCall = {
+    "store_kv_cache_op takes the op's 13 arguments, then stream, context, batch", 13, {5, 6, 7, 8, 11, 12},
+    {"num_slots", "skip_slot", "split", "pdl", "cache_dtype", "layout"}, store_op_args};
+static const op_call kTransferCall = {
+    "transfer_kv_op takes the op's 14 arguments, then stream, context, batch", 14, {6, 7, 8, 9, 10, 13},
+    {"src_num_slots", "dst_num_slots", "split", "pdl", "row_elements", "max_ctas"}, door_transfer_run};
+
+/* The op's arguments, then stream, context, batch (each may be left out). */
+static PyObject *call_op(const op_call *op, PyObject *const *args, Py_ssize_t nargs, enum door_mode mode) {
+  Py_ssize_t n = op->num_args;
+  if (nargs < n || nargs > n + 3) {
+    PyErr_SetString(PyExc_TypeError, op->usage);
     return NULL;
   }
   int64_t scalars[6];
-  door_extra x = {0, NULL, NULL, nargs > 16 ? args[16] : NULL};
-  if (door_int_arg(args[6], "src_num_slots", &scalars[0]) || door_int_arg(args[7], "dst_num_slots", &scalars[1]) ||
-      door_int_arg(args[8], "split", &scalars[2]) || door_int_arg(args[9], "pdl", &scalars[3]) ||
-      door_int_arg(args[10], "row_elements", &scalars[4]) || door_int_arg(args[13], "max_ctas", &scalars[5]) ||
-      door_stream_and_context(nargs > 14 ? args[14] : NULL, nargs > 15 ? args[15] : NULL, &x))
-    return NULL;
-  return door_transfer_run(args, scalars, &x, mode);
+  door_extra x = {0, NULL, NULL, nargs > n + 2 ? args[n + 2] : NULL};
+  for (int i = 0; i < 6; i++)
+    if (door_int_arg(args[op->scalar_at[i]], op->scalar_names[i], &scalars[i])) return NULL;
+  if (door_stream_and_context(nargs > n ? args[n] : NULL, nargs > n + 1 ? args[n + 1] : NULL, &x)) return NULL;
+  return op->run(args, scalars, &x, mode);
 }
 
-PyObject *door_transfer_op(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  return transfer(args, nargs, MODE_CALL);
-}
-PyObject *door_transfer_prepare(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  return transfer(args, nargs, MODE_PREPARE);
-}
-PyObject *door_transfer_args(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-  (void)self;
-  return transfer(args, nargs, MODE_ARGS);
-}
+#define OP_ENTRY(name, op, mode)                                               \
+  PyObject *name(PyObject *self, PyObject *const *args, Py_ssize_t nargs) { \
+    (void)self;                                                                \
+    return call_op(&op, args, nargs, mode);                                    \
+  }
+OP_ENTRY(door_store_op, kStoreCall, MODE_CALL)
+OP_ENTRY(door_store_prepare, kStoreCall, MODE_PREPARE)
+OP_ENTRY(door_store_args, kStoreCall, MODE_ARGS)
+OP_ENTRY(door_transfer_op, kTransferCall, MODE_CALL)
+OP_ENTRY(door_transfer_prepare, kTransferCall, MODE_PREPARE)
+OP_ENTRY(door_transfer_args, kTransferCall, MODE_ARGS)
