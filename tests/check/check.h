@@ -110,9 +110,11 @@ typedef struct check_op {
   /** Input sets a timed cell of @p launches launches rotates over (at most what memory and its
    *  slots allow, so that no launch rewrites what the one before it wrote). */
   int (*bench_sets)(const void *c, int launches);
-  /** Launches per timed graph: about 3 ms of work, at most this many (0: 320), estimated from
-   *  the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch of the cell. */
-  int bench_max_launches;
+  /** Launches per timed graph: about 3 ms of work, at most bench_max_launches(c) (NULL or 0:
+   *  320), estimated from the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch
+   *  of the cell. The cap sets what one replay touches, hence what stays in L2 between replays:
+   *  a cell takes the cap of the bench it came from. */
+  int (*bench_max_launches)(const void *c);
   int bench_launches_measured;
   /** 1 for the cells whose host cost the driver also measures (the whole eager call against a raw
    *  cuLaunchKernelEx of the kernel it launched); NULL: none. */
