@@ -295,11 +295,17 @@ typedef struct host_cost {
   int done;
 } host_cost;
 
+/* One eager call for the host cost: the op's bare public call on @p args built once (what
+ * bench_store timed), or launch() where the op has none. */
+static kvjit_status host_call(kvjit_self *k, const void *args, const check_launch *l) {
+  return args ? k->op->bench_call(k->ctx, args) : launch_kvjit(k, l);
+}
+
 /* CPU time of one eager call of the cell (prepared) against a raw cuLaunchKernelEx of the very
  * kernel, grid and argument block that call launched, read back from a graph that captured it:
  * HOST_GROUPS groups of HOST_CALLS calls, alternating order so that drift cancels, the stream
  * synchronised between groups (not timed). Medians in ns per call. */
-static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
+static host_cost measure_host_cost_of(kvjit_self *k, const void *args, const check_launch *l) {
   host_cost h;
   memset(&h, 0, sizeof h);
   PFN_cuGraphGetNodes_v10000 get_nodes = (PFN_cuGraphGetNodes_v10000)bench_cuda_proc("cuGraphGetNodes", 10000);
@@ -309,12 +315,11 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
     fprintf(stderr, "bench_ops: host cost: cuGraphGetNodes / cuGraphKernelNodeGetParams unavailable\n");
     return h;
   }
-  check_launch l = {pdl, (struct CUstream_st *)stream, 0, 0};
-  if (launch_kvjit(k, &l) != KVJIT_OK) return h;
+  if (host_call(k, args, l) != KVJIT_OK) return h;
   CU(env->drv->cuStreamSynchronize(stream));
   CUgraph graph;
   CU(env->drv->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  kvjit_status st = launch_kvjit(k, &l);
+  kvjit_status st = host_call(k, args, l);
   CU(env->drv->cuStreamEndCapture(stream, &graph));
   CUgraphNode nodes[8];
   size_t num_nodes = 8, kernels = 0;
@@ -345,8 +350,8 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
   cfg.blockDimZ = found.blockDimZ;
   cfg.sharedMemBytes = found.sharedMemBytes;
   cfg.hStream = stream;
-  cfg.attrs = pdl != KVJIT_PDL_OFF ? &attr : NULL;
-  cfg.numAttrs = pdl != KVJIT_PDL_OFF ? 1 : 0;
+  cfg.attrs = l->pdl != KVJIT_PDL_OFF ? &attr : NULL;
+  cfg.numAttrs = l->pdl != KVJIT_PDL_OFF ? 1 : 0;
   /* The node names the kernel as a CUkernel when it was launched through one (as kvjit does). */
   const CUfunction fn = found.kern ? (CUfunction)found.kern : found.func;
   double samples[2][HOST_GROUPS];
@@ -356,7 +361,7 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
       const uint64_t t0 = bench_now_ns();
       if (which == 0) {
         for (int i = 0; i < HOST_CALLS; i++)
-          if (launch_kvjit(k, &l) != KVJIT_OK) st = KVJIT_ERR_INTERNAL;
+          if (host_call(k, args, l) != KVJIT_OK) st = KVJIT_ERR_INTERNAL;
       } else {
         for (int i = 0; i < HOST_CALLS; i++) CU(env->drv->cuLaunchKernelEx(&cfg, fn, found.kernelParams, found.extra));
       }
@@ -368,6 +373,15 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
   h.call_ns = bench_summarize(samples[0], HOST_GROUPS);
   h.raw_ns = bench_summarize(samples[1], HOST_GROUPS);
   h.done = st == KVJIT_OK;
+  return h;
+}
+
+/* The host cost of cell @p k's call with PDL mode @p pdl (measure_host_cost_of()). */
+static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
+  check_launch l = {pdl, (struct CUstream_st *)stream, 0, 0};
+  void *args = k->op->bench_args && k->op->bench_call ? k->op->bench_args(k->c, k->w, &l) : NULL;
+  host_cost h = measure_host_cost_of(k, args, &l);
+  free(args);
   return h;
 }
 

@@ -119,6 +119,11 @@ typedef struct check_op {
   /** 1 for the cells whose host cost the driver also measures (the whole eager call against a raw
    *  cuLaunchKernelEx of the kernel it launched); NULL: none. */
   int (*bench_host_cost)(const void *c);
+  /** For the host cost: the public call's arguments for launch @p l, built once (malloc'd; the
+   *  caller frees them), and the bare call on them, so that the cost timed is the library's alone
+   *  and not the harness's building of its arguments (launch() builds them at every call). */
+  void *(*bench_args)(const void *c, const check_world *w, const check_launch *l);
+  kvjit_status (*bench_call)(kvjit_context *ctx, const void *args);
   /* The variant space from the op's field table (check/check_space.h): its cases of group "fields". */
   /** The op's space: check_space_get() with the op's bases; *dropped as there (may be NULL). */
   size_t (*space)(const kvjit_variant **out, size_t *dropped);

@@ -479,6 +479,15 @@ static int bench_host_cost(const void *cv) {
   return !quantizing(c) && !c->hot_inputs && c->k_row == 1024 && c->batch == 1 && c->index_type == KVJIT_INDEX_INT64;
 }
 
+static void *bench_args(const void *c, const check_world *w, const check_launch *l) {
+  kvjit_store_kv_args *a = malloc(sizeof *a);
+  if (a == NULL) abort();
+  check_store_args(c, w, l, a);
+  return a;
+}
+
+static kvjit_status bench_call(kvjit_context *ctx, const void *args) { return kvjit_store_kv_cache(ctx, args); }
+
 const check_op check_store_op = {
     .name = "store_kv_cache",
     .case_size = sizeof(store_case),
@@ -497,6 +506,8 @@ const check_op check_store_op = {
     .bench_sets = bench_sets,
     .bench_max_launches = bench_max_launches,
     .bench_host_cost = bench_host_cost,
+    .bench_args = bench_args,
+    .bench_call = bench_call,
     .space = store_space,
     .from_variant = store_case_from_variant,
     .to_variant = store_case_variant,
