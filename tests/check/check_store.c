@@ -466,8 +466,9 @@ static int bench_sets(const void *cv, int launches) {
 
 /* bench_fp8's cells (flat, quantizing) had at most 256 launches per graph, bench_store's 320. A
  * graph's rows are what one replay leaves in L2 for the next: at 2048 B x 16 tokens, 256 launches
- * read and write 24 MiB, 320 launches 30 MiB, and the 50 MiB L2 of an H200 held less of them (one
- * run, 2026-12-02: kvjit +7.5 %, its plain bf16 peer +11 % at 320). */
+ * read and write 24 MiB, 320 launches 30 MiB, and the 50 MiB L2 of an H200 holds less of them
+ * (one run, 2026-12-02: kvjit 0.87 us per launch at 256, 1.04 at 320; its plain bf16 peer 0.76,
+ * 0.91). The cell sits on that edge: bench_fp8 itself measured 0.96 at 256. */
 static int bench_max_launches(const void *cv) {
   const store_case *c = cv;
   return quantizing(c) && !c->layout ? 256 : 320;
