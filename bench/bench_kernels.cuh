@@ -13,3 +13,15 @@ extern "C" __global__ void bench_empty_pdl(void) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+
+/* bench_overlap's residency control: CTAs that hold their SMs for @p ns nanoseconds and touch no
+ * memory, so that a GEMM's slowdown beside them is what occupying those SMs costs, apart from any
+ * traffic. */
+extern "C" __global__ void bench_spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}

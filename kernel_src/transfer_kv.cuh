@@ -38,7 +38,10 @@
 //   Stream      1: rows are read and written with cache-streaming accesses (ld/st.global.cs, L2
 //               evict-first): over the host link every row is touched once, and lines written
 //               to host memory would otherwise sit dirty in L2, draining at the link's rate,
-//               in the way of the kernels beside the copy (bench/bench_overlap.c); 0: plain
+//               in the way of the kernels beside the copy (bench/bench_overlap.c); 2: the same,
+//               and loads of 4 bytes and more ask L2 for the whole 256-byte block around them
+//               (.L2::256B, sm_75+): over PCIe, one read request of 256 bytes instead of two of
+//               128 carries less header per byte; 0: plain
 //
 // Row bytes, Vec and slices count source bytes; a destination row holds Vec / source element
 // size elements per access, stored as OutVec destination bytes.
@@ -367,9 +370,24 @@ __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned char v)
   asm volatile("st.global.cs.u8 [%0], %1;" ::"l"(p), "h"((unsigned short)v) : "memory");
 }
 
+// Stream 2's loads: cache-streaming, with L2 asked for the 256-byte block (4 bytes and wider).
+__device__ __forceinline__ void kvjit_t_ld_cs256(kvjit_tvec<16>::type &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.L2::256B.v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs256(kvjit_u64 &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.L2::256B.u64 %0, [%1];" : "=l"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned int &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.L2::256B.u32 %0, [%1];" : "=r"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned short &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
+__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned char &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
+
 // One access of a row: plain, or cache-streaming (Stream).
 template <class C, typename T> __device__ __forceinline__ void kvjit_t_read(T &d, const unsigned char *p) {
-  if constexpr (C::kStream) {
+  if constexpr (C::kStream == 2) {
+    kvjit_t_ld_cs256(d, p);
+  } else if constexpr (C::kStream) {
     kvjit_t_ld_cs(d, p);
   } else {
     d = *reinterpret_cast<const T *>(p);
