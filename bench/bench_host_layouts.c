@@ -15,7 +15,7 @@
  *
  *   usage: bench_host_layouts [--layouts page_first_direct,page_head] [--dirs d2h,h2d]
  *          [--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N]
- *          [--max-ctas N] [--split N] [--pdl auto|on|off] [--csv FILE] [--md FILE]
+ *          [--max-ctas N] [--split N] [--pdl auto|on|off] [--cold-start] [--csv FILE] [--md FILE]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +41,7 @@ typedef struct options {
   int64_t heads, page;
   int layers, reps;
   int max_ctas, split; /* the call's arguments */
+  int cold;            /* --cold-start: rounds start on an idle stream (the host's launch latency counted, as before) */
   kvjit_pdl_mode pdl;
   const char *csv, *md;
 } options;
@@ -202,7 +203,7 @@ static double time_calls(kvjit_context *ctx, const cell *c, CUstream stream, CUe
                          int reps) {
   double us[MAX_REPS];
   for (int r = 0; r < reps; r++) {
-    if (launch_kvjit(ctx, c, stream) != KVJIT_OK) return -1;
+    if (!opt.cold && launch_kvjit(ctx, c, stream) != KVJIT_OK) return -1;
     CU(env->drv->cuEventRecord(ev[0], stream));
     for (int j = 0; j < n; j++) {
       if (per_page) launch_per_page(c, stream);
@@ -242,8 +243,8 @@ static void link_bounds(CUstream stream, CUevent *ev, size_t bytes, double gbps[
 
 static void usage(void) {
   fprintf(stderr, "usage: bench_host_layouts [--layouts page_first_direct,page_head] [--dirs d2h,h2d] "
-                  "[--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N] [--csv FILE] "
-                  "[--md FILE]\n");
+                  "[--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N] [--max-ctas N] "
+                  "[--split N] [--pdl auto|on|off] [--cold-start] [--csv FILE] [--md FILE]\n");
   exit(2);
 }
 
@@ -253,6 +254,10 @@ int main(int argc, char **argv) {
                .batches = {1024, 4096, 16384}, .nbatches = 3, .heads = 8, .page = 64, .layers = 1, .reps = 7};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--cold-start") == 0) {
+      o.cold = 1;
+      continue;
+    }
     if (v == NULL) usage();
     i++;
     if (strcmp(a, "--layouts") == 0) {
