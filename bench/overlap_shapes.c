@@ -27,9 +27,11 @@ int overlap_shape_parse(const char *spec, overlap_shape *out) {
   memset(out, 0, sizeof *out);
   if (strlen(spec) >= sizeof out->name) return 0;
   snprintf(out->name, sizeof out->name, "%s", spec);
-  if (strncmp(spec, "spin:", 5) == 0) {
-    out->spin = 1;
-    return sscanf(spec + 5, "%d:%d", &out->ctas, &out->threads) == 2 && out->ctas >= 1 && out->ctas <= 4096 &&
+  const int fat = strncmp(spec, "spinfat:", 8) == 0;
+  if (fat || strncmp(spec, "spin:", 5) == 0) {
+    out->spin = 1 + fat;
+    return sscanf(spec + (fat ? 8 : 5), "%d:%d", &out->ctas, &out->threads) == 2 && out->ctas >= 1 &&
+           out->ctas <= 4096 &&
            out->threads >= 32 && out->threads <= 1024 && out->threads % 32 == 0;
   }
   return sscanf(spec, "%d:%d:%d:%d:%d", &out->ctas, &out->threads, &out->cpl, &out->pdl, &out->stream) == 5 &&
@@ -61,7 +63,7 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
     memset(&out[i], 0, sizeof out[i]);
     out[i].shape = &shapes[i];
     if (shapes[i].spin) {
-      snprintf(names[count], sizeof names[count], "bench_spin");
+      snprintf(names[count], sizeof names[count], shapes[i].spin == 2 ? "bench_spin_fat" : "bench_spin");
     } else {
       if (!shape_geometry(row, shapes[i].cpl, &out[i].lanes, &out[i].split)) continue;
       /* The template's arguments in its order (transfer_kv_plan.c's kvjit_transfer_kv_kernel_name()):
@@ -74,14 +76,14 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
     list[count] = names[count];
     where[count++] = i;
   }
-  /* bench_spin lives in bench_kernels.cuh: a program of its own. */
+  /* The spins live in bench_kernels.cuh: a program of their own. */
   const kvjit_kernel *k[64];
-  int spin_at = -1, copies = 0;
+  int copies = 0, spins = 0;
   const char *copy_list[64];
   int copy_where[64];
   for (int j = 0; j < count; j++) {
-    if (strcmp(list[j], "bench_spin") == 0) {
-      spin_at = j;
+    if (strncmp(list[j], "bench_spin", 10) == 0) {
+      spins++;
     } else {
       copy_list[copies] = list[j];
       copy_where[copies++] = where[j];
@@ -91,12 +93,12 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
     if (!bench_peer_kernels(ctx, "bench_transfer_kv_shapes.cu", bench_src_transfer_kv, copy_list, copies, k)) return 0;
     for (int j = 0; j < copies; j++) out[copy_where[j]].kernel = k[j];
   }
-  if (spin_at >= 0) {
-    const char *spin[] = {"bench_spin"};
-    const kvjit_kernel *sk;
-    if (!bench_peer_kernels(ctx, "bench_kernels.cu", bench_src_kernels, spin, 1, &sk)) return 0;
+  if (spins > 0) {
+    const char *spin[] = {"bench_spin", "bench_spin_fat"};
+    const kvjit_kernel *sk[2];
+    if (!bench_peer_kernels(ctx, "bench_kernels.cu", bench_src_kernels, spin, 2, sk)) return 0;
     for (int i = 0; i < n; i++)
-      if (shapes[i].spin) out[i].kernel = sk;
+      if (shapes[i].spin) out[i].kernel = sk[shapes[i].spin - 1];
   }
   for (int i = 0; i < n; i++) {
     if (out[i].kernel == NULL) continue;
