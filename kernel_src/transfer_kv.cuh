@@ -336,16 +336,20 @@ template <class C, kvjit_i64 kPerLane> struct kvjit_t_buf {
   float scale[C::kScale != 0 && kPerLane > 0 ? kPerLane : 1];
 };
 
-// Cache-streaming loads and stores of one access (Stream), as SGLang's hicache kernel makes them.
-__device__ __forceinline__ void kvjit_t_ld_cs(kvjit_tvec<16>::type &d, const unsigned char *p) {
-  asm volatile("ld.global.cs.v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));
-}
-__device__ __forceinline__ void kvjit_t_ld_cs(kvjit_u64 &d, const unsigned char *p) {
-  asm volatile("ld.global.cs.u64 %0, [%1];" : "=l"(d) : "l"(p));
-}
-__device__ __forceinline__ void kvjit_t_ld_cs(unsigned int &d, const unsigned char *p) {
-  asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(d) : "l"(p));
-}
+// Cache-streaming loads and stores of one access (Stream), as SGLang's hicache kernel makes them;
+// Stream 2's loads of 4 bytes and wider also ask L2 for the 256-byte block around them.
+#define KVJIT_T_WIDE_LOADS(name, op)                                                                \
+  __device__ __forceinline__ void name(kvjit_tvec<16>::type &d, const unsigned char *p) {           \
+    asm volatile(op ".v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));                   \
+  }                                                                                                 \
+  __device__ __forceinline__ void name(kvjit_u64 &d, const unsigned char *p) {                      \
+    asm volatile(op ".u64 %0, [%1];" : "=l"(d) : "l"(p));                                           \
+  }                                                                                                 \
+  __device__ __forceinline__ void name(unsigned int &d, const unsigned char *p) {                   \
+    asm volatile(op ".u32 %0, [%1];" : "=r"(d) : "l"(p));                                           \
+  }
+KVJIT_T_WIDE_LOADS(kvjit_t_ld_cs, "ld.global.cs")
+KVJIT_T_WIDE_LOADS(kvjit_t_ld_cs256, "ld.global.cs.L2::256B")
 __device__ __forceinline__ void kvjit_t_ld_cs(unsigned short &d, const unsigned char *p) {
   asm volatile("ld.global.cs.u16 %0, [%1];" : "=h"(d) : "l"(p));
 }
@@ -354,6 +358,8 @@ __device__ __forceinline__ void kvjit_t_ld_cs(unsigned char &d, const unsigned c
   asm volatile("ld.global.cs.u8 %0, [%1];" : "=h"(t) : "l"(p));
   d = (unsigned char)t;
 }
+__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned short &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
+__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned char &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
 __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, const kvjit_tvec<16>::type &v) {
   asm volatile("st.global.cs.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.lo), "l"(v.hi) : "memory");
 }
@@ -369,19 +375,6 @@ __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned short v
 __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned char v) {
   asm volatile("st.global.cs.u8 [%0], %1;" ::"l"(p), "h"((unsigned short)v) : "memory");
 }
-
-// Stream 2's loads: cache-streaming, with L2 asked for the 256-byte block (4 bytes and wider).
-__device__ __forceinline__ void kvjit_t_ld_cs256(kvjit_tvec<16>::type &d, const unsigned char *p) {
-  asm volatile("ld.global.cs.L2::256B.v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));
-}
-__device__ __forceinline__ void kvjit_t_ld_cs256(kvjit_u64 &d, const unsigned char *p) {
-  asm volatile("ld.global.cs.L2::256B.u64 %0, [%1];" : "=l"(d) : "l"(p));
-}
-__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned int &d, const unsigned char *p) {
-  asm volatile("ld.global.cs.L2::256B.u32 %0, [%1];" : "=r"(d) : "l"(p));
-}
-__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned short &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
-__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned char &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
 
 // One access of a row: plain, or cache-streaming (Stream).
 template <class C, typename T> __device__ __forceinline__ void kvjit_t_read(T &d, const unsigned char *p) {
