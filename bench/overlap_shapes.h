@@ -16,11 +16,13 @@ typedef struct overlap_shape {
   int spin; /* 1: bench_spin on ctas x threads, for as long as kvjit's default copy of the cell; 2: bench_spin_fat */
   int ctas, threads;
   int cpl;    /* accesses per lane per slice of each of K and V (in flight: 2 x cpl x 16 B) */
-  int pdl;    /* 1: the PDL attribute and the kernel's wait/trigger */
+  int pdl;    /* the template's Pdl (1: trigger at the start, 2: when the CTA is done) and the PDL attribute */
   int stream; /* the template's Stream: 0 plain, 1 .cs, 2 .cs with .L2::256B loads */
+  int drain;  /* 1: the template's Loop 2 (each round's stores drained to the system) */
 } overlap_shape;
 
-/** Parse "CTAS:THREADS:CPL:PDL:STREAM", "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is not one. */
+/** Parse "CTAS:THREADS:CPL:PDL:STREAM[:DRAIN]", "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is
+ *  not one. */
 int overlap_shape_parse(const char *spec, overlap_shape *out);
 
 /** A shape made for one cell: its kernel (NULL: spin), its split and lanes, its registers. */

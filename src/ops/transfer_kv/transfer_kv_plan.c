@@ -221,6 +221,9 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->index64 = shape->index_type == KVJIT_INDEX_INT64;
   const kvjit_pdl_mode pdl = shape->pdl;
   out->pdl = pdl == KVJIT_PDL_AUTO ? arch >= 90 : pdl == KVJIT_PDL_ON;
+  /* Few CTAs: the next grid launches when this one's CTAs are done, not while they copy (the
+   * template's Pdl 2; why: kernel_src/transfer_kv.cuh). */
+  if (few && out->pdl) out->pdl = 2;
   out->table = shape->table != 0;
   out->host_link = host_link;
   out->src_dtype = shape->src_dtype;
@@ -230,7 +233,8 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->v_head_bytes = v_head;
   /* cvt.rn.satfinite to fp8 is sm_89's; before, the integer encoding (the same bits). */
   out->fp8_soft = converting && ed < es && arch < 89;
-  out->loop = few;
+  /* Few CTAs writing host memory drain each round's stores (the template's Loop 2). */
+  out->loop = few ? (shape->dst == KVJIT_LOCATION_HOST ? 2 : 1) : 0;
   out->stream = host_link; /* the rule and its why: kernel_src/transfer_kv.cuh, Stream */
   static_part(&shape->src_view, out->src_view);
   static_part(&shape->dst_view, out->dst_view);
@@ -244,7 +248,7 @@ int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out,
                    KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
                                             "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
-                   plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, plan->table ? 1 : 0,
+                   plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl, plan->table ? 1 : 0,
                    plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
                    (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
                    (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],

@@ -88,14 +88,16 @@ typedef struct kvjit_transfer_kv_plan {
   int block;           /* threads per block */
   int items;           /* items per lane group: 1 or 2 */
   int index64;         /* 1: int64 slot ids */
-  int pdl;             /* 1: PDL wait/trigger compiled in and the launch attribute set */
+  int pdl;             /* PDL wait/trigger compiled in and the launch attribute set: 1 trigger at the start, 2 when
+                        * the CTA is done (few CTAs); 0: none */
   int table;           /* 1: per-layer pointer tables, layer = blockIdx.y */
   int host_link;       /* 1: either side is pinned host memory (the plan's rules differ) */
   int src_dtype, dst_dtype; /* kvjit_dtype; both 0: a plain copy */
   int scale;           /* kvjit_scale_kind */
   int64_t k_head_bytes, v_head_bytes; /* source bytes of one head (per-head scales), else 0 */
   int fp8_soft;        /* 1: quantizing with the integer encoding (before sm_89) */
-  int loop;            /* 1: few CTAs that stride over the batch (the launch's grid is capped) */
+  int loop;            /* few CTAs that stride over the batch (the launch's grid is capped): 1; 2 draining each
+                        * round's stores to host memory; 0: the grid the batch needs */
   int stream;          /* 1: cache-streaming row accesses (over the host link) */
   /* The views' static parts: page size, run bytes, the three extents (all 0: flat; both flat:
    * today's addressing) -- the template's SPage .. SE2 and DPage .. DE2. */
