@@ -20,7 +20,7 @@
  * says so and exits 77. Public API and test helpers only.
  *
  *   usage: bench_overlap [--dirs d2h,h2d] [--rows LIST] [--batches LIST] [--gemm N] [--gemms N]
- *                        [--reps N] [--shapes C:T:CPL:PDL:STREAM[:DRAIN]|spin:C:T,...] [--out DIR]
+ *                        [--reps N] [--shapes C:T:CPL:PDL:STREAM|spin:C:T,...] [--out DIR]
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -328,7 +328,7 @@ static void write_outputs(const options *o, const cell_result *rs, size_t n) {
 
 static void usage(void) {
   fprintf(stderr, "usage: bench_overlap [--dirs d2h,h2d] [--rows LIST] [--batches LIST] [--gemm N] [--gemms N] "
-                  "[--reps N] [--shapes C:T:CPL:PDL:STREAM[:DRAIN]|spin:C:T,...] [--out DIR]\n");
+                  "[--reps N] [--shapes C:T:CPL:PDL:STREAM|spin:C:T,...] [--out DIR]\n");
   exit(2);
 }
 

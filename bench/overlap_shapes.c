@@ -34,11 +34,10 @@ int overlap_shape_parse(const char *spec, overlap_shape *out) {
            out->ctas <= 4096 &&
            out->threads >= 32 && out->threads <= 1024 && out->threads % 32 == 0;
   }
-  const int n = sscanf(spec, "%d:%d:%d:%d:%d:%d", &out->ctas, &out->threads, &out->cpl, &out->pdl, &out->stream,
-                       &out->drain);
-  return (n == 5 || n == 6) && out->ctas >= 1 && out->ctas <= 4096 && out->threads >= 32 && out->threads <= 1024 &&
+  return sscanf(spec, "%d:%d:%d:%d:%d", &out->ctas, &out->threads, &out->cpl, &out->pdl, &out->stream) == 5 &&
+         out->ctas >= 1 && out->ctas <= 4096 && out->threads >= 32 && out->threads <= 1024 &&
          out->threads % 32 == 0 && (out->cpl == 1 || out->cpl == 2 || out->cpl == 4 || out->cpl == 8) &&
-         out->pdl >= 0 && out->pdl <= 2 && out->stream >= 0 && out->stream <= 2 && (out->drain == 0 || out->drain == 1);
+         out->pdl >= 0 && out->pdl <= 2 && out->stream >= 0 && out->stream <= 2;
 }
 
 /* Lanes and split for @p cpl accesses of 16 B per lane per slice: 32 lanes (a 512-byte instruction
@@ -70,9 +69,9 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
       /* The template's arguments in its order (transfer_kv_plan.c's kvjit_transfer_kv_kernel_name()):
        * a plain copy of flat caches, one layer, Loop 1. */
       snprintf(names[count], sizeof names[count],
-               "kvjit_transfer_kv<%lld,%lld,%d,16,%d,%d,1,%d,%d,0,0,0,0,0,0,0,%d,0,0,0,0,0,0,0,0,0,0,%d>",
+               "kvjit_transfer_kv<%lld,%lld,%d,16,%d,%d,1,%d,%d,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,%d>",
                (long long)row, (long long)row, out[i].split, out[i].lanes, shapes[i].threads, index64 ? 1 : 0,
-               shapes[i].pdl, 1 + shapes[i].drain, shapes[i].stream);
+               shapes[i].pdl, shapes[i].stream);
     }
     list[count] = names[count];
     where[count++] = i;

@@ -18,11 +18,9 @@ typedef struct overlap_shape {
   int cpl;    /* accesses per lane per slice of each of K and V (in flight: 2 x cpl x 16 B) */
   int pdl;    /* the template's Pdl (1: trigger at the start, 2: when the CTA is done) and the PDL attribute */
   int stream; /* the template's Stream: 0 plain, 1 .cs, 2 .cs with .L2::256B loads */
-  int drain;  /* 1: the template's Loop 2 (each round's stores drained to the system) */
 } overlap_shape;
 
-/** Parse "CTAS:THREADS:CPL:PDL:STREAM[:DRAIN]", "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is
- *  not one. */
+/** Parse "CTAS:THREADS:CPL:PDL:STREAM", "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is not one. */
 int overlap_shape_parse(const char *spec, overlap_shape *out);
 
 /** A shape made for one cell: its kernel (NULL: spin), its split and lanes, its registers. */

@@ -33,10 +33,7 @@
 //   KHeadBytes  source bytes of one K head (Scale 2), else 0; VHeadBytes the same for V
 //   Fp8Soft     1: the integer fp8 encoding (before sm_89), 0: the cvt instruction
 //   Loop        1: the grid is capped (few CTAs over the host link): each lane group strides
-//               over the units; 2: the same, and each round's stores are drained to the system
-//               (membar.sys) before the next round's loads, so that the bytes on their way to
-//               host memory stay what the CTAs hold in flight instead of piling up in L2 faster
-//               than the link takes them; 0: one unit set per group, the grid the batch needs
+//               over the units; 0: one unit set per group, the grid the batch needs
 //   SPage, SAtom, SE0, SE1, SE2   the source caches' view (layout.cuh's kvjit_view: slots per page,
 //               bytes of a contiguous run, extents of the strided row dims; all 0: flat slots
 //               src_*_stride apart); K and V share it, each with strides of its own
@@ -460,14 +457,6 @@ __device__ __forceinline__ void kvjit_t_copy(const SrcRow &src, const DstRow &ds
   }
 }
 
-// Loop 2: wait until this thread's stores are performed for the system (on the host the template
-// runs in tests, where there is no such thing, a no-op).
-__device__ __forceinline__ void kvjit_t_drain() {
-#ifdef __CUDA_ARCH__
-  asm volatile("membar.sys;" ::: "memory");
-#endif
-}
-
 // The layer's cache pointer: the pointer itself, or its table's entry for this layer. NULL when
 // the entry is NULL or not aligned to the access width (the layer is then skipped and counted).
 template <class C, int kAlign>
@@ -614,10 +603,7 @@ __global__ void __launch_bounds__(Block) kvjit_transfer_kv(const __grid_constant
 
   if constexpr (C::kLoop) {
     const kvjit_u64 stride = (kvjit_u64)gridDim.x * groups * kItems;
-    for (kvjit_u64 u = first; u < units; u += stride) {
-      kvjit_t_units<C>(p, l, u, groups, units, lane);
-      if constexpr (C::kLoop == 2) kvjit_t_drain();
-    }
+    for (kvjit_u64 u = first; u < units; u += stride) kvjit_t_units<C>(p, l, u, groups, units, lane);
   } else {
     kvjit_t_units<C>(p, l, first, groups, units, lane);
   }

@@ -52,9 +52,6 @@ static float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
 #ifndef KVJIT_LOOP_CTAS
 #define KVJIT_LOOP_CTAS 0 /* > 0: Loop, the grid capped at this many blocks */
 #endif
-#ifndef KVJIT_LOOP_MODE
-#define KVJIT_LOOP_MODE (KVJIT_LOOP_CTAS > 0) /* the template's Loop: 2 drains each round (a no-op here) */
-#endif
 /* SGLang's host layouts on one side (issue 29): 0 flat rows; 1 layer_first (2, L, size, H, D);
  * 2 page_first (2, size, L, H, D); 3 page_first_direct (2, pages, L, page, H, D); 4 page_head (2,
  * pages, H, page, L, D). KVJIT_HOST_SIDE: 0 the source, 1 the destination; KVJIT_HOST_HEADS: H
@@ -251,7 +248,7 @@ int main() {
         kvjit_transfer_kv<KVJIT_K_ROW_BYTES, KVJIT_V_ROW_BYTES, KVJIT_SPLIT, KVJIT_VEC, KVJIT_LANES, KVJIT_BLOCK,
                           KVJIT_ITEMS, KVJIT_INDEX_INT64, KVJIT_PDL, KVJIT_TABLE, KVJIT_SRC_DTYPE, KVJIT_DST_DTYPE,
                           KVJIT_SCALE, KVJIT_HEADS ? KVJIT_K_ROW_BYTES / KVJIT_HEADS : 0,
-                          KVJIT_HEADS ? KVJIT_V_ROW_BYTES / KVJIT_HEADS : 0, 1, KVJIT_LOOP_MODE,
+                          KVJIT_HEADS ? KVJIT_V_ROW_BYTES / KVJIT_HEADS : 0, 1, (KVJIT_LOOP_CTAS > 0),
                           SIDE_PAGE(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0),
                           SIDE_ATOM(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0, KVJIT_K_ROW_BYTES),
                           SIDE_E0(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0), 0, 0,

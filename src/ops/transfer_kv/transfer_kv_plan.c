@@ -41,15 +41,30 @@ int kvjit_transfer_kv_batch_class(int64_t batch) {
 static int chunks_per_lane(int host_link, int batch_class) {
   return host_link && batch_class != KVJIT_TRANSFER_KV_CLASS_SMALL ? 2 : 1;
 }
-/* On few CTAs: up to 4 accesses per lane per slice (8 with V, all in flight before the first
- * store): 4 CTAs x 1024 threads x 128 B keep 512 KiB of reads in flight, what a host link of
- * ~55 GB/s needs at a few microseconds of latency per read (and 8 accesses within the 64 registers
- * of a 1024-thread block). */
-#define FEW_CHUNKS_PER_LANE 4
+/* On few CTAs: up to 8 accesses per lane per slice (16 with V, all in flight before the first
+ * store; the template's most) ... */
+#define FEW_CHUNKS_PER_LANE 8
+/* ... and as many threads as hold this many bytes of rows in flight per CTA (a power of two,
+ * 128..1024): 4 CTAs keep 256 KiB in flight, what a host link of ~55 GB/s needs at a few
+ * microseconds per round (>= 99 % of the all-SM plan's bandwidth both ways at 2-4 KiB rows, runs
+ * xfer29-1/2 on the H200: bench_overlap --shapes). Twice as much (4 x 1024 threads x 128 B, the plan
+ * before) moved no faster but pushed host-bound stores into the GPU faster than the link drains
+ * them, and a cuBLAS GEMM beside a d2h copy ran 40-80 % slower instead of 10-20 %. */
+#define FEW_BYTES_PER_CTA (64 << 10)
 /* ... and at least a 128-byte line per instruction and group: with 4 lanes of 16 B (512 B rows at 8
  * accesses per lane, run D of issue 29) each request over the link carried 64 bytes, and the plan
  * reached 88-90 % of the all-SM plan's bandwidth; 16 lanes (2 KiB rows) reached 99.5-100 %. */
 #define FEW_LINE_BYTES 128
+
+/* Threads per CTA of a few-CTA plan: FEW_BYTES_PER_CTA over the bytes a thread holds in flight (its
+ * K and V accesses of a slice, all of them up to the template's 16, else a round of 8). */
+static int few_block(int64_t k_row, int64_t v_row, int split, int vec, int lanes) {
+  const int64_t per_lane = ((k_row / split / vec + lanes - 1) / lanes) + ((v_row / split / vec + lanes - 1) / lanes);
+  const int64_t bytes = (per_lane <= 16 ? per_lane : 8) * vec;
+  int block = KVJIT_TRANSFER_KV_FEW_BLOCK;
+  while (block > 128 && (int64_t)block * bytes > FEW_BYTES_PER_CTA) block /= 2;
+  return block;
+}
 
 static int elem_bytes(kvjit_dtype d) { return d == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(d); }
 
@@ -212,7 +227,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
     const int line = FEW_LINE_BYTES / vec < whole ? FEW_LINE_BYTES / vec : whole;
     if (out->lanes < line) out->lanes = line;
   }
-  out->block = few ? KVJIT_TRANSFER_KV_FEW_BLOCK : KVJIT_TRANSFER_KV_BLOCK;
+  out->block = few ? few_block(k_row_bytes, v_row_bytes, split, vec, out->lanes) : KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
   out->items = !few && !host_link && !src_laid && !dst_laid && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE &&
                        out->lanes <= 8 && one_access
@@ -233,8 +248,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->v_head_bytes = v_head;
   /* cvt.rn.satfinite to fp8 is sm_89's; before, the integer encoding (the same bits). */
   out->fp8_soft = converting && ed < es && arch < 89;
-  /* Few CTAs writing host memory drain each round's stores (the template's Loop 2). */
-  out->loop = few ? (shape->dst == KVJIT_LOCATION_HOST ? 2 : 1) : 0;
+  out->loop = few;
   out->stream = host_link; /* the rule and its why: kernel_src/transfer_kv.cuh, Stream */
   static_part(&shape->src_view, out->src_view);
   static_part(&shape->dst_view, out->dst_view);

@@ -28,7 +28,8 @@
 #define KVJIT_TRANSFER_KV_MAX_HEADS 8191
 /** Most CTAs a caller may cap a launch at (max_ctas). */
 #define KVJIT_TRANSFER_KV_MAX_CTAS (1 << 20)
-/** Threads per block of a plan on few CTAs (they stride over the batch). */
+/** Most threads per block of a plan on few CTAs (they stride over the batch; fewer when each holds
+ *  more bytes in flight: transfer_kv_plan.c). */
 #define KVJIT_TRANSFER_KV_FEW_BLOCK 1024
 /** Batch classes (kvjit_transfer_kv_batch_class()). */
 enum {
@@ -96,8 +97,7 @@ typedef struct kvjit_transfer_kv_plan {
   int scale;           /* kvjit_scale_kind */
   int64_t k_head_bytes, v_head_bytes; /* source bytes of one head (per-head scales), else 0 */
   int fp8_soft;        /* 1: quantizing with the integer encoding (before sm_89) */
-  int loop;            /* few CTAs that stride over the batch (the launch's grid is capped): 1; 2 draining each
-                        * round's stores to host memory; 0: the grid the batch needs */
+  int loop;            /* 1: few CTAs that stride over the batch (the launch's grid is capped) */
   int stream;          /* 1: cache-streaming row accesses (over the host link) */
   /* The views' static parts: page size, run bytes, the three extents (all 0: flat; both flat:
    * today's addressing) -- the template's SPage .. SE2 and DPage .. DE2. */
