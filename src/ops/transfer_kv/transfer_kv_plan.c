@@ -10,14 +10,16 @@
  *    the store); at batches > 32768 a group of <= 8 lanes moves two items, for the same wave
  *    reason as the store's pairing;
  *  - over the host link (either side pinned host memory): at most KVJIT_TRANSFER_KV_HOST_CTAS
- *    CTAs of 1024 threads (or the caller's max_ctas) that stride over the batch, 4 accesses per
- *    lane per slice and at least a 128-byte line per group and instruction: the link, not the
- *    SMs, is the bound, and the model running beside a transfer keeps its SMs (issue 29). The
+ *    CTAs (or the caller's max_ctas) that stride over the batch, up to 8 accesses per lane per
+ *    slice, at least a 128-byte line per group and instruction, and as many threads as hold 64 KiB
+ *    in flight per CTA: the link, not the SMs, is the bound, and the model running beside a
+ *    transfer keeps its SMs and its memory system (issue 29; bench/bench_overlap.c). The
  *    all-SM plan (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS): two accesses per lane from batch 65 up,
  *    the grid the batch needs. Either way cache-streaming accesses (kernel_src/transfer_kv.cuh).
  *  - converting (fp8 <-> f16/bf16/f32): the same, in source bytes; a dequantizing access reads at
  *    most 16 / (destination element size) bytes, so that its store is at most 16.
- *  - PDL: auto is on from sm_90, as for the store.
+ *  - PDL: auto is on from sm_90, as for the store; on few CTAs the next grid launches when the
+ *    CTAs are done (the template's Pdl 2), not while they copy.
  */
 #include "transfer_kv_plan.h"
 
