@@ -298,9 +298,9 @@ static void write_outputs(const options *o, const cell_result *rs, size_t n) {
           kvjit_version_string());
   fprintf(f, "cuBLAS bf16 GEMM %d x %d x %d, %d per loop on one stream; the copy back to back on another for 1.5x "
              "the loop. Slowdown: the loop's time beside the copy over its time alone. Default: kvjit's plan (at "
-             "most %d CTAs over the host link); all SMs: max_ctas = KVJIT_TRANSFER_KV_ALL_CTAS; SGLang: its "
+             "most %d CTAs reading host memory, %d writing it); all SMs: max_ctas = KVJIT_TRANSFER_KV_ALL_CTAS; SGLang: its "
              "hicache kernel at its default 2 blocks of 1024 threads.\n\n",
-          o->gemm_n, o->gemm_n, o->gemm_n, o->gemms, KVJIT_TRANSFER_KV_HOST_CTAS);
+          o->gemm_n, o->gemm_n, o->gemm_n, o->gemms, KVJIT_TRANSFER_KV_HOST_CTAS, KVJIT_TRANSFER_KV_HOST_WRITE_CTAS);
   fprintf(f, "| direction,row B,batch | GEMM loop alone ms (before kvjit's) | default GB/s | all SMs GB/s | default / all SMs | "
              "SGLang q2 GB/s | GEMM slowdown: default | all SMs | SGLang q2 |\n"
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");

@@ -10,7 +10,8 @@
  *    the store); at batches > 32768 a group of <= 8 lanes moves two items, for the same wave
  *    reason as the store's pairing;
  *  - over the host link (either side pinned host memory): at most KVJIT_TRANSFER_KV_HOST_CTAS
- *    CTAs (or the caller's max_ctas) that stride over the batch, up to 8 accesses per lane per
+ *    CTAs, KVJIT_TRANSFER_KV_HOST_WRITE_CTAS writing host memory (or the caller's max_ctas; the
+ *    launch's cap, not the binary's) that stride over the batch, up to 8 accesses per lane per
  *    slice, at least a 128-byte line per group and instruction, and as many threads as hold 64 KiB
  *    in flight per CTA: the link, not the SMs, is the bound, and the model running beside a
  *    transfer keeps its SMs and its memory system (issue 29; bench/bench_overlap.c). The
@@ -47,11 +48,13 @@ static int chunks_per_lane(int host_link, int batch_class) {
  * store; the template's most) ... */
 #define FEW_CHUNKS_PER_LANE 8
 /* ... and as many threads as hold this many bytes of rows in flight per CTA (a power of two,
- * 128..1024): 4 CTAs keep 256 KiB in flight, what a host link of ~55 GB/s needs at a few
- * microseconds per round (>= 99 % of the all-SM plan's bandwidth both ways at 2-4 KiB rows, runs
- * xfer29-1/2 on the H200: bench_overlap --shapes). Twice as much (4 x 1024 threads x 128 B, the plan
- * before) moved no faster but pushed host-bound stores into the GPU faster than the link drains
- * them, and a cuBLAS GEMM beside a d2h copy ran 40-80 % slower instead of 10-20 %. */
+ * 128..1024): reading host memory, 4 CTAs keep 256 KiB in flight, what PCIe reads of ~55 GB/s need
+ * at a few microseconds each (>= 98.8 % of the all-SM plan's bandwidth at 0.5-16 KiB rows, run
+ * xfer29-3 on the H200; 3 CTAs: 87-95 % at 512 B rows); writing it, 3 CTAs (192 KiB) keep >= 98.9 %.
+ * A cuBLAS GEMM beside the copy (bench/bench_overlap.c): holding SMs at all costs it ~0-15 %
+ * (its 132 persistent CTAs); the plan before (4 x 1024 threads x 128 B, 512 KiB, PDL triggered at
+ * the start) added 40-130 points d2h by pushing host-bound stores into the GPU faster than the
+ * link drains them; 4 CTAs of 64 KiB d2h +11/+26 %, 3 CTAs +3/+8 % (SGLang's 2 blocks -5/+4 %). */
 #define FEW_BYTES_PER_CTA (64 << 10)
 /* ... and at least a 128-byte line per instruction and group: with 4 lanes of 16 B (512 B rows at 8
  * accesses per lane, run D of issue 29) each request over the link carried 64 bytes, and the plan

@@ -55,7 +55,8 @@ typedef struct kvjit_transfer_kv_params {
 } kvjit_transfer_kv_params;
 
 /** How a copy uses the SMs (the `ctas` field): as the direction says, few CTAs striding over the
- *  batch (the caller's cap, KVJIT_TRANSFER_KV_HOST_CTAS by default), or the grid the batch needs. */
+ *  batch (the caller's cap; by default KVJIT_TRANSFER_KV_HOST_CTAS, _HOST_WRITE_CTAS writing host
+ *  memory), or the grid the batch needs. */
 typedef enum kvjit_transfer_kv_ctas {
   KVJIT_TRANSFER_KV_CTAS_AUTO = 0, /* few over the host link, all on the device */
   KVJIT_TRANSFER_KV_CTAS_FEW = 1,
