@@ -37,7 +37,7 @@ int overlap_shape_parse(const char *spec, overlap_shape *out) {
   return sscanf(spec, "%d:%d:%d:%d:%d", &out->ctas, &out->threads, &out->cpl, &out->pdl, &out->stream) == 5 &&
          out->ctas >= 1 && out->ctas <= 4096 && out->threads >= 32 && out->threads <= 1024 &&
          out->threads % 32 == 0 && (out->cpl == 1 || out->cpl == 2 || out->cpl == 4 || out->cpl == 8) &&
-         out->pdl >= 0 && out->pdl <= 2 && out->stream >= 0 && out->stream <= 2;
+         out->pdl >= 0 && out->pdl <= 2 && (out->stream == 0 || out->stream == 1);
 }
 
 /* Lanes and split for @p cpl accesses of 16 B per lane per slice: 32 lanes (a 512-byte instruction

@@ -17,7 +17,7 @@ typedef struct overlap_shape {
   int ctas, threads;
   int cpl;    /* accesses per lane per slice of each of K and V (in flight: 2 x cpl x 16 B) */
   int pdl;    /* the template's Pdl (1: trigger at the start, 2: when the CTA is done) and the PDL attribute */
-  int stream; /* the template's Stream: 0 plain, 1 .cs, 2 .cs with .L2::256B loads */
+  int stream; /* the template's Stream: 0 plain, 1 .cs */
 } overlap_shape;
 
 /** Parse "CTAS:THREADS:CPL:PDL:STREAM", "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is not one. */

@@ -41,10 +41,7 @@
 //   Stream      1: rows are read and written with cache-streaming accesses (ld/st.global.cs, L2
 //               evict-first): over the host link every row is touched once, and lines written
 //               to host memory would otherwise sit dirty in L2, draining at the link's rate,
-//               in the way of the kernels beside the copy (bench/bench_overlap.c); 2: the same,
-//               and loads of 4 bytes and more ask L2 for the whole 256-byte block around them
-//               (.L2::256B, sm_75+): over PCIe, one read request of 256 bytes instead of two of
-//               128 carries less header per byte; 0: plain
+//               in the way of the kernels beside the copy (bench/bench_overlap.c); 0: plain
 //
 // Row bytes, Vec and slices count source bytes; a destination row holds Vec / source element
 // size elements per access, stored as OutVec destination bytes.
@@ -339,20 +336,16 @@ template <class C, kvjit_i64 kPerLane> struct kvjit_t_buf {
   float scale[C::kScale != 0 && kPerLane > 0 ? kPerLane : 1];
 };
 
-// Cache-streaming loads and stores of one access (Stream), as SGLang's hicache kernel makes them;
-// Stream 2's loads of 4 bytes and wider also ask L2 for the 256-byte block around them.
-#define KVJIT_T_WIDE_LOADS(name, op)                                                                \
-  __device__ __forceinline__ void name(kvjit_tvec<16>::type &d, const unsigned char *p) {           \
-    asm volatile(op ".v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));                   \
-  }                                                                                                 \
-  __device__ __forceinline__ void name(kvjit_u64 &d, const unsigned char *p) {                      \
-    asm volatile(op ".u64 %0, [%1];" : "=l"(d) : "l"(p));                                           \
-  }                                                                                                 \
-  __device__ __forceinline__ void name(unsigned int &d, const unsigned char *p) {                   \
-    asm volatile(op ".u32 %0, [%1];" : "=r"(d) : "l"(p));                                           \
-  }
-KVJIT_T_WIDE_LOADS(kvjit_t_ld_cs, "ld.global.cs")
-KVJIT_T_WIDE_LOADS(kvjit_t_ld_cs256, "ld.global.cs.L2::256B")
+// Cache-streaming loads and stores of one access (Stream), as SGLang's hicache kernel makes them.
+__device__ __forceinline__ void kvjit_t_ld_cs(kvjit_tvec<16>::type &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs(kvjit_u64 &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.u64 %0, [%1];" : "=l"(d) : "l"(p));
+}
+__device__ __forceinline__ void kvjit_t_ld_cs(unsigned int &d, const unsigned char *p) {
+  asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(d) : "l"(p));
+}
 __device__ __forceinline__ void kvjit_t_ld_cs(unsigned short &d, const unsigned char *p) {
   asm volatile("ld.global.cs.u16 %0, [%1];" : "=h"(d) : "l"(p));
 }
@@ -361,8 +354,6 @@ __device__ __forceinline__ void kvjit_t_ld_cs(unsigned char &d, const unsigned c
   asm volatile("ld.global.cs.u8 %0, [%1];" : "=h"(t) : "l"(p));
   d = (unsigned char)t;
 }
-__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned short &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
-__device__ __forceinline__ void kvjit_t_ld_cs256(unsigned char &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
 __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, const kvjit_tvec<16>::type &v) {
   asm volatile("st.global.cs.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(v.lo), "l"(v.hi) : "memory");
 }
@@ -381,9 +372,7 @@ __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned char v)
 
 // One access of a row: plain, or cache-streaming (Stream).
 template <class C, typename T> __device__ __forceinline__ void kvjit_t_read(T &d, const unsigned char *p) {
-  if constexpr (C::kStream == 2) {
-    kvjit_t_ld_cs256(d, p);
-  } else if constexpr (C::kStream) {
+  if constexpr (C::kStream) {
     kvjit_t_ld_cs(d, p);
   } else {
     d = *reinterpret_cast<const T *>(p);
