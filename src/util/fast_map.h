@@ -68,7 +68,7 @@ kvjit_status kvjit_fast_map_create(kvjit_fast_map **out, const char *name, uint6
 void kvjit_fast_map_destroy(kvjit_fast_map *map);
 
 /** The value published under @p key, or NULL. Lock-free unless the table has overflowed. */
-void *kvjit_fast_map_lookup(kvjit_fast_map *map, kvjit_fast_key key);
+void *kvjit_fast_map_lookup(kvjit_fast_map *map, const kvjit_fast_key *key);
 
 /**
  * Publish key -> @p value unless the key is there already. @p winner (optional) receives the
@@ -76,7 +76,7 @@ void *kvjit_fast_map_lookup(kvjit_fast_map *map, kvjit_fast_key key);
  * @p inserted (optional) whether it is this call's.
  * @return KVJIT_ERR_OUT_OF_MEMORY when not even the list entry could be allocated.
  */
-kvjit_status kvjit_fast_map_insert(kvjit_fast_map *map, kvjit_fast_key key, void *value, void **winner,
+kvjit_status kvjit_fast_map_insert(kvjit_fast_map *map, const kvjit_fast_key *key, void *value, void **winner,
                                    int *inserted);
 
 /** Visit every value (not on a hot path; the table's lock is held, so @p visit must not insert). */

@@ -283,12 +283,13 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   const uint64_t src_v_bits = (uint64_t)(uintptr_t)a->v | (uint64_t)v_row | (uint64_t)p->v_stride;
   uint64_t k_cache_bits = 0, v_cache_bits = 0;
   int laid_out = 0;
-  if (a->version >= 3 && (a->k_cache_layout != NULL || a->v_cache_layout != NULL)) {
+  /* Flat caches are the hot path: the compiler would guess a given pointer (and lay this branch out first). */
+  if (__builtin_expect(a->version >= 3 && (a->k_cache_layout != NULL || a->v_cache_layout != NULL), 0)) {
     st = cache_views(a, r, k_cache_row, v_cache_row, quantize, quantize ? quant.num_heads : 0, has_v, &k_cache_bits,
                      &v_cache_bits, &laid_out);
     if (st != KVJIT_OK) return st;
   } else {
-    for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) r->values[f] = 0;
+    kvjit_args_zero(r->values + STORE_F_K_PAGE, STORE_F_COUNT - STORE_F_K_PAGE);
   }
   k_cache_bits |= (uint64_t)(uintptr_t)a->k_cache | (uint64_t)k_cache_row | (uint64_t)p->k_cache_stride;
   v_cache_bits |= (uint64_t)(uintptr_t)a->v_cache | (uint64_t)v_cache_row | (uint64_t)p->v_cache_stride;

@@ -183,8 +183,9 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   /* Laid-out sides: their views give the strides (and check their slots); flat ones as before. */
   uint64_t view_bits[2] = {0, 0};
   r->laid_out[0] = r->laid_out[1] = 0;
-  memset(r->values + TRANSFER_F_SRC_PAGE, 0, (TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE) * sizeof r->values[0]);
-  memset(&p->src_k_view, 0, 4 * sizeof p->src_k_view);
+  kvjit_args_zero(r->values + TRANSFER_F_SRC_PAGE, TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE);
+  const kvjit_view_strides no_view = {0, 0, {0}}; /* assignments: not a memset (kvjit_args_zero()) */
+  p->src_k_view = p->src_v_view = p->dst_k_view = p->dst_v_view = no_view;
   if (f.layouts && (st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0],
                                                   &view_bits[1])) != KVJIT_OK)
     return st;
