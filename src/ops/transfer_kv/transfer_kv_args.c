@@ -133,25 +133,18 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   }
   /* The conversion in canonical form (its rules: transfer_kv_plan.c); a destination row holds
    * the source's elements in the destination's type. */
-  /* The common plain copy (every version-1 call) is canonical already: no rule to run, and no
-   * shape (a struct of two views) built. */
-  struct {
-    kvjit_dtype src_dtype, dst_dtype;
-    kvjit_scale_kind scale_kind;
-    int64_t num_heads;
-  } conv = {KVJIT_DTYPE_BYTES, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
+  /* The common plain copy (every version-1 call) is canonical already: no rule to run. */
+  kvjit_transfer_kv_shape conv;
+  conv.src_dtype = conv.dst_dtype = KVJIT_DTYPE_BYTES;
+  conv.scale_kind = KVJIT_SCALE_NONE;
+  conv.num_heads = 0;
   if (f->dst_dtype != KVJIT_DTYPE_BYTES || f->src_dtype != KVJIT_DTYPE_BYTES || f->scale_kind != KVJIT_SCALE_NONE) {
-    kvjit_transfer_kv_shape shape;
-    kvjit_transfer_kv_shape_plain(&shape, k_row, v_row, a->src, a->dst);
-    shape.src_dtype = f->src_dtype;
-    shape.dst_dtype = f->dst_dtype;
-    shape.scale_kind = f->scale_kind;
-    shape.num_heads = f->num_heads;
-    if ((st = kvjit_transfer_kv_convert_resolve(&shape)) != KVJIT_OK) return st;
-    conv.src_dtype = shape.src_dtype;
-    conv.dst_dtype = shape.dst_dtype;
-    conv.scale_kind = shape.scale_kind;
-    conv.num_heads = shape.num_heads;
+    kvjit_transfer_kv_shape_plain(&conv, k_row, v_row, a->src, a->dst);
+    conv.src_dtype = f->src_dtype;
+    conv.dst_dtype = f->dst_dtype;
+    conv.scale_kind = f->scale_kind;
+    conv.num_heads = f->num_heads;
+    if ((st = kvjit_transfer_kv_convert_resolve(&conv)) != KVJIT_OK) return st;
   }
   const int converting = conv.dst_dtype != KVJIT_DTYPE_BYTES;
   const int64_t es = converting ? kvjit_dtype_bytes(conv.src_dtype) : 1, ed = converting ? kvjit_dtype_bytes(conv.dst_dtype) : 1;
