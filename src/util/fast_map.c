@@ -36,7 +36,8 @@ static uint64_t slot_of(const kvjit_fast_key *key, uint64_t mask) {
   /* One multiply per word, side by side (no chain of two): the lookup is on every op call, most
    * of whose keys have no layout words (c and d 0). */
   uint64_t h = key->a * 0x9E3779B97F4A7C15ull ^ (key->b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
-  if ((key->c | key->d) != 0) h ^= key->c * 0x165667B19E3779F9ull ^ (key->d + 0x9E3779B97F4A7C15ull) * 0x27D4EB2F165667C5ull;
+  if ((key->c | key->d) != 0)
+    h ^= key->c * 0x165667B19E3779F9ull ^ (key->d + 0x9E3779B97F4A7C15ull) * 0x27D4EB2F165667C5ull;
   return (h >> 29) & mask;
 }
 

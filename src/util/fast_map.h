@@ -67,7 +67,9 @@ kvjit_status kvjit_fast_map_create(kvjit_fast_map **out, const char *name, uint6
 /** Free the table, its arrays and its entries (not the values). Accepts NULL. */
 void kvjit_fast_map_destroy(kvjit_fast_map *map);
 
-/** The value published under @p key, or NULL. Lock-free unless the table has overflowed. */
+/** The value published under @p key, or NULL. Lock-free unless the table has overflowed. Keys go
+ *  by address (here and to insert): one passed by value is copied through the stack on every call,
+ *  and read back in halves the copy did not write (a stall: bench_prelaunch). */
 void *kvjit_fast_map_lookup(kvjit_fast_map *map, const kvjit_fast_key *key);
 
 /**

@@ -24,8 +24,8 @@ static kvjit_status check_pointers(const kvjit_transfer_kv_args *a) {
                         : a->src_indices == NULL ? "src_indices"
                         : a->dst_indices == NULL ? "dst_indices"
                                                  : NULL;
-  if (missing != NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL with batch %lld", missing, (long long)a->batch);
-  return KVJIT_OK;
+  if (missing == NULL) return KVJIT_OK;
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL with batch %lld", missing, (long long)a->batch);
 }
 
 static kvjit_status check_index_array(const char *name, const void *indices, uintptr_t bytes, int64_t stride,
@@ -166,10 +166,13 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   kvjit_args_zero(r->values + TRANSFER_F_SRC_PAGE, TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE);
   const kvjit_view_strides no_view = {0, 0, {0}}; /* assignments: not a memset (kvjit_args_zero()) */
   p->src_k_view = p->src_v_view = p->dst_k_view = p->dst_v_view = no_view;
-  const int layouts = f->src_k_layout != NULL || f->src_v_layout != NULL || f->dst_k_layout != NULL || f->dst_v_layout != NULL;
-  if (__builtin_expect(layouts, 0) && (st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0],
-                                                                   &view_bits[1])) != KVJIT_OK)
-    return st;
+  /* Flat sides are the hot path (the compiler would guess a given pointer and lay this out first). */
+  const int layouts =
+      f->src_k_layout != NULL || f->src_v_layout != NULL || f->dst_k_layout != NULL || f->dst_v_layout != NULL;
+  if (__builtin_expect(layouts, 0)) {
+    st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0], &view_bits[1]);
+    if (st != KVJIT_OK) return st;
+  }
   const int src_laid = r->laid_out[0], dst_laid = r->laid_out[1];
   const char *k_dst_name = converting ? "the destination's K row" : "k_row_bytes";
   const char *v_dst_name = converting ? "the destination's V row" : "v_row_bytes";
