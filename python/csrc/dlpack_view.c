@@ -80,8 +80,10 @@ int kvjit_view_check_extent(kvjit_tensor_view *v, const char *name, char *msg, s
 
 int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
                   size_t msg_size) {
-  memset(&out->view, 0, sizeof out->view);
-  if (t == NULL) return 0;
+  if (t == NULL) {
+    memset(&out->view, 0, sizeof out->view);
+    return 0;
+  }
   if (t->ndim < 0 || t->ndim > KVJIT_DL_MAX_DIMS) {
     snprintf(msg, msg_size, "%s: DLPack ndim %d is outside 0..%d", name, (int)t->ndim, KVJIT_DL_MAX_DIMS);
     return -1;
@@ -90,7 +92,7 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     snprintf(msg, msg_size, "%s: DLPack shape is NULL for %d dims", name, (int)t->ndim);
     return -1;
   }
-  kvjit_tensor_view *v = &out->view;
+  kvjit_tensor_view *v = &out->view; /* every field is set below (no memset: a call reads five of these) */
   v->present = 1;
   v->ndim = t->ndim;
   v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;

@@ -1,5 +1,5 @@
 /*
- * What the native module's doors share (module.c for Python, op.cpp / op_transfer.cpp for the
+ * What the native module's doors share (requests.c for Python, op.cpp / op_transfer.cpp for the
  * torch op): libkvjit's entry points and the few libcuda ones a door needs, resolved once from
  * the copies the process already loaded; a device guard; the pinned-memory check.
  */

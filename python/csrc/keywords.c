@@ -1,6 +1,8 @@
 /* A vectorcall's arguments bound to parameter names (keywords.h). */
 #include "keywords.h"
 
+#include <string.h>
+
 static int intern_spec(kvjit_call_spec *spec) {
   if (spec->interned[spec->num_names - 1] != NULL) return 0;
   for (int i = 0; i < spec->num_names; i++)
@@ -27,8 +29,10 @@ int kvjit_call_bind(kvjit_call_spec *spec, PyObject *const *args, Py_ssize_t nar
                  spec->positional, nargs);
     return -1;
   }
-  for (int i = 0; i < spec->num_names; i++) out[i] = i < nargs ? args[i] : NULL;
   Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  if (nargs > 0) memcpy(out, args, (size_t)nargs * sizeof *out); /* args may be NULL when nargs is 0 */
+  memset(out + nargs, 0, (size_t)(spec->num_names - nargs) * sizeof *out);
+  if (nkw == 0 && nargs >= spec->required) return 0; /* the common call: positional tensors, defaults */
   if (nkw > 0 && intern_spec(spec)) return -1;
   for (Py_ssize_t j = 0; j < nkw; j++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, j);

@@ -316,9 +316,13 @@ void kvjit_door_release(kvjit_door_tensor *t) { Py_CLEAR(t->keep); }
 
 void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n) {
   int32_t known = -1;
-  for (int i = 0; i < n && known < 0; i++)
-    if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) known = views[i]->device_index;
-  for (int i = 0; i < n; i++)
+  int unknown = 0; /* only __cuda_array_interface__ leaves a device unnamed: most calls stop after one pass */
+  for (int i = 0; i < n; i++) {
+    if (!views[i]->present || views[i]->device_type != KVJIT_DL_CUDA) continue;
+    if (views[i]->device_index < 0) unknown = 1;
+    else if (known < 0) known = views[i]->device_index;
+  }
+  for (int i = 0; i < n && unknown; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA && views[i]->device_index < 0)
       views[i]->device_index = known;
 }

@@ -60,3 +60,35 @@ def test_a_library_of_another_version_is_refused():
         if "refused" not in r.stdout:  # a matching system-wide libkvjit (ldconfig) answered instead
             return
         assert "version 9.9.9" in r.stdout, r.stdout
+
+
+def test_native_module_stub_matches_the_module():
+    """kvjit/_C.pyi declares every function of kvjit._C with the parameters the module really takes
+    (their names, order, kinds and defaults, read from the docstrings' signatures)."""
+    import ast
+    import inspect
+
+    from kvjit import _ops
+
+    native = _ops.native()
+    with open(os.path.join(os.path.dirname(kvjit.__file__), "_C.pyi")) as f:
+        stub = {node.name: node.args for node in ast.parse(f.read()).body if isinstance(node, ast.FunctionDef)}
+
+    def stub_params(a):
+        params = [(p.arg, "POSITIONAL_ONLY") for p in a.posonlyargs] + [(p.arg, "POSITIONAL_OR_KEYWORD")
+                                                                          for p in a.args]
+        defaults = [None] * (len(params) - len(a.defaults)) + [ast.literal_eval(d) for d in a.defaults]
+        out = [(name, kind, d is not None or i >= len(params) - len(a.defaults), d)
+               for i, ((name, kind), d) in enumerate(zip(params, defaults))]
+        out += [(p.arg, "KEYWORD_ONLY", d is not None, None if d is None else ast.literal_eval(d))
+                for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+        return out
+
+    def real_params(fn):
+        return [(p.name, p.kind.name, p.default is not p.empty, None if p.default is p.empty else p.default)
+                for p in inspect.signature(fn).parameters.values()]
+
+    functions = sorted(n for n in dir(native) if not n.startswith("_") and callable(getattr(native, n)))
+    assert sorted(stub) == functions
+    for name in functions:
+        assert stub_params(stub[name]) == real_params(getattr(native, name)), name
