@@ -9,9 +9,13 @@
  * makes one launch per layer (--layers 1) or one for every layer (--layers N: pointer tables).
  * Sampled rows are checked after each kvjit cell. Public API and test helpers only.
  *
+ * The bound is the link's: one 256 MiB pinned cuMemcpyAsync each way; beside it, the same copy of
+ * the cell's own bytes (what the copy engine does with a call of that size, its start included).
+ * --max-ctas, --split and --pdl pass the call's arguments of those names (the plan's shape).
+ *
  *   usage: bench_host_layouts [--layouts page_first_direct,page_head] [--dirs d2h,h2d]
  *          [--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N]
- *          [--csv FILE] [--md FILE]
+ *          [--max-ctas N] [--split N] [--pdl auto|on|off] [--cold-start] [--csv FILE] [--md FILE]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,8 +40,12 @@ typedef struct options {
   size_t nhead_bytes, nbatches;
   int64_t heads, page;
   int layers, reps;
+  int max_ctas, split; /* the call's arguments */
+  int cold;            /* --cold-start: rounds start on an idle stream (the host's launch latency counted, as before) */
+  kvjit_pdl_mode pdl;
   const char *csv, *md;
 } options;
+static options opt;
 
 /* One cell's buffers: device K/V per layer (flat rows), the host K/V tensors, ids, tables. */
 typedef struct cell {
@@ -133,6 +141,9 @@ static kvjit_status launch_kvjit(kvjit_context *ctx, const cell *c, CUstream str
   if (c->d2h) a.dst_k_layout = a.dst_v_layout = &c->view;
   else a.src_k_layout = a.src_v_layout = &c->view;
   a.stream = (struct CUstream_st *)stream;
+  a.max_ctas = opt.max_ctas;
+  a.split = opt.split;
+  a.pdl = opt.pdl;
   return kvjit_transfer_kv(ctx, &a);
 }
 
@@ -185,11 +196,14 @@ static int check_cell(const cell *c) {
   return ok;
 }
 
-/* Median microseconds per call of @p reps rounds of @p n calls. */
+/* Median microseconds per call of @p reps rounds of @p n calls, each round behind one call more
+ * (kvjit's), so that the stream is busy while the host enqueues them: the host's launch latency is
+ * not the copy's time. */
 static double time_calls(kvjit_context *ctx, const cell *c, CUstream stream, CUevent *ev, int per_page, int n,
                          int reps) {
   double us[MAX_REPS];
   for (int r = 0; r < reps; r++) {
+    if (!opt.cold && launch_kvjit(ctx, c, stream) != KVJIT_OK) return -1;
     CU(env->drv->cuEventRecord(ev[0], stream));
     for (int j = 0; j < n; j++) {
       if (per_page) launch_per_page(c, stream);
@@ -204,9 +218,8 @@ static double time_calls(kvjit_context *ctx, const cell *c, CUstream stream, CUe
   return bench_summarize(us, (size_t)reps).median;
 }
 
-/* One large pinned copy each way: the link's bound, GB/s. */
-static void link_bounds(CUstream stream, CUevent *ev, double gbps[2]) {
-  const size_t bytes = (size_t)256 << 20;
+/* One pinned copy of @p bytes each way, GB/s: of 256 MiB, the link's bound. */
+static void link_bounds(CUstream stream, CUevent *ev, size_t bytes, double gbps[2]) {
   CUdeviceptr d;
   void *h;
   CU(env->drv->cuMemAlloc(&d, bytes));
@@ -230,8 +243,8 @@ static void link_bounds(CUstream stream, CUevent *ev, double gbps[2]) {
 
 static void usage(void) {
   fprintf(stderr, "usage: bench_host_layouts [--layouts page_first_direct,page_head] [--dirs d2h,h2d] "
-                  "[--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N] [--csv FILE] "
-                  "[--md FILE]\n");
+                  "[--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N] [--max-ctas N] "
+                  "[--split N] [--pdl auto|on|off] [--cold-start] [--csv FILE] [--md FILE]\n");
   exit(2);
 }
 
@@ -241,6 +254,10 @@ int main(int argc, char **argv) {
                .batches = {1024, 4096, 16384}, .nbatches = 3, .heads = 8, .page = 64, .layers = 1, .reps = 7};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--cold-start") == 0) {
+      o.cold = 1;
+      continue;
+    }
     if (v == NULL) usage();
     i++;
     if (strcmp(a, "--layouts") == 0) {
@@ -261,6 +278,12 @@ int main(int argc, char **argv) {
       o.layers = atoi(v);
     } else if (strcmp(a, "--reps") == 0 && atoi(v) >= 2 && atoi(v) <= MAX_REPS) {
       o.reps = atoi(v);
+    } else if (strcmp(a, "--max-ctas") == 0 && atoi(v) >= -1 && atoi(v) <= 4096) {
+      o.max_ctas = atoi(v);
+    } else if (strcmp(a, "--split") == 0 && atoi(v) >= 0 && atoi(v) <= 4096) {
+      o.split = atoi(v);
+    } else if (strcmp(a, "--pdl") == 0 && (!strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "off"))) {
+      o.pdl = !strcmp(v, "on") ? KVJIT_PDL_ON : !strcmp(v, "off") ? KVJIT_PDL_OFF : KVJIT_PDL_AUTO;
     } else if (strcmp(a, "--csv") == 0) {
       o.csv = v;
     } else if (strcmp(a, "--md") == 0) {
@@ -269,6 +292,7 @@ int main(int argc, char **argv) {
       usage();
     }
   }
+  opt = o;
   gpu_env e;
   int rc = gpu_setup(&e);
   if (rc != 0) return rc;
@@ -282,11 +306,14 @@ int main(int argc, char **argv) {
   CU(env->drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   for (int i = 0; i < 2; i++) CU(env->drv->cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
   double bound[2];
-  link_bounds(stream, ev, bound);
-  printf("bench_host_layouts: %s, sm_%d; pinned link DtoH %.1f GB/s, HtoD %.1f GB/s; %d layer(s) per call\n", env->name,
-         env->sm, bound[0], bound[1], o.layers);
+  link_bounds(stream, ev, (size_t)256 << 20, bound);
+  printf("bench_host_layouts: %s, sm_%d; pinned link DtoH %.1f GB/s, HtoD %.1f GB/s; %d layer(s) per call; max_ctas %d "
+         "split %d pdl %d\n",
+         env->name, env->sm, bound[0], bound[1], o.layers, o.max_ctas, o.split, (int)o.pdl);
   FILE *csv = o.csv ? fopen(o.csv, "w") : NULL, *md = o.md ? fopen(o.md, "w") : NULL;
-  if (csv) fprintf(csv, "layout,direction,row_bytes,batch,layers,kvjit_us,kvjit_gbps,pct_of_link,per_page_us,check\n");
+  if (csv)
+    fprintf(csv, "layout,direction,row_bytes,batch,layers,kvjit_us,kvjit_gbps,pct_of_link,per_page_us,check,"
+                 "same_size_memcpy_gbps\n");
   if (md)
     fprintf(md, "# bench_host_layouts: SGLang's host layouts through transfer_kv (%s, sm_%d, kvjit %s)\n\nDevice: flat "
                 "[size, H, D] per layer; host: the layout, pages of %lld slots, %lld heads, %d layer(s) per call; whole "
@@ -321,14 +348,18 @@ int main(int argc, char **argv) {
           const double pp = k && !memcpy2d_async ? 0 : time_calls(ctx, &c, stream, ev, 1, 1, o.reps > 3 ? 3 : o.reps);
           const double bytes = 2.0 * (double)c.batch * (double)c.row * c.layers;
           const double gbps = kv > 0 ? bytes / kv * 1e-3 : 0, pct = 100.0 * gbps / bound[d];
+          double same[2];
+          link_bounds(stream, ev, (size_t)bytes, same);
           if (c.row >= 2048 && c.batch >= 1024 && pct < worst_pct) worst_pct = pct;
           if (pp > 0 && kv > 0 && pp / kv < worst_speedup) worst_speedup = pp / kv;
           const char *name = kvjit_host_layout_name(h.kind), *dname = c.d2h ? "d2h" : "h2d";
-          printf("%-17s %s row %5lld batch %6lld: kvjit %9.2f us %6.1f GB/s (%5.1f %% of link) | per-page %10.2f us %s\n",
-                 name, dname, (long long)c.row, (long long)c.batch, kv, gbps, pct, pp, ok ? "" : "CHECK FAILED");
+          printf("%-17s %s row %5lld batch %6lld: kvjit %9.2f us %6.1f GB/s (%5.1f %% of link; a memcpy of the same "
+                 "bytes %5.1f GB/s) | per-page %10.2f us %s\n",
+                 name, dname, (long long)c.row, (long long)c.batch, kv, gbps, pct, same[d], pp,
+                 ok ? "" : "CHECK FAILED");
           if (csv)
-            fprintf(csv, "%s,%s,%lld,%lld,%d,%.3f,%.2f,%.1f,%.3f,%s\n", name, dname, (long long)c.row,
-                    (long long)c.batch, c.layers, kv, gbps, pct, pp, ok ? "ok" : "FAIL");
+            fprintf(csv, "%s,%s,%lld,%lld,%d,%.3f,%.2f,%.1f,%.3f,%s,%.2f\n", name, dname, (long long)c.row,
+                    (long long)c.batch, c.layers, kv, gbps, pct, pp, ok ? "ok" : "FAIL", same[d]);
           if (md)
             fprintf(md, "| %s | %s | %lld | %lld | %.2f | %.1f | %.1f | %.2f | %.1fx | %s |\n", name, dname,
                     (long long)c.row, (long long)c.batch, kv, gbps, pct, pp, pp > 0 && kv > 0 ? pp / kv : 0,

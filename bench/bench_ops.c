@@ -108,7 +108,8 @@ static bench_stats read_rounds(int reps, int launches) {
 }
 
 /* @p launches launches (launch j: input set j % sets) captured into one graph, replayed twice to
- * warm up, then @p reps replays back to back. @return -1 when a launch failed. */
+ * warm up, then @p reps replays back to back. @return -1 when a launch failed. (~20 ms of warm-up
+ * replays instead of 2 changed no cell beyond 1 % on the H200, 2026-12-02: 128 B x 1, fp8 2048 B x 16.) */
 static int time_graph(launch_fn fn, void *self, kvjit_pdl_mode pdl, int launches, int reps, bench_stats *out) {
   CUgraph graph;
   CUgraphExec exec;
@@ -278,11 +279,17 @@ typedef struct host_cost {
   int done;
 } host_cost;
 
+/* One eager call for the host cost: the op's bare public call on @p args built once (what
+ * bench_store timed), or launch() where the op has none. */
+static kvjit_status host_call(kvjit_self *k, const void *args, const check_launch *l) {
+  return args ? k->op->bench_call(k->ctx, args) : launch_kvjit(k, l);
+}
+
 /* CPU time of one eager call of the cell (prepared) against a raw cuLaunchKernelEx of the very
  * kernel, grid and argument block that call launched, read back from a graph that captured it:
  * HOST_GROUPS groups of HOST_CALLS calls, alternating order so that drift cancels, the stream
  * synchronised between groups (not timed). Medians in ns per call. */
-static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
+static host_cost measure_host_cost_of(kvjit_self *k, const void *args, const check_launch *l) {
   host_cost h;
   memset(&h, 0, sizeof h);
   PFN_cuGraphGetNodes_v10000 get_nodes = (PFN_cuGraphGetNodes_v10000)bench_cuda_proc("cuGraphGetNodes", 10000);
@@ -292,12 +299,11 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
     fprintf(stderr, "bench_ops: host cost: cuGraphGetNodes / cuGraphKernelNodeGetParams unavailable\n");
     return h;
   }
-  check_launch l = {pdl, (struct CUstream_st *)stream, 0, 0};
-  if (launch_kvjit(k, &l) != KVJIT_OK) return h;
+  if (host_call(k, args, l) != KVJIT_OK) return h;
   CU(env->drv->cuStreamSynchronize(stream));
   CUgraph graph;
   CU(env->drv->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  kvjit_status st = launch_kvjit(k, &l);
+  kvjit_status st = host_call(k, args, l);
   CU(env->drv->cuStreamEndCapture(stream, &graph));
   CUgraphNode nodes[8];
   size_t num_nodes = 8, kernels = 0;
@@ -328,8 +334,8 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
   cfg.blockDimZ = found.blockDimZ;
   cfg.sharedMemBytes = found.sharedMemBytes;
   cfg.hStream = stream;
-  cfg.attrs = pdl != KVJIT_PDL_OFF ? &attr : NULL;
-  cfg.numAttrs = pdl != KVJIT_PDL_OFF ? 1 : 0;
+  cfg.attrs = l->pdl != KVJIT_PDL_OFF ? &attr : NULL;
+  cfg.numAttrs = l->pdl != KVJIT_PDL_OFF ? 1 : 0;
   /* The node names the kernel as a CUkernel when it was launched through one (as kvjit does). */
   const CUfunction fn = found.kern ? (CUfunction)found.kern : found.func;
   double samples[2][HOST_GROUPS];
@@ -339,7 +345,7 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
       const uint64_t t0 = bench_now_ns();
       if (which == 0) {
         for (int i = 0; i < HOST_CALLS; i++)
-          if (launch_kvjit(k, &l) != KVJIT_OK) st = KVJIT_ERR_INTERNAL;
+          if (host_call(k, args, l) != KVJIT_OK) st = KVJIT_ERR_INTERNAL;
       } else {
         for (int i = 0; i < HOST_CALLS; i++) CU(env->drv->cuLaunchKernelEx(&cfg, fn, found.kernelParams, found.extra));
       }
@@ -351,6 +357,15 @@ static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
   h.call_ns = bench_summarize(samples[0], HOST_GROUPS);
   h.raw_ns = bench_summarize(samples[1], HOST_GROUPS);
   h.done = st == KVJIT_OK;
+  return h;
+}
+
+/* The host cost of cell @p k's call with PDL mode @p pdl (measure_host_cost_of()). */
+static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
+  check_launch l = {pdl, (struct CUstream_st *)stream, 0, 0};
+  void *args = k->op->bench_args && k->op->bench_call ? k->op->bench_args(k->c, k->w, &l) : NULL;
+  host_cost h = measure_host_cost_of(k, args, &l);
+  free(args);
   return h;
 }
 
@@ -450,7 +465,8 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     int ok = check_run_case(&t, &r, ctx) == 0;
     const double bytes = op->bench_bytes(c);
     const kvjit_pdl_mode pdl = r.pdl;
-    const int max_launches = op->bench_max_launches > 0 ? op->bench_max_launches : MAX_LAUNCHES;
+    const int cap = op->bench_max_launches ? op->bench_max_launches(c) : 0;
+    const int max_launches = cap > 0 ? cap : MAX_LAUNCHES;
     check_world *w = check_world_make(op, c, i, op->bench_sets(c, max_launches), 1);
     kvjit_self ks = {ctx, op, c, w};
     check_launch prep = {pdl, (struct CUstream_st *)stream, 0, 1};

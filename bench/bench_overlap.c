@@ -9,13 +9,18 @@
  * blocks (bench/ref_transfer_kv.cuh through bench_peers.c's "ref_quota2"). Cells, buffers, ids and
  * arguments are the check harness's transfer_kv bench cells (check_transfer.c), timing mode.
  *
+ * --shapes adds launch shapes of kvjit's own template (overlap_shapes.h: CTAs, threads per CTA,
+ * accesses per lane, PDL, cache-streaming mode; registers reported) and a control that only holds
+ * SMs (spin:CTAS:THREADS, for as long as the default copy), each timed alone and beside the GEMM:
+ * what decides the plan's shape over the host link. --gemms 0 times the copies alone.
+ *
  * The GEMM is cuBLAS's (cublasGemmEx, bf16 in and out, fp32 accumulation), dlopen'd from the
  * toolkit: the model's own GEMMs are cuBLAS's, so its slowdown is what a serving runtime sees; a
  * GEMM of our own would measure how a weaker kernel shares the SMs. Without libcublas the bench
  * says so and exits 77. Public API and test helpers only.
  *
  *   usage: bench_overlap [--dirs d2h,h2d] [--rows LIST] [--batches LIST] [--gemm N] [--gemms N]
- *                        [--reps N] [--out DIR]
+ *                        [--reps N] [--shapes C:T:CPL:PDL:STREAM|spin:C:T,...] [--out DIR]
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -27,18 +32,24 @@
 #include "bench_util.h"
 #include "check/check_run.h"
 #include "check/check_transfer.h"
+#include "overlap_shapes.h"
 
 #define MAX_LIST 8
 #define MAX_REPS 15
+#define MAX_SHAPES 40
 
+/* The three copies of record, then the shapes (impl NUM_IMPLS + i: shape i). */
 enum { IMPL_KVJIT, IMPL_KVJIT_ALL, IMPL_REF_Q2, NUM_IMPLS };
+#define MAX_IMPLS (NUM_IMPLS + MAX_SHAPES)
 static const char *const impl_names[NUM_IMPLS] = {"kvjit", "kvjit_all_sms", "ref_sglang_q2"};
 
 typedef struct options {
   int dirs[2]; /* d2h, h2d */
   int64_t rows[MAX_LIST], batches[MAX_LIST];
   size_t nrows, nbatches;
-  int gemm_n, gemms, reps;
+  int gemm_n, gemms, reps; /* gemms 0: the copies alone */
+  overlap_shape shapes[MAX_SHAPES];
+  int nshapes;
   const char *out;
 } options;
 
@@ -119,6 +130,7 @@ typedef struct copy {
   int impl;
   const bench_peer *peer;
   void *peer_state;
+  const overlap_kernel *shape; /* impl >= NUM_IMPLS */
 } copy;
 
 static kvjit_status copy_launch(const copy *k, CUstream stream, int prepare) {
@@ -126,6 +138,7 @@ static kvjit_status copy_launch(const copy *k, CUstream stream, int prepare) {
   if (k->impl == IMPL_REF_Q2) return prepare ? KVJIT_OK : k->peer->launch(k->peer_state, k->c, k->w, &l);
   kvjit_transfer_kv_args a;
   check_transfer_args(k->c, k->w, &l, &a);
+  if (k->shape != NULL) return prepare ? KVJIT_OK : overlap_kernel_launch(k->shape, &a, stream);
   a.max_ctas = k->impl == IMPL_KVJIT_ALL ? KVJIT_TRANSFER_KV_ALL_CTAS : 0;
   return prepare ? kvjit_transfer_kv_prepare(k->ctx, &a) : kvjit_transfer_kv(k->ctx, &a);
 }
@@ -146,8 +159,9 @@ static double elapsed_ms(CUevent a, CUevent b) {
 
 typedef struct cell_result {
   char cell[64];
-  double copy_us[NUM_IMPLS], gbps[NUM_IMPLS];
-  double gemm_alone_ms[NUM_IMPLS], gemm_with_ms[NUM_IMPLS]; /* the loop alone just before it ran beside each copy */
+  double copy_us[MAX_IMPLS], gbps[MAX_IMPLS];
+  double gemm_alone_ms[MAX_IMPLS], gemm_with_ms[MAX_IMPLS]; /* the loop alone just before it ran beside each copy */
+  int regs[MAX_IMPLS];                                      /* shapes: registers per thread */
 } cell_result;
 
 typedef struct timing {
@@ -155,10 +169,13 @@ typedef struct timing {
   CUevent e[4];
 } timing;
 
-/* One copy alone: the median per-launch microseconds of @p reps rounds of 8 launches. */
+/* One copy alone: the median per-launch microseconds of @p reps rounds of 8 launches, each round
+ * behind one launch more, so that the stream is busy while the host enqueues them (the host's
+ * launch latency is not the copy's time). */
 static double time_copy_alone(const timing *t, const copy *k, int reps) {
   double us[MAX_REPS];
   for (int r = 0; r < reps; r++) {
+    if (copy_launch(k, t->copy_stream, 0) != KVJIT_OK) return -1;
     CU(env->drv->cuEventRecord(t->e[0], t->copy_stream));
     for (int j = 0; j < 8; j++)
       if (copy_launch(k, t->copy_stream, 0) != KVJIT_OK) return -1;
@@ -190,6 +207,10 @@ static double time_gemm_loop(const timing *t, const gemm *g, int gemms, const co
   return bench_summarize(ms, (size_t)reps).median;
 }
 
+static double slowdown_pct(const cell_result *r, int i) {
+  return r->gemm_with_ms[i] > 0 ? 100.0 * (r->gemm_with_ms[i] / r->gemm_alone_ms[i] - 1.0) : 0;
+}
+
 static int run_cell(const options *o, const timing *t, const gemm *g, kvjit_context *ctx, size_t index,
                     cell_result *out) {
   const check_op *op = transfer_op();
@@ -199,26 +220,53 @@ static int run_cell(const options *o, const timing *t, const gemm *g, kvjit_cont
   op->bench_cell(c, out->cell, sizeof out->cell);
   check_world *w = check_world_make(op, c, index, 1, 1);
   const double bytes = op->bench_bytes(c) / 2; /* each row crosses the link once */
+  /* The shapes, made for the cell's rows (flat caches, plain copies, one layer, K = V only). */
+  overlap_kernel shapes[MAX_SHAPES];
+  int nshapes = 0;
+  if (o->nshapes > 0) {
+    kvjit_transfer_kv_args a;
+    check_launch l = {KVJIT_PDL_AUTO, NULL, 0, 1};
+    check_transfer_args(c, w, &l, &a);
+    const int flat = a.src_dtype == a.dst_dtype && a.num_layers == 0 && a.src_k_layout == NULL &&
+                     a.dst_k_layout == NULL && (a.v_row_bytes == 0 || a.v_row_bytes == a.k_row_bytes) && a.src_v;
+    if (flat && overlap_kernels_make(ctx, o->shapes, o->nshapes, a.k_row_bytes, a.index_type == KVJIT_INDEX_INT64,
+                                     shapes))
+      nshapes = o->nshapes;
+  }
   int bad = 0;
-  for (int i = 0; i < NUM_IMPLS && !bad; i++) {
-    copy k = {ctx, c, w, i, NULL, NULL};
+  for (int i = 0; i < NUM_IMPLS + nshapes && !bad; i++) {
+    copy k = {ctx, c, w, i, NULL, NULL, i >= NUM_IMPLS ? &shapes[i - NUM_IMPLS] : NULL};
+    if (k.shape != NULL) {
+      if (k.shape->kernel == NULL) continue; /* a shape the row does not take */
+      out->regs[i] = k.shape->regs;
+      /* The control holds its SMs as long as the default plan's copy does. */
+      shapes[i - NUM_IMPLS].spin_ns = (unsigned long long)(out->copy_us[IMPL_KVJIT] * 1000.0);
+    }
     if (i == IMPL_REF_Q2) {
       k.peer = find_peer("ref_quota2");
       k.peer_state = k.peer ? k.peer->prepare(k.peer, ctx, c, w) : NULL;
       if (k.peer_state == NULL) continue; /* rows SGLang's kernel does not take */
     }
+    const char *name = i < NUM_IMPLS ? impl_names[i] : k.shape->shape->name;
     if (copy_launch(&k, t->copy_stream, 1) != KVJIT_OK) {
-      fprintf(stderr, "bench_overlap: %s %s: %s\n", impl_names[i], out->cell, kvjit_last_error());
+      fprintf(stderr, "bench_overlap: %s %s: %s\n", name, out->cell, kvjit_last_error());
       bad = 1;
       break;
     }
     out->copy_us[i] = time_copy_alone(t, &k, o->reps);
-    out->gbps[i] = out->copy_us[i] > 0 ? bytes / out->copy_us[i] * 1e-3 : 0;
-    /* Alone right before beside the copy: clocks and temperature drift between cells (run E showed
-     * "-10 %" slowdowns against one measurement at the start). */
-    out->gemm_alone_ms[i] = time_gemm_loop(t, g, o->gemms, NULL, 0, 0, o->reps);
-    out->gemm_with_ms[i] = time_gemm_loop(t, g, o->gemms, &k, out->copy_us[i], out->gemm_alone_ms[i], o->reps);
-    bad = out->copy_us[i] < 0 || out->gemm_with_ms[i] < 0;
+    out->gbps[i] = out->copy_us[i] > 0 && !(k.shape && k.shape->shape->spin) ? bytes / out->copy_us[i] * 1e-3 : 0;
+    bad = out->copy_us[i] < 0;
+    if (o->gemms > 0 && !bad) {
+      /* Alone right before beside the copy: clocks and temperature drift between cells (run E showed
+       * "-10 %" slowdowns against one measurement at the start). */
+      out->gemm_alone_ms[i] = time_gemm_loop(t, g, o->gemms, NULL, 0, 0, o->reps);
+      out->gemm_with_ms[i] = time_gemm_loop(t, g, o->gemms, &k, out->copy_us[i], out->gemm_alone_ms[i], o->reps);
+      bad = out->gemm_with_ms[i] < 0;
+    }
+    if (k.shape != NULL)
+      printf("  %-18s %-16s split %d lanes %2d regs %3d local %d B | copy %9.2f us %6.1f GB/s | GEMM %+6.1f %%\n",
+             out->cell, name, k.shape->split, k.shape->lanes, k.shape->regs, k.shape->local_bytes, out->copy_us[i],
+             out->gbps[i], slowdown_pct(out, i));
     free(k.peer_state);
   }
   check_world_destroy(w);
@@ -228,21 +276,20 @@ static int run_cell(const options *o, const timing *t, const gemm *g, kvjit_cont
 
 /* ---- output ------------------------------------------------------------------------------------ */
 
-static double slowdown_pct(const cell_result *r, int i) {
-  return r->gemm_with_ms[i] > 0 ? 100.0 * (r->gemm_with_ms[i] / r->gemm_alone_ms[i] - 1.0) : 0;
-}
-
 static void write_outputs(const options *o, const cell_result *rs, size_t n) {
   char path[512];
   snprintf(path, sizeof path, "%s/overlap.csv", o->out);
   FILE *f = fopen(path, "w");
   if (f) {
-    fprintf(f, "impl,direction,row_bytes,batch,copy_us,copy_gbps,gemm_ms_alone,gemm_ms_with,gemm_slowdown_pct\n");
+    fprintf(f, "impl,direction,row_bytes,batch,layers,copy_us,copy_gbps,gemm_ms_alone,gemm_ms_with,gemm_slowdown_pct,"
+               "regs\n");
     for (size_t r = 0; r < n; r++)
-      for (int i = 0; i < NUM_IMPLS; i++)
+      for (int i = 0; i < NUM_IMPLS + o->nshapes; i++)
         if (rs[r].copy_us[i] > 0)
-          fprintf(f, "%s,%s,%.3f,%.2f,%.3f,%.3f,%.2f\n", impl_names[i], rs[r].cell, rs[r].copy_us[i], rs[r].gbps[i],
-                  rs[r].gemm_alone_ms[i], rs[r].gemm_with_ms[i], slowdown_pct(&rs[r], i));
+          fprintf(f, "%s,%s,%.3f,%.2f,%.3f,%.3f,%.2f,%d\n",
+                  i < NUM_IMPLS ? impl_names[i] : o->shapes[i - NUM_IMPLS].name, rs[r].cell, rs[r].copy_us[i],
+                  rs[r].gbps[i], rs[r].gemm_alone_ms[i], rs[r].gemm_with_ms[i], slowdown_pct(&rs[r], i),
+                  rs[r].regs[i]);
     fclose(f);
   }
   snprintf(path, sizeof path, "%s/overlap.md", o->out);
@@ -251,9 +298,9 @@ static void write_outputs(const options *o, const cell_result *rs, size_t n) {
           kvjit_version_string());
   fprintf(f, "cuBLAS bf16 GEMM %d x %d x %d, %d per loop on one stream; the copy back to back on another for 1.5x "
              "the loop. Slowdown: the loop's time beside the copy over its time alone. Default: kvjit's plan (at "
-             "most %d CTAs over the host link); all SMs: max_ctas = KVJIT_TRANSFER_KV_ALL_CTAS; SGLang: its "
+             "most %d CTAs reading host memory, %d writing it); all SMs: max_ctas = KVJIT_TRANSFER_KV_ALL_CTAS; SGLang: its "
              "hicache kernel at its default 2 blocks of 1024 threads.\n\n",
-          o->gemm_n, o->gemm_n, o->gemm_n, o->gemms, KVJIT_TRANSFER_KV_HOST_CTAS);
+          o->gemm_n, o->gemm_n, o->gemm_n, o->gemms, KVJIT_TRANSFER_KV_HOST_CTAS, KVJIT_TRANSFER_KV_HOST_WRITE_CTAS);
   fprintf(f, "| direction,row B,batch | GEMM loop alone ms (before kvjit's) | default GB/s | all SMs GB/s | default / all SMs | "
              "SGLang q2 GB/s | GEMM slowdown: default | all SMs | SGLang q2 |\n"
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -281,7 +328,7 @@ static void write_outputs(const options *o, const cell_result *rs, size_t n) {
 
 static void usage(void) {
   fprintf(stderr, "usage: bench_overlap [--dirs d2h,h2d] [--rows LIST] [--batches LIST] [--gemm N] [--gemms N] "
-                  "[--reps N] [--out DIR]\n");
+                  "[--reps N] [--shapes C:T:CPL:PDL:STREAM|spin:C:T,...] [--out DIR]\n");
   exit(2);
 }
 
@@ -315,8 +362,13 @@ int main(int argc, char **argv) {
       if ((o.nbatches = bench_parse_list(v, o.batches, MAX_LIST)) == 0) usage();
     } else if (strcmp(a, "--gemm") == 0 && atoi(v) >= 256 && atoi(v) <= 32768) {
       o.gemm_n = atoi(v);
-    } else if (strcmp(a, "--gemms") == 0 && atoi(v) >= 1 && atoi(v) <= 1000) {
+    } else if (strcmp(a, "--gemms") == 0 && atoi(v) >= 0 && atoi(v) <= 1000 && *v >= '0' && *v <= '9') {
       o.gemms = atoi(v);
+    } else if (strcmp(a, "--shapes") == 0) {
+      char list[2048];
+      snprintf(list, sizeof list, "%s", v);
+      for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        if (o.nshapes == MAX_SHAPES || !overlap_shape_parse(tok, &o.shapes[o.nshapes++])) usage();
     } else if (strcmp(a, "--reps") == 0 && atoi(v) >= 1 && atoi(v) <= MAX_REPS) {
       o.reps = atoi(v);
     } else if (strcmp(a, "--out") == 0) {
@@ -334,7 +386,8 @@ int main(int argc, char **argv) {
   CU(env->drv->cuStreamCreate(&t.copy_stream, CU_STREAM_NON_BLOCKING));
   for (int i = 0; i < 4; i++) CU(env->drv->cuEventCreate(&t.e[i], CU_EVENT_DEFAULT));
   gemm g;
-  if (!gemm_open(&g, o.gemm_n, t.gemm_stream)) {
+  memset(&g, 0, sizeof g);
+  if (o.gemms > 0 && !gemm_open(&g, o.gemm_n, t.gemm_stream)) {
     printf("bench_overlap: no usable libcublas (dlopen libcublas.so.13/.12): skipped\n");
     gpu_teardown(&e);
     return 77;
@@ -342,11 +395,15 @@ int main(int argc, char **argv) {
   kvjit_context *ctx = NULL;
   char dir[64];
   if (gpu_context_create(&ctx, dir, sizeof dir, "overlap", NULL) != 0) return 1;
-  for (int j = 0; j < 3; j++) gemm_run(&g); /* cuBLAS picks and loads its kernel */
-  CU(env->drv->cuStreamSynchronize(t.gemm_stream));
-  const double alone_ms = time_gemm_loop(&t, &g, o.gemms, NULL, 0, 0, o.reps);
-  printf("bench_overlap: %s, sm_%d; GEMM loop alone %.2f ms (%d x bf16 %d^3, %.0f TFLOP/s)\n", env->name, env->sm,
-         alone_ms, o.gemms, o.gemm_n, 2.0 * o.gemm_n * (double)o.gemm_n * o.gemm_n * o.gemms / (alone_ms * 1e9));
+  if (o.gemms > 0) {
+    for (int j = 0; j < 3; j++) gemm_run(&g); /* cuBLAS picks and loads its kernel */
+    CU(env->drv->cuStreamSynchronize(t.gemm_stream));
+    const double alone_ms = time_gemm_loop(&t, &g, o.gemms, NULL, 0, 0, o.reps);
+    printf("bench_overlap: %s, sm_%d; GEMM loop alone %.2f ms (%d x bf16 %d^3, %.0f TFLOP/s)\n", env->name, env->sm,
+           alone_ms, o.gemms, o.gemm_n, 2.0 * o.gemm_n * (double)o.gemm_n * o.gemm_n * o.gemms / (alone_ms * 1e9));
+  } else {
+    printf("bench_overlap: %s, sm_%d; the copies alone (--gemms 0)\n", env->name, env->sm);
+  }
   const check_op *op = transfer_op();
   cell_result *rs = calloc(op->bench_count(), sizeof *rs);
   size_t n = 0;

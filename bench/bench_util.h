@@ -14,6 +14,8 @@ extern const char bench_src_ref_store_kv[];
 extern const char bench_src_kernels[];
 /* From ref_transfer_kv.cuh: SGLang's hierarchical-cache transfer algorithm (bench_ops' peer). */
 extern const char bench_src_ref_transfer_kv[];
+/* kvjit's own transfer_kv template (store_kv_cache.cuh + layout.cuh + transfer_kv.cuh, as the library joins it). */
+extern const char bench_src_transfer_kv[];
 
 /** Monotonic clock, nanoseconds. */
 uint64_t bench_now_ns(void);

@@ -601,8 +601,13 @@ typedef enum kvjit_location {
 
 /** max_ctas: no cap, the grid the batch needs (the all-SM plan), over the host link too. */
 #define KVJIT_TRANSFER_KV_ALL_CTAS (-1)
-/** max_ctas 0 over the host link: this many CTAs at most (the link, not the SMs, is the bound). */
+/** max_ctas 0 over the host link: this many CTAs at most reading host memory, each holding ~64 KiB of
+ *  rows in flight (the link, not the SMs, is the bound) ... */
 #define KVJIT_TRANSFER_KV_HOST_CTAS 4
+/** ... and this many writing it (device to host, host to host): posted writes need fewer bytes in
+ *  flight, and more CTAs push stores into the GPU faster than the link drains them, in the way of the
+ *  model's kernels (bench/bench_overlap.c). */
+#define KVJIT_TRANSFER_KV_HOST_WRITE_CTAS 3
 
 
 /** Most layers one kvjit_transfer_kv() call moves (the launch's grid.y). */
@@ -632,7 +637,8 @@ typedef enum kvjit_location {
  * k_scale[l * n .. ] (n = 1 per tensor, num_heads per head).
  *
  * The CTA budget (version 2): over the host link the copy runs on at most
- * KVJIT_TRANSFER_KV_HOST_CTAS CTAs that stride over the batch, leaving the SMs to the model
+ * KVJIT_TRANSFER_KV_HOST_CTAS CTAs (KVJIT_TRANSFER_KV_HOST_WRITE_CTAS when the destination is host
+ * memory) that stride over the batch, leaving the SMs to the model
  * (the link, not the SMs, bounds it); max_ctas N caps any direction at N CTAs,
  * KVJIT_TRANSFER_KV_ALL_CTAS asks for the grid the batch needs.
  */

@@ -20,7 +20,10 @@
 //   Block       most threads per block (a multiple of 32)
 //   Items       items each lane group moves (1 or 2; 2 only with one access per lane)
 //   Index64     1: slot ids are int64, 0: int32 (both index arrays)
-//   Pdl         1: programmatic dependent launch wait/trigger compiled in (sm_90+)
+//   Pdl         1: programmatic dependent launch wait/trigger compiled in (sm_90+): wait, then let
+//               the next grid launch; 2: wait, and let it launch once this CTA's units are done
+//               (Loop: the next copy's CTAs do not sit on SMs for the whole copy, waiting, beside
+//               the model's kernels: +20-45 points of a GEMM's slowdown on the H200, issue 29)
 //   Table       1: the four cache pointers are device arrays of per-layer cache pointers,
 //               layer = blockIdx.y; 0: they are the caches (one layer, gridDim.y == 1)
 //   SrcDtype    kvjit_dtype of the source elements, DstDtype of the destination's: 0 and 0 (or
@@ -564,7 +567,7 @@ __global__ void __launch_bounds__(Block) kvjit_transfer_kv(const __grid_constant
   if constexpr (C::kPdl) {
     // Indices and rows may be written by the kernel before us: wait before the first load.
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if constexpr (C::kPdl == 1) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
 
   const unsigned layer = blockIdx.y;
@@ -593,4 +596,5 @@ __global__ void __launch_bounds__(Block) kvjit_transfer_kv(const __grid_constant
   } else {
     kvjit_t_units<C>(p, l, first, groups, units, lane);
   }
+  if constexpr (C::kPdl == 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }

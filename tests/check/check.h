@@ -110,13 +110,20 @@ typedef struct check_op {
   /** Input sets a timed cell of @p launches launches rotates over (at most what memory and its
    *  slots allow, so that no launch rewrites what the one before it wrote). */
   int (*bench_sets)(const void *c, int launches);
-  /** Launches per timed graph: about 3 ms of work, at most this many (0: 320), estimated from
-   *  the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch of the cell. */
-  int bench_max_launches;
+  /** Launches per timed graph: about 3 ms of work, at most bench_max_launches(c) (NULL or 0:
+   *  320), estimated from the bytes at 3 TB/s, or (bench_launches_measured) from one timed launch
+   *  of the cell. The cap sets what one replay touches, hence what stays in L2 between replays:
+   *  a cell takes the cap of the bench it came from. */
+  int (*bench_max_launches)(const void *c);
   int bench_launches_measured;
   /** 1 for the cells whose host cost the driver also measures (the whole eager call against a raw
    *  cuLaunchKernelEx of the kernel it launched); NULL: none. */
   int (*bench_host_cost)(const void *c);
+  /** For the host cost: the public call's arguments for launch @p l, built once (malloc'd; the
+   *  caller frees them), and the bare call on them, so that the cost timed is the library's alone
+   *  and not the harness's building of its arguments (launch() builds them at every call). */
+  void *(*bench_args)(const void *c, const check_world *w, const check_launch *l);
+  kvjit_status (*bench_call)(kvjit_context *ctx, const void *args);
   /* The variant space from the op's field table (check/check_space.h): its cases of group "fields". */
   /** The op's space: check_space_get() with the op's bases; *dropped as there (may be NULL). */
   size_t (*space)(const kvjit_variant **out, size_t *dropped);

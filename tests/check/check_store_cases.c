@@ -491,8 +491,9 @@ void store_case_get(size_t index, void *out) {
  * cells with L2-hot inputs (batch 1 and 16, int64, PDL on: every launch reads the same rows, the
  * slots still rotate) and bench_fp8's (bf16 rows of 128..8192 B quantized to e4m3 with a
  * per-tensor and a per-head scale of 64-element heads, int64, PDL on, at both benches' batches).
- * As timed, 2 GiB / row slots per K and V cache, as the benchmarks of record had them (slots spread
- * over DRAM); checked first with small caches. */
+ * As timed, the slots the benchmarks of record spread rows over: bench_store's 2 GiB / row per K
+ * and V cache, bench_fp8's 1 GiB / source row (it drew slots from the first half of 2 GiB caches
+ * sized for bf16 rows); checked first with small caches. */
 static const int64_t bench_rows[] = {128, 256, 512, 1024, 2048, 4096, 8192};
 static const int64_t bench_batches[] = {1, 16, 128, 1024, 8192, 65536};
 static const int64_t hot_batches[] = {1, 16};
@@ -565,5 +566,6 @@ void store_bench_get(size_t i, void *out, int timing) {
     c->scale = k % 2 ? KVJIT_SCALE_PER_HEAD : KVJIT_SCALE_PER_TENSOR;
     c->heads = k % 2 ? row / 2 / 64 : 8; /* bench_fp8's heads: 64 elements each */
   }
-  if (timing) c->extra_slots = (int64_t)((2ull << 30) / (uint64_t)c->k_row) - c->batch; /* 2 GiB / source row */
+  const uint64_t spread = c->cache_dtype == KVJIT_DTYPE_BYTES ? 2ull << 30 : 1ull << 30; /* bench_store's, bench_fp8's */
+  if (timing) c->extra_slots = (int64_t)(spread / (uint64_t)c->k_row) - c->batch; /* slots: spread / source row */
 }

@@ -143,8 +143,8 @@ static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
   out->group_shift = (uint32_t)__builtin_ctz((unsigned)p->lanes);
   out->split = (uint32_t)p->split;
   out->items = (uint32_t)p->items;
-  out->pdl = p->pdl;
-  out->loops = (uint32_t)p->loop;
+  out->pdl = p->pdl != 0;
+  out->loops = p->loop != 0;
 }
 
 #ifndef KVJIT_OP_FAMILY

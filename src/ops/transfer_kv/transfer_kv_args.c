@@ -259,7 +259,8 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_tr
   v[TRANSFER_F_SCALE] = conv.scale_kind;
   v[TRANSFER_F_HEADS] = conv.num_heads;
   v[TRANSFER_F_CTAS] = few ? KVJIT_TRANSFER_KV_CTAS_FEW : KVJIT_TRANSFER_KV_CTAS_ALL;
-  r->max_blocks = few ? (uint32_t)(f->max_ctas > 0 ? f->max_ctas : KVJIT_TRANSFER_KV_HOST_CTAS) : 0;
+  const int host_ctas = a->dst == KVJIT_LOCATION_HOST ? KVJIT_TRANSFER_KV_HOST_WRITE_CTAS : KVJIT_TRANSFER_KV_HOST_CTAS;
+  r->max_blocks = few ? (uint32_t)(f->max_ctas > 0 ? f->max_ctas : host_ctas) : 0;
   r->batch_class = a->batch > 0 ? kvjit_transfer_kv_batch_class(a->batch) : 0;
   r->layers = table ? (unsigned)a->num_layers : 1u;
   return KVJIT_OK;

@@ -10,14 +10,17 @@
  *    the store); at batches > 32768 a group of <= 8 lanes moves two items, for the same wave
  *    reason as the store's pairing;
  *  - over the host link (either side pinned host memory): at most KVJIT_TRANSFER_KV_HOST_CTAS
- *    CTAs of 1024 threads (or the caller's max_ctas) that stride over the batch, 4 accesses per
- *    lane per slice and at least a 128-byte line per group and instruction: the link, not the
- *    SMs, is the bound, and the model running beside a transfer keeps its SMs (issue 29). The
+ *    CTAs, KVJIT_TRANSFER_KV_HOST_WRITE_CTAS writing host memory (or the caller's max_ctas; the
+ *    launch's cap, not the binary's) that stride over the batch, up to 8 accesses per lane per
+ *    slice, at least a 128-byte line per group and instruction, and as many threads as hold 64 KiB
+ *    in flight per CTA: the link, not the SMs, is the bound, and the model running beside a
+ *    transfer keeps its SMs and its memory system (issue 29; bench/bench_overlap.c). The
  *    all-SM plan (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS): two accesses per lane from batch 65 up,
  *    the grid the batch needs. Either way cache-streaming accesses (kernel_src/transfer_kv.cuh).
  *  - converting (fp8 <-> f16/bf16/f32): the same, in source bytes; a dequantizing access reads at
  *    most 16 / (destination element size) bytes, so that its store is at most 16.
- *  - PDL: auto is on from sm_90, as for the store.
+ *  - PDL: auto is on from sm_90, as for the store; on few CTAs the next grid launches when the
+ *    CTAs are done (the template's Pdl 2), not while they copy.
  */
 #include "transfer_kv_plan.h"
 
@@ -41,15 +44,32 @@ int kvjit_transfer_kv_batch_class(int64_t batch) {
 static int chunks_per_lane(int host_link, int batch_class) {
   return host_link && batch_class != KVJIT_TRANSFER_KV_CLASS_SMALL ? 2 : 1;
 }
-/* On few CTAs: up to 4 accesses per lane per slice (8 with V, all in flight before the first
- * store): 4 CTAs x 1024 threads x 128 B keep 512 KiB of reads in flight, what a host link of
- * ~55 GB/s needs at a few microseconds of latency per read (and 8 accesses within the 64 registers
- * of a 1024-thread block). */
-#define FEW_CHUNKS_PER_LANE 4
+/* On few CTAs: up to 8 accesses per lane per slice (16 with V, all in flight before the first
+ * store; the template's most) ... */
+#define FEW_CHUNKS_PER_LANE 8
+/* ... and as many threads as hold this many bytes of rows in flight per CTA (a power of two,
+ * 128..1024): reading host memory, 4 CTAs keep 256 KiB in flight, what PCIe reads of ~55 GB/s need
+ * at a few microseconds each (>= 98.8 % of the all-SM plan's bandwidth at 0.5-16 KiB rows, run
+ * xfer29-3 on the H200; 3 CTAs: 87-95 % at 512 B rows); writing it, 3 CTAs (192 KiB) keep >= 98.9 %.
+ * A cuBLAS GEMM beside the copy (bench/bench_overlap.c): holding SMs at all costs it ~0-15 %
+ * (its 132 persistent CTAs); the plan before (4 x 1024 threads x 128 B, 512 KiB, PDL triggered at
+ * the start) added 40-130 points d2h by pushing host-bound stores into the GPU faster than the
+ * link drains them; 4 CTAs of 64 KiB d2h +11/+26 %, 3 CTAs +3/+8 % (SGLang's 2 blocks -5/+4 %). */
+#define FEW_BYTES_PER_CTA (64 << 10)
 /* ... and at least a 128-byte line per instruction and group: with 4 lanes of 16 B (512 B rows at 8
  * accesses per lane, run D of issue 29) each request over the link carried 64 bytes, and the plan
  * reached 88-90 % of the all-SM plan's bandwidth; 16 lanes (2 KiB rows) reached 99.5-100 %. */
 #define FEW_LINE_BYTES 128
+
+/* Threads per CTA of a few-CTA plan: FEW_BYTES_PER_CTA over the bytes a thread holds in flight (its
+ * K and V accesses of a slice, all of them up to the template's 16, else a round of 8). */
+static int few_block(int64_t k_row, int64_t v_row, int split, int vec, int lanes) {
+  const int64_t per_lane = ((k_row / split / vec + lanes - 1) / lanes) + ((v_row / split / vec + lanes - 1) / lanes);
+  const int64_t bytes = (per_lane <= 16 ? per_lane : 8) * vec;
+  int block = KVJIT_TRANSFER_KV_FEW_BLOCK;
+  while (block > 128 && (int64_t)block * bytes > FEW_BYTES_PER_CTA) block /= 2;
+  return block;
+}
 
 static int elem_bytes(kvjit_dtype d) { return d == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(d); }
 
@@ -212,7 +232,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
     const int line = FEW_LINE_BYTES / vec < whole ? FEW_LINE_BYTES / vec : whole;
     if (out->lanes < line) out->lanes = line;
   }
-  out->block = few ? KVJIT_TRANSFER_KV_FEW_BLOCK : KVJIT_TRANSFER_KV_BLOCK;
+  out->block = few ? few_block(k_row_bytes, v_row_bytes, split, vec, out->lanes) : KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
   out->items = !few && !host_link && !src_laid && !dst_laid && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE &&
                        out->lanes <= 8 && one_access
@@ -221,6 +241,9 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->index64 = shape->index_type == KVJIT_INDEX_INT64;
   const kvjit_pdl_mode pdl = shape->pdl;
   out->pdl = pdl == KVJIT_PDL_AUTO ? arch >= 90 : pdl == KVJIT_PDL_ON;
+  /* Few CTAs: the next grid launches when this one's CTAs are done, not while they copy (the
+   * template's Pdl 2; why: kernel_src/transfer_kv.cuh). */
+  if (few && out->pdl) out->pdl = 2;
   out->table = shape->table != 0;
   out->host_link = host_link;
   out->src_dtype = shape->src_dtype;
@@ -244,7 +267,7 @@ int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out,
                    KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
                                             "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
-                   plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl ? 1 : 0, plan->table ? 1 : 0,
+                   plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl, plan->table ? 1 : 0,
                    plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
                    (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
                    (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],

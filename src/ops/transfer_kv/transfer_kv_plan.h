@@ -28,7 +28,8 @@
 #define KVJIT_TRANSFER_KV_MAX_HEADS 8191
 /** Most CTAs a caller may cap a launch at (max_ctas). */
 #define KVJIT_TRANSFER_KV_MAX_CTAS (1 << 20)
-/** Threads per block of a plan on few CTAs (they stride over the batch). */
+/** Most threads per block of a plan on few CTAs (they stride over the batch; fewer when each holds
+ *  more bytes in flight: transfer_kv_plan.c). */
 #define KVJIT_TRANSFER_KV_FEW_BLOCK 1024
 /** Batch classes (kvjit_transfer_kv_batch_class()). */
 enum {
@@ -54,7 +55,8 @@ typedef struct kvjit_transfer_kv_params {
 } kvjit_transfer_kv_params;
 
 /** How a copy uses the SMs (the `ctas` field): as the direction says, few CTAs striding over the
- *  batch (the caller's cap, KVJIT_TRANSFER_KV_HOST_CTAS by default), or the grid the batch needs. */
+ *  batch (the caller's cap; by default KVJIT_TRANSFER_KV_HOST_CTAS, _HOST_WRITE_CTAS writing host
+ *  memory), or the grid the batch needs. */
 typedef enum kvjit_transfer_kv_ctas {
   KVJIT_TRANSFER_KV_CTAS_AUTO = 0, /* few over the host link, all on the device */
   KVJIT_TRANSFER_KV_CTAS_FEW = 1,
@@ -88,7 +90,8 @@ typedef struct kvjit_transfer_kv_plan {
   int block;           /* threads per block */
   int items;           /* items per lane group: 1 or 2 */
   int index64;         /* 1: int64 slot ids */
-  int pdl;             /* 1: PDL wait/trigger compiled in and the launch attribute set */
+  int pdl;             /* PDL wait/trigger compiled in and the launch attribute set: 1 trigger at the start, 2 when
+                        * the CTA is done (few CTAs); 0: none */
   int table;           /* 1: per-layer pointer tables, layer = blockIdx.y */
   int host_link;       /* 1: either side is pinned host memory (the plan's rules differ) */
   int src_dtype, dst_dtype; /* kvjit_dtype; both 0: a plain copy */
