@@ -47,8 +47,8 @@ static void plant(kvjit_context *ctx, const kvjit_op *op, const int64_t *request
   if (e == NULL) exit(2);
   e->kernel = &fake_kernel;
   op->geometry(plan.bytes, &e->geo);
-  if (kvjit_fast_map_insert(kvjit_op_tables_of(ctx)->variants, op->key(request, batch_class), e, NULL, NULL) !=
-      KVJIT_OK)
+  const kvjit_fast_key key = op->key(request, batch_class);
+  if (kvjit_fast_map_insert(kvjit_op_tables_of(ctx)->variants, &key, e, NULL, NULL) != KVJIT_OK)
     exit(2);
 }
 

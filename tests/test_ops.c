@@ -415,6 +415,8 @@ static void test_key_fields_all_count(void **state) {
 /* ---- the fast table ------------------------------------------------------------------------------ */
 
 static kvjit_fast_key test_key(uint64_t i) { return kvjit_fast_key_make(KVJIT_FAMILY_store_kv, i * 2654435761u, ~i); }
+/* The tables take keys by address: test key @p i as a pointer, for one call's arguments. */
+#define TEST_KEY(i) ((const kvjit_fast_key[]){test_key(i)})
 
 static void test_fast_map_grows(void **state) {
   (void)state;
@@ -425,16 +427,16 @@ static void test_fast_map_grows(void **state) {
   for (int i = 0; i < N; i++) {
     void *winner = NULL;
     int inserted = 0;
-    assert_int_equal(kvjit_fast_map_insert(m, test_key((uint64_t)i), &values[i], &winner, &inserted), KVJIT_OK);
+    assert_int_equal(kvjit_fast_map_insert(m, TEST_KEY((uint64_t)i), &values[i], &winner, &inserted), KVJIT_OK);
     assert_ptr_equal(winner, &values[i]);
     assert_true(inserted);
   }
-  for (int i = 0; i < N; i++) assert_ptr_equal(kvjit_fast_map_lookup(m, test_key((uint64_t)i)), &values[i]);
-  assert_null(kvjit_fast_map_lookup(m, test_key(N + 5)));
+  for (int i = 0; i < N; i++) assert_ptr_equal(kvjit_fast_map_lookup(m, TEST_KEY((uint64_t)i)), &values[i]);
+  assert_null(kvjit_fast_map_lookup(m, TEST_KEY(N + 5)));
   /* The first insert of a key wins. */
   void *winner = NULL;
   int inserted = 1;
-  assert_int_equal(kvjit_fast_map_insert(m, test_key(7), &values[8], &winner, &inserted), KVJIT_OK);
+  assert_int_equal(kvjit_fast_map_insert(m, TEST_KEY(7), &values[8], &winner, &inserted), KVJIT_OK);
   assert_ptr_equal(winner, &values[7]);
   assert_false(inserted);
   kvjit_fast_map_stats s;
@@ -453,9 +455,9 @@ static void test_fast_map_overflow(void **state) {
   assert_int_equal(kvjit_fast_map_create(&m, "small", 128), KVJIT_OK);
   static int values[1000];
   for (int i = 0; i < 1000; i++)
-    assert_int_equal(kvjit_fast_map_insert(m, test_key((uint64_t)i), &values[i], NULL, NULL), KVJIT_OK);
-  for (int i = 0; i < 1000; i++) assert_ptr_equal(kvjit_fast_map_lookup(m, test_key((uint64_t)i)), &values[i]);
-  assert_null(kvjit_fast_map_lookup(m, test_key(5000)));
+    assert_int_equal(kvjit_fast_map_insert(m, TEST_KEY((uint64_t)i), &values[i], NULL, NULL), KVJIT_OK);
+  for (int i = 0; i < 1000; i++) assert_ptr_equal(kvjit_fast_map_lookup(m, TEST_KEY((uint64_t)i)), &values[i]);
+  assert_null(kvjit_fast_map_lookup(m, TEST_KEY(5000)));
   kvjit_fast_map_stats s;
   kvjit_fast_map_get_stats(m, &s);
   assert_int_equal(s.capacity, 128);
@@ -477,7 +479,7 @@ static void *reader(void *p) {
   for (int round = 0; round < 50; round++) {
     int upto = atomic_load(r->published);
     for (int i = 0; i < upto; i++)
-      if (kvjit_fast_map_lookup(r->map, test_key((uint64_t)i)) != &r->values[i]) r->errors++;
+      if (kvjit_fast_map_lookup(r->map, TEST_KEY((uint64_t)i)) != &r->values[i]) r->errors++;
   }
   return NULL;
 }
@@ -497,7 +499,7 @@ static void test_fast_map_concurrent(void **state) {
     assert_int_equal(pthread_create(&threads[t], NULL, reader, &args[t]), 0);
   }
   for (int i = 0; i < N; i++) {
-    assert_int_equal(kvjit_fast_map_insert(m, test_key((uint64_t)i), &values[i], NULL, NULL), KVJIT_OK);
+    assert_int_equal(kvjit_fast_map_insert(m, TEST_KEY((uint64_t)i), &values[i], NULL, NULL), KVJIT_OK);
     atomic_store(&published, i + 1);
   }
   for (int t = 0; t < READERS; t++) {

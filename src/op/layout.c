@@ -352,12 +352,6 @@ kvjit_status kvjit_view_from_values(kvjit_view *out, const int64_t values[KVJIT_
   return KVJIT_OK;
 }
 
-uint64_t kvjit_view_values_word(const int64_t f[KVJIT_VIEW_F_COUNT]) {
-  /* page 0..15 | atom 16..29 | dim0 30..45 | dim1 46..61: each in range (kvjit_view_resolve()). */
-  return (uint64_t)f[KVJIT_VIEW_F_PAGE] | (uint64_t)f[KVJIT_VIEW_F_ATOM] << 16 | (uint64_t)f[KVJIT_VIEW_F_DIM0] << 30 |
-         (uint64_t)f[KVJIT_VIEW_F_DIM1] << 46;
-}
-
 uint64_t kvjit_view_address_bits(const kvjit_view *v) {
   uint64_t bits = (uint64_t)v->page_stride | (uint64_t)v->slot_stride | (uint64_t)(v->num_dims ? v->atom : 0);
   for (int d = 0; d < v->num_dims; d++) bits |= (uint64_t)v->strides[d];

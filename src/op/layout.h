@@ -112,8 +112,13 @@ kvjit_status kvjit_view_from_values(kvjit_view *out, const int64_t values[KVJIT_
                                     const char *prefix);
 
 /** The static part (field values, checked) as one word of a request key: 0 for a flat view, and
- *  distinct for distinct static parts of the same row bytes (the rest is implied by the row). */
-uint64_t kvjit_view_values_word(const int64_t values[KVJIT_VIEW_F_COUNT]);
+ *  distinct for distinct static parts of the same row bytes (the rest is implied by the row).
+ *  Inline: every call's key takes two (bench_prelaunch). */
+static inline uint64_t kvjit_view_values_word(const int64_t f[KVJIT_VIEW_F_COUNT]) {
+  /* page 0..15 | atom 16..29 | dim0 30..45 | dim1 46..61: each in range (kvjit_view_resolve()). */
+  return (uint64_t)f[KVJIT_VIEW_F_PAGE] | (uint64_t)f[KVJIT_VIEW_F_ATOM] << 16 | (uint64_t)f[KVJIT_VIEW_F_DIM0] << 30 |
+         (uint64_t)f[KVJIT_VIEW_F_DIM1] << 46;
+}
 
 /** Every quantity that shifts an address within the view (strides, and the run an access must
  *  not cross), OR'ed: the widest access the view allows is the largest power of two dividing it

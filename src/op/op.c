@@ -107,7 +107,8 @@ static void record_variant(kvjit_context *ctx, kvjit_op_tables *tables, const kv
   static char marker; /* the set's values: only the keys count */
   int inserted = 0;
   /* Class 0 stands for the variant: every class of it shares one line. */
-  if (kvjit_fast_map_insert(tables->recorded, op->key(values, 0), &marker, NULL, &inserted) != KVJIT_OK) return;
+  const kvjit_fast_key key = op->key(values, 0);
+  if (kvjit_fast_map_insert(tables->recorded, &key, &marker, NULL, &inserted) != KVJIT_OK) return;
   if (inserted) kvjit_context_record(ctx, line);
 }
 
@@ -122,7 +123,7 @@ static void log_first_overflow(kvjit_context *ctx, kvjit_op_tables *tables) {
 }
 
 kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t *request, int batch_class,
-                           kvjit_fast_key key, const kvjit_op_entry **out) {
+                           const kvjit_fast_key *key, const kvjit_op_entry **out) {
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
   memcpy(values, request, op->info.num_fields * sizeof values[0]);
   /* The rules between fields run here, once per request key: a hit needs none of them. */

@@ -66,20 +66,20 @@ kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm);
  * manifest line once. Two threads missing at once load once; both get the same entry.
  */
 kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t *values, int batch_class,
-                           kvjit_fast_key key, const kvjit_op_entry **out);
+                           const kvjit_fast_key *key, const kvjit_op_entry **out);
 
 /** The entry of a request: lock-free lookup, kvjit_op_load() on a miss. */
 static inline kvjit_status kvjit_op_find_entry(kvjit_context *ctx, const kvjit_op *op, const int64_t *values,
                                                int batch_class, const kvjit_op_entry **out) {
   kvjit_op_tables *tables = kvjit_op_tables_of(ctx);
   if (tables == NULL) return KVJIT_ERR_OUT_OF_MEMORY; /* the detail is in the last error */
-  kvjit_fast_key key = op->key(values, batch_class);
-  const kvjit_op_entry *e = kvjit_fast_map_lookup(tables->variants, key);
+  const kvjit_fast_key key = op->key(values, batch_class);
+  const kvjit_op_entry *e = kvjit_fast_map_lookup(tables->variants, &key);
   if (e != NULL) {
     *out = e;
     return KVJIT_OK;
   }
-  return kvjit_op_load(ctx, op, values, batch_class, key, out);
+  return kvjit_op_load(ctx, op, values, batch_class, &key, out);
 }
 
 /** Load the kernels of classes @p first .. @p last (values[0]: the device's arch). */

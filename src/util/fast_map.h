@@ -67,8 +67,10 @@ kvjit_status kvjit_fast_map_create(kvjit_fast_map **out, const char *name, uint6
 /** Free the table, its arrays and its entries (not the values). Accepts NULL. */
 void kvjit_fast_map_destroy(kvjit_fast_map *map);
 
-/** The value published under @p key, or NULL. Lock-free unless the table has overflowed. */
-void *kvjit_fast_map_lookup(kvjit_fast_map *map, kvjit_fast_key key);
+/** The value published under @p key, or NULL. Lock-free unless the table has overflowed. Keys go
+ *  by address (here and to insert): one passed by value is copied through the stack on every call,
+ *  and read back in halves the copy did not write (a stall: bench_prelaunch). */
+void *kvjit_fast_map_lookup(kvjit_fast_map *map, const kvjit_fast_key *key);
 
 /**
  * Publish key -> @p value unless the key is there already. @p winner (optional) receives the
@@ -76,7 +78,7 @@ void *kvjit_fast_map_lookup(kvjit_fast_map *map, kvjit_fast_key key);
  * @p inserted (optional) whether it is this call's.
  * @return KVJIT_ERR_OUT_OF_MEMORY when not even the list entry could be allocated.
  */
-kvjit_status kvjit_fast_map_insert(kvjit_fast_map *map, kvjit_fast_key key, void *value, void **winner,
+kvjit_status kvjit_fast_map_insert(kvjit_fast_map *map, const kvjit_fast_key *key, void *value, void **winner,
                                    int *inserted);
 
 /** Visit every value (not on a hot path; the table's lock is held, so @p visit must not insert). */

@@ -6,12 +6,16 @@
 
 #if defined(__GNUC__)
 #define KVJIT_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+/* A function only failures call: the compiler moves the paths to it out of the hot code (an op
+ * call's validation is mostly such paths, and runs between driver calls that evict it). */
+#define KVJIT_COLD __attribute__((cold))
 #else
 #define KVJIT_PRINTF(fmt, args)
+#define KVJIT_COLD
 #endif
 
 /** Set the thread's last-error detail and return @p status, so that `return kvjit_fail(...)` reads well. */
-kvjit_status kvjit_fail(kvjit_status status, const char *fmt, ...) KVJIT_PRINTF(2, 3);
+kvjit_status kvjit_fail(kvjit_status status, const char *fmt, ...) KVJIT_PRINTF(2, 3) KVJIT_COLD;
 
 /**
  * The one check of every versioned struct (libgit2's GIT_ERROR_CHECK_VERSION): 1 <= @p version

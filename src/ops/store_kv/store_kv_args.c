@@ -132,31 +132,32 @@ static kvjit_status cache_views(const kvjit_store_kv_args *a, kvjit_store_kv_req
   if (a->version >= 3 && !has_v && a->v_cache_layout != NULL) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "v_cache_layout: given for a K-only store (v and v_cache NULL)");
   }
-  kvjit_view kv, vv;
+  kvjit_view kv, v_own;
+  const kvjit_view *vv = &v_own;
   kvjit_status st = cache_view(kl, "k_cache_layout", "k_cache_stride", a->k_cache_stride, &p->k_cache_stride,
                                k_cache_row, quantize, num_heads, a->num_slots, &kv);
   if (st == KVJIT_OK && has_v && vl == kl && v_cache_row == k_cache_row && a->v_cache_stride == 0) {
-    vv = kv; /* one layout for both views of one shape (FlashAttention's K and V): checked once */
+    vv = &kv; /* one layout for both views of one shape (FlashAttention's K and V): checked once */
     p->v_cache_stride = kv.slot_stride;
   } else if (st == KVJIT_OK && has_v) {
     st = cache_view(vl, "v_cache_layout", "v_cache_stride", a->v_cache_stride, &p->v_cache_stride, v_cache_row,
-                    quantize, num_heads, a->num_slots, &vv);
+                    quantize, num_heads, a->num_slots, &v_own);
   }
   if (st != KVJIT_OK) return st;
-  if (!has_v) kvjit_view_flat(&vv, 0, 0);
+  if (!has_v) kvjit_view_flat(&v_own, 0, 0);
   if (has_v && (kl != NULL || vl != NULL)) {
-    st = kvjit_view_check_disjoint(&kv, "k_cache", (uint64_t)(uintptr_t)a->k_cache, &vv, "v_cache",
+    st = kvjit_view_check_disjoint(&kv, "k_cache", (uint64_t)(uintptr_t)a->k_cache, vv, "v_cache",
                                    (uint64_t)(uintptr_t)a->v_cache, a->num_slots);
     if (st != KVJIT_OK) return st;
   }
   kvjit_view_static_values(&kv, r->values + STORE_F_K_PAGE);
-  kvjit_view_static_values(&vv, r->values + STORE_F_V_PAGE);
+  kvjit_view_static_values(vv, r->values + STORE_F_V_PAGE);
   kvjit_view_strides_of(&kv, &r->params.k_view);
-  kvjit_view_strides_of(&vv, &r->params.v_view);
+  kvjit_view_strides_of(vv, &r->params.v_view);
   /* An access stays inside one contiguous run and one aligned address of every stride. */
   *k_bits |= kvjit_view_address_bits(&kv);
-  *v_bits |= kvjit_view_address_bits(&vv);
-  *laid_out = !kvjit_view_is_flat(&kv) || !kvjit_view_is_flat(&vv);
+  *v_bits |= kvjit_view_address_bits(vv);
+  *laid_out = !kvjit_view_is_flat(&kv) || !kvjit_view_is_flat(vv);
   return KVJIT_OK;
 }
 
@@ -283,12 +284,13 @@ kvjit_status kvjit_store_kv_validate(const kvjit_context *ctx, const kvjit_store
   const uint64_t src_v_bits = (uint64_t)(uintptr_t)a->v | (uint64_t)v_row | (uint64_t)p->v_stride;
   uint64_t k_cache_bits = 0, v_cache_bits = 0;
   int laid_out = 0;
-  if (a->version >= 3 && (a->k_cache_layout != NULL || a->v_cache_layout != NULL)) {
+  /* Flat caches are the hot path: the compiler would guess a given pointer (and lay this branch out first). */
+  if (__builtin_expect(a->version >= 3 && (a->k_cache_layout != NULL || a->v_cache_layout != NULL), 0)) {
     st = cache_views(a, r, k_cache_row, v_cache_row, quantize, quantize ? quant.num_heads : 0, has_v, &k_cache_bits,
                      &v_cache_bits, &laid_out);
     if (st != KVJIT_OK) return st;
   } else {
-    for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) r->values[f] = 0;
+    kvjit_args_zero(r->values + STORE_F_K_PAGE, STORE_F_COUNT - STORE_F_K_PAGE);
   }
   k_cache_bits |= (uint64_t)(uintptr_t)a->k_cache | (uint64_t)k_cache_row | (uint64_t)p->k_cache_stride;
   v_cache_bits |= (uint64_t)(uintptr_t)a->v_cache | (uint64_t)v_cache_row | (uint64_t)p->v_cache_stride;

@@ -16,19 +16,16 @@ static kvjit_status check_location(const char *name, kvjit_location where) {
                     "%s: must be KVJIT_LOCATION_DEVICE (0) or KVJIT_LOCATION_HOST (1), got %d", name, (int)where);
 }
 
-/* The pointers a call with batch > 0 dereferences (src_v and dst_v are both set or both NULL). */
+/* The pointers a call with batch > 0 dereferences (src_v and dst_v are both set or both NULL):
+ * tests in a row, not a table built on the stack on every call. */
 static kvjit_status check_pointers(const kvjit_transfer_kv_args *a) {
-  const struct {
-    const char *name;
-    const void *ptr;
-  } needed[] = {{"src_k", a->src_k}, {"dst_k", a->dst_k}, {"src_indices", a->src_indices},
-                {"dst_indices", a->dst_indices}};
-  for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
-    if (needed[i].ptr == NULL) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL with batch %lld", needed[i].name, (long long)a->batch);
-    }
-  }
-  return KVJIT_OK;
+  const char *missing = a->src_k == NULL         ? "src_k"
+                        : a->dst_k == NULL       ? "dst_k"
+                        : a->src_indices == NULL ? "src_indices"
+                        : a->dst_indices == NULL ? "dst_indices"
+                                                 : NULL;
+  if (missing == NULL) return KVJIT_OK;
+  return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "%s: NULL with batch %lld", missing, (long long)a->batch);
 }
 
 static kvjit_status check_index_array(const char *name, const void *indices, uintptr_t bytes, int64_t stride,
@@ -45,37 +42,16 @@ static kvjit_status check_index_array(const char *name, const void *indices, uin
   return KVJIT_OK;
 }
 
-/* The version-2 fields a call uses (a version-1 caller's struct ends before them: never read). */
-typedef struct v2_fields {
-  kvjit_dtype src_dtype, dst_dtype;
-  kvjit_scale_kind scale_kind;
-  const float *k_scale, *v_scale;
-  int64_t num_heads;
-  int max_ctas;
-  int layouts; /* any of the four layouts given */
-} v2_fields;
-
-static kvjit_status read_v2(const kvjit_transfer_kv_args *a, v2_fields *f) {
-  memset(f, 0, sizeof *f);
-  if (a->version < 2) return KVJIT_OK; /* BYTES, BYTES, NONE, NULL, NULL, 0, 0 */
-  f->src_dtype = a->src_dtype;
-  f->dst_dtype = a->dst_dtype;
-  f->scale_kind = a->scale_kind;
-  f->k_scale = a->k_scale;
-  f->v_scale = a->v_scale;
-  f->num_heads = a->num_heads;
-  f->max_ctas = a->max_ctas;
-  f->layouts = a->src_k_layout != NULL || a->src_v_layout != NULL || a->dst_k_layout != NULL || a->dst_v_layout != NULL;
-  if (f->max_ctas < KVJIT_TRANSFER_KV_ALL_CTAS || f->max_ctas > KVJIT_TRANSFER_KV_MAX_CTAS) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
-                      "max_ctas: must be 0 (the plan's), 1..%d or KVJIT_TRANSFER_KV_ALL_CTAS (-1), got %d",
-                      KVJIT_TRANSFER_KV_MAX_CTAS, f->max_ctas);
-  }
-  return KVJIT_OK;
+/* The fields a call reads past version 1: the caller's own, or (a version-1 caller, whose struct
+ * ends before them and must not be read there) the defaults. A pointer, not a copy: this is the
+ * call path. */
+static const kvjit_transfer_kv_args *v2_fields(const kvjit_transfer_kv_args *a) {
+  static const kvjit_transfer_kv_args defaults = KVJIT_TRANSFER_KV_ARGS_INIT; /* BYTES, BYTES, NONE, NULL.. */
+  return a->version >= 2 ? a : &defaults;
 }
 
 /* A converting copy's scales: device pointers of whole floats, V's with V only. */
-static kvjit_status check_scales(const v2_fields *f, int has_v) {
+static kvjit_status check_scales(const kvjit_transfer_kv_args *f, int has_v) {
   if (f->scale_kind == KVJIT_SCALE_NONE) return KVJIT_OK;
   const struct {
     const char *name;
@@ -115,9 +91,13 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_t
                       "args->version: must be 1..KVJIT_TRANSFER_KV_ARGS_VERSION (%d), got %u",
                       KVJIT_TRANSFER_KV_ARGS_VERSION, a->version);
   }
-  v2_fields f;
-  kvjit_status st = read_v2(a, &f);
-  if (st != KVJIT_OK) return st;
+  const kvjit_transfer_kv_args *f = v2_fields(a);
+  if (f->max_ctas < KVJIT_TRANSFER_KV_ALL_CTAS || f->max_ctas > KVJIT_TRANSFER_KV_MAX_CTAS) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
+                      "max_ctas: must be 0 (the plan's), 1..%d or KVJIT_TRANSFER_KV_ALL_CTAS (-1), got %d",
+                      KVJIT_TRANSFER_KV_MAX_CTAS, f->max_ctas);
+  }
+  kvjit_status st;
   if (a->batch < 0) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "batch: must be >= 0, got %lld", (long long)a->batch);
   int64_t v_row;
   st = kvjit_args_rows(a->k_row_bytes, a->v_row_bytes, a->src_v, "src_v", a->dst_v, "dst_v",
@@ -156,18 +136,18 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_t
   conv.src_dtype = conv.dst_dtype = KVJIT_DTYPE_BYTES;
   conv.scale_kind = KVJIT_SCALE_NONE;
   conv.num_heads = 0;
-  if (f.dst_dtype != KVJIT_DTYPE_BYTES || f.src_dtype != KVJIT_DTYPE_BYTES || f.scale_kind != KVJIT_SCALE_NONE) {
+  if (f->dst_dtype != KVJIT_DTYPE_BYTES || f->src_dtype != KVJIT_DTYPE_BYTES || f->scale_kind != KVJIT_SCALE_NONE) {
     kvjit_transfer_kv_shape_plain(&conv, k_row, v_row, a->src, a->dst);
-    conv.src_dtype = f.src_dtype;
-    conv.dst_dtype = f.dst_dtype;
-    conv.scale_kind = f.scale_kind;
-    conv.num_heads = f.num_heads;
+    conv.src_dtype = f->src_dtype;
+    conv.dst_dtype = f->dst_dtype;
+    conv.scale_kind = f->scale_kind;
+    conv.num_heads = f->num_heads;
     if ((st = kvjit_transfer_kv_convert_resolve(&conv)) != KVJIT_OK) return st;
   }
   const int converting = conv.dst_dtype != KVJIT_DTYPE_BYTES;
   const int64_t es = converting ? kvjit_dtype_bytes(conv.src_dtype) : 1, ed = converting ? kvjit_dtype_bytes(conv.dst_dtype) : 1;
   const int64_t k_dst_row = k_row / es * ed, v_dst_row = v_row / es * ed;
-  if (converting && (st = check_scales(&f, has_v)) != KVJIT_OK) return st;
+  if (converting && (st = check_scales(f, has_v)) != KVJIT_OK) return st;
   kvjit_transfer_kv_params *p = &r->params;
   p->src_k_stride = a->src_k_stride;
   p->dst_k_stride = a->dst_k_stride;
@@ -181,11 +161,16 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_t
   /* Laid-out sides: their views give the strides (and check their slots); flat ones as before. */
   uint64_t view_bits[2] = {0, 0};
   r->laid_out[0] = r->laid_out[1] = 0;
-  memset(r->values + TRANSFER_F_SRC_PAGE, 0, (TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE) * sizeof r->values[0]);
-  memset(&p->src_k_view, 0, 4 * sizeof p->src_k_view);
-  if (f.layouts && (st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0],
-                                                  &view_bits[1])) != KVJIT_OK)
-    return st;
+  kvjit_args_zero(r->values + TRANSFER_F_SRC_PAGE, TRANSFER_F_COUNT - TRANSFER_F_SRC_PAGE);
+  const kvjit_view_strides no_view = {0, 0, {0}}; /* assignments: not a memset (kvjit_args_zero()) */
+  p->src_k_view = p->src_v_view = p->dst_k_view = p->dst_v_view = no_view;
+  /* Flat sides are the hot path (the compiler would guess a given pointer and lay this out first). */
+  const int layouts =
+      f->src_k_layout != NULL || f->src_v_layout != NULL || f->dst_k_layout != NULL || f->dst_v_layout != NULL;
+  if (__builtin_expect(layouts, 0)) {
+    st = kvjit_transfer_kv_views(a, r, k_row, v_row, k_dst_row, v_dst_row, &view_bits[0], &view_bits[1]);
+    if (st != KVJIT_OK) return st;
+  }
   const int src_laid = r->laid_out[0], dst_laid = r->laid_out[1];
   const char *k_dst_name = converting ? "the destination's K row" : "k_row_bytes";
   const char *v_dst_name = converting ? "the destination's V row" : "v_row_bytes";
@@ -249,13 +234,13 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_t
   p->batch = a->batch;
   p->src_num_slots = a->src_num_slots;
   p->dst_num_slots = a->dst_num_slots;
-  p->k_scale = converting ? f.k_scale : NULL;
-  p->v_scale = converting && has_v ? f.v_scale : NULL;
+  p->k_scale = converting ? f->k_scale : NULL;
+  p->v_scale = converting && has_v ? f->v_scale : NULL;
   p->scale_stride = table && conv.scale_kind != KVJIT_SCALE_NONE
                         ? (conv.scale_kind == KVJIT_SCALE_PER_HEAD ? conv.num_heads : 1)
                         : 0;
   const int host_link = a->src == KVJIT_LOCATION_HOST || a->dst == KVJIT_LOCATION_HOST;
-  const int few = f.max_ctas > 0 || (f.max_ctas == 0 && host_link);
+  const int few = f->max_ctas > 0 || (f->max_ctas == 0 && host_link);
   int64_t *v = r->values;
   v[TRANSFER_F_ARCH] = 0;
   v[TRANSFER_F_K_ROW] = k_row;
@@ -273,7 +258,7 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_t
   v[TRANSFER_F_HEADS] = conv.num_heads;
   v[TRANSFER_F_CTAS] = few ? KVJIT_TRANSFER_KV_CTAS_FEW : KVJIT_TRANSFER_KV_CTAS_ALL;
   const int host_ctas = a->dst == KVJIT_LOCATION_HOST ? KVJIT_TRANSFER_KV_HOST_WRITE_CTAS : KVJIT_TRANSFER_KV_HOST_CTAS;
-  r->max_blocks = few ? (uint32_t)(f.max_ctas > 0 ? f.max_ctas : host_ctas) : 0;
+  r->max_blocks = few ? (uint32_t)(f->max_ctas > 0 ? f->max_ctas : host_ctas) : 0;
   r->batch_class = a->batch > 0 ? kvjit_transfer_kv_batch_class(a->batch) : 0;
   r->layers = table ? (unsigned)a->num_layers : 1u;
   return KVJIT_OK;
