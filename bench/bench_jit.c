@@ -406,14 +406,14 @@ int main(int argc, char **argv) {
 
   /* 4. The op's cold prewarm: every kernel the automatic choice may pick for this variant. */
   ctx = context_over(dir_b);
-  kvjit_store_kv_variant v = KVJIT_STORE_KV_VARIANT_INIT;
-  v.arch = o.arch;
-  v.k_row_bytes = v.v_row_bytes = o.row;
-  v.pdl = plan.pdl ? KVJIT_PDL_ON : KVJIT_PDL_OFF;
-  v.vector_bytes = 16;
+  char store_line[256];
+  snprintf(store_line, sizeof store_line, "store_kv_cache arch=%d k_row_bytes=%lld v_row_bytes=%lld index=int64 pdl=%s split=0 vec=16",
+           o.arch, (long long)o.row, (long long)o.row, plan.pdl ? "on" : "off");
+  kvjit_variant v;
+  st = kvjit_variant_parse(&v, store_line);
   unsigned compiled = 0, cached = 0;
   t0 = bench_now_ns();
-  st = kvjit_store_kv_cache_prewarm(ctx, &v, &compiled, &cached);
+  if (st == KVJIT_OK) st = kvjit_variant_prewarm(ctx, &v, &compiled, &cached);
   const double t_prewarm = ms_since(t0);
   if (st == KVJIT_OK)
     printf("store_kv_cache prewarm of it, cold cache      %10.3f ms for %u kernels (one program, %.1f ms each)\n",

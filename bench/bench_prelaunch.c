@@ -80,7 +80,7 @@ static double store_case(kvjit_context *ctx, const kvjit_store_kv_args *a, long 
 
 static double transfer_case(kvjit_context *ctx, const kvjit_transfer_kv_args *a, long calls) {
   kvjit_transfer_kv_request r;
-  if (kvjit_transfer_kv_validate(ctx, a, &r) != KVJIT_OK) {
+  if (kvjit_transfer_kv_validate(a, &r) != KVJIT_OK) {
     fprintf(stderr, "bench_prelaunch: %s\n", kvjit_last_error());
     exit(2);
   }
@@ -91,7 +91,7 @@ static double transfer_case(kvjit_context *ctx, const kvjit_transfer_kv_args *a,
   for (int round = 0; round < ROUNDS; round++) {
     const uint64_t t0 = now_ns();
     for (long i = 0; i < calls; i++) {
-      kvjit_transfer_kv_validate(ctx, a, &r);
+      kvjit_transfer_kv_validate(a, &r);
       r.values[TRANSFER_F_ARCH] = 90;
       const kvjit_op_entry *e = NULL;
       if (kvjit_op_find_entry(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, &e) != KVJIT_OK) exit(2);

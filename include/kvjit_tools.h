@@ -258,8 +258,7 @@ KVJIT_API kvjit_status kvjit_target_name(int target, char *out, size_t capacity)
  * what its manifest lines hold and what `kvjit prewarm --op NAME` expands. A variant is the op and
  * one value per field; kvjit_variant_check() applies the op's rules, kvjit_variant_format() and
  * kvjit_variant_parse() write and read its manifest line (cache/MANIFEST.md), and
- * kvjit_variant_prewarm() compiles every kernel it may use: the one way, for every op (the
- * store's own variant calls at the end of this header are deprecated).
+ * kvjit_variant_prewarm() compiles every kernel it may use: the one way, for every op.
  */
 
 /** Element types (kvjit_dtype) by name: the one table of their names, for manifests, the CLI and
@@ -347,7 +346,9 @@ KVJIT_API kvjit_status kvjit_variant_check(kvjit_variant *variant);
  * Give @p variant the layouts of its caches (kvjit_layout): their static part into its fields and
  * the widest accesses their strides allow, as a call with these layouts and 16-byte aligned
  * pointers would key it. store_kv_cache takes 2: the K cache's, then the V cache's (NULL: flat
- * rows). Set the rows and dtypes first; the fields it sets replace any given before.
+ * rows); transfer_kv takes 4: the source's K and V caches', then the destination's (NULL: flat
+ * rows; one side's two are both given or both NULL, V's NULL for K only). Set the rows, dtypes
+ * and (transfer_kv) the locations and layers first; the fields it sets replace any given before.
  * @return KVJIT_ERR_UNSUPPORTED for an op without layouts; KVJIT_ERR_INVALID_ARGUMENT naming the
  *         layout, its field and the value.
  */
@@ -450,54 +451,6 @@ KVJIT_API kvjit_status kvjit_op_stats_get(const kvjit_context *ctx, kvjit_op_sta
  * @param reset non-zero to zero the counters after reading them.
  */
 KVJIT_API kvjit_status kvjit_op_oob_count(kvjit_context *ctx, const char *op, uint64_t *count, int reset);
-
-/* ------------------------------------------------------------------------------------------ */
-/* Deprecated: store_kv_cache's own variant (kvjit_variant_* does the same for every op)      */
-/* ------------------------------------------------------------------------------------------ */
-
-#define KVJIT_STORE_KV_VARIANT_VERSION 1
-
-/** A store_kv_cache variant, as the prewarm CLI and manifests describe it. */
-typedef struct kvjit_store_kv_variant {
-  unsigned version;       /**< KVJIT_STORE_KV_VARIANT_VERSION */
-  int arch;               /**< compute capability, 0 = current device */
-  int64_t k_row_bytes;    /**< source bytes of one K row */
-  int64_t v_row_bytes;    /**< 0: K only */
-  kvjit_index_type index_type;
-  kvjit_pdl_mode pdl;     /**< AUTO resolves from arch */
-  int split;              /**< 0: every split the automatic choice may pick */
-  /** Widest access, in source bytes, the pointers allow: 16, 8, 4, 2 or 1; 0 = 16. Quantizing,
-   *  the cache side needs vector_bytes / element size: pass what both sides allow. */
-  int vector_bytes;
-  kvjit_dtype dtype;      /**< as in kvjit_store_kv_args (BYTES: plain copy) */
-  kvjit_dtype cache_dtype;
-  kvjit_scale_kind scale_kind;
-  int64_t num_heads;      /**< KVJIT_SCALE_PER_HEAD only */
-} kvjit_store_kv_variant;
-
-#define KVJIT_STORE_KV_VARIANT_INIT                                                              \
-  { KVJIT_STORE_KV_VARIANT_VERSION, 0, 0, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 0, KVJIT_DTYPE_BYTES, \
-    KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0 }
-
-/** @p out = KVJIT_STORE_KV_VARIANT_INIT of @p version (1 .. KVJIT_STORE_KV_VARIANT_VERSION; a binding passes the version its layout has). */
-KVJIT_API kvjit_status kvjit_store_kv_variant_init(kvjit_store_kv_variant *out, unsigned version);
-
-/**
- * Compile (no driver needed) into the disk cache every kernel a store with this variant may use.
- * @param compiled optional; receives how many kernels were compiled now.
- * @param cached optional; receives how many were already in the cache.
- */
-KVJIT_API kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
-                                                    unsigned *compiled, unsigned *cached);
-
-/**
- * Format a variant as one manifest line (no newline), the format of cache/MANIFEST.md.
- * @return KVJIT_ERR_INVALID_ARGUMENT if @p capacity is too small.
- */
-KVJIT_API kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out,
-                                                     size_t capacity);
-/** Parse one manifest line (trailing newline and comments allowed). */
-KVJIT_API kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Cache maintenance (used by the CLI)                                                         */

@@ -36,6 +36,14 @@ void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvj
   kvjit_key_finish(&b, &content, out);
 }
 
+kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                            int64_t v_row_bytes, int vec, kvjit_index_type index_type,
+                                            kvjit_pdl_mode pdl, int split, int batch_class,
+                                            const kvjit_store_kv_quant *quant) {
+  return kvjit_store_kv_plan_make_layout(out, arch, k_row_bytes, v_row_bytes, vec, 0, index_type, pdl, split,
+                                         batch_class, quant, NULL, NULL);
+}
+
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,
                                       int vec, kvjit_index_type index_type, kvjit_pdl_mode pdl, int split,
                                       int batch_class) {

@@ -1,6 +1,6 @@
 /*
  * What tests and benchmarks build from the library's internals and the library itself does not
- * need: a description's key without a request, a plain store plan, a store plan's grid. Each is
+ * need: a description's key without a request, a store plan of flat caches, a store plan's grid. Each is
  * made of the library's own pieces (key.h, the store's plan, the op layer's grid), so a test of
  * it tests them.
  */
@@ -25,6 +25,12 @@ void kvjit_key_content(kvjit_key *out, const kvjit_program_desc *desc);
  * names). desc->arch is ignored. The loader's key for descriptions that include nothing.
  */
 void kvjit_key_compute(kvjit_key *out, const kvjit_program_desc *desc, const kvjit_key_target *target);
+
+/** kvjit_store_kv_plan_make_layout() of flat caches (quantizing when @p quant is not NULL). */
+kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
+                                            int64_t v_row_bytes, int vec, kvjit_index_type index_type,
+                                            kvjit_pdl_mode pdl, int split, int batch_class,
+                                            const kvjit_store_kv_quant *quant);
 
 /** kvjit_store_kv_plan_make_quant() of a plain copy (no quantizing). */
 kvjit_status kvjit_store_kv_plan_make(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes, int64_t v_row_bytes,

@@ -364,7 +364,7 @@ static void test_alias_of_another_kernel(void **state) {
     kvjit_entry_alias a = forged[f];
     a.bundle = bundle_key;
     static const kvjit_entry_digests unknown;
-    kvjit_alias_write(kvjit_context_cache(ctx), NULL, &target, &key, &content, &unknown, "bundle_test.cu", "k<1>",
+    kvjit_alias_write(ctx->cache, NULL, &target, &key, &content, &unknown, "bundle_test.cu", "k<1>",
                       "_Z1kILi1EEvPi", &a);
     kvjit_context *fresh = ctx_at(dir, NULL);
     p = build_one(fresh, 0, 90, &origin);

@@ -143,6 +143,18 @@ test_dry_run() {
   expect_out 'vec=16$'
   expect_out ' vec=16 k_page=16 k_atom=256 v_page=16 v_atom=256$'
   expect_out ' vec=16 k_page=32 k_atom=16 v_page=32 v_atom=2 v_vec=2$'
+  # transfer_kv's presets are SGLang's host pool on the host side (test_transfer_presets checks
+  # their keys against the call's): page_head pages of 64 with runs of one head; page_first is
+  # flat slots once canonical; a store preset is refused for it.
+  kvjit_n prewarm --arch sm_90 -n --op transfer_kv --model llama-3.1-8b --dtype bf16 --tp 1 \
+    --layout page_first,page_head --block-size 64 --src device --dst host --layers table
+  expect_rc 0
+  [[ $(dry_run_count) -eq 2 ]] || fail "transfer layouts: $(dry_run_count) variants, expected 2"
+  expect_out 'dst=host layers=table pdl=auto split=0 vec=16$'
+  expect_out ' vec=16 dst_page=64 dst_atom=256$'
+  kvjit_n prewarm --arch sm_90 -n --op transfer_kv --model llama-3.1-8b --layout vllm-flash
+  expect_rc 2
+  expect_err 'vllm-flash is a store_kv_cache preset'
   kvjit_n prewarm --arch sm_90 -n --model llama-3.1-8b --layout vllm-pagd
   expect_rc 2
   expect_err "bad value 'vllm-pagd' for --layout"

@@ -19,9 +19,8 @@
 #include "internal_util.h"
 #include "kvjit.h"
 #include "test_util.h"
+#include "variant_util.h"
 
-/* The first field of every kvjit_store_kv_variant initialiser below. */
-#define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
 
 /* Batches of the classes in the tests below. */
 #define DECODE 16
@@ -392,44 +391,48 @@ static void test_prewarm_compiles(void **state) {
   char dir[256];
   kvjit_context *ctx = temp_cache_context(dir, sizeof dir);
 
-  kvjit_store_kv_variant variants[] = {
-      {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16}, /* auto: classes differ (lanes) */
-      {VARIANT_V1, 90, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 0, 16},   /* tail, 4 B accesses */
-      {VARIANT_V1, 90, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 4},     /* K only, narrow pointers */
-      {VARIANT_V1, 90, 8192, 8192, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16}, /* wide slices: the round-by-round path */
-  };
+  kvjit_variant variants[4];
+  /* auto: classes differ (lanes); a tail, 4 B accesses; K only, narrow pointers; wide slices: the
+   * round-by-round path. */
+  assert_int_equal(store_variant(&variants[0], 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  assert_int_equal(store_variant(&variants[1], 90, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_ON, 0, 16), KVJIT_OK);
+  assert_int_equal(store_variant(&variants[2], 90, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 4), KVJIT_OK);
+  assert_int_equal(store_variant(&variants[3], 90, 8192, 8192, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16), KVJIT_OK);
   for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
     unsigned compiled = 99, cached = 99;
-    kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &variants[i], &compiled, &cached);
+    kvjit_status st = kvjit_variant_prewarm(ctx, &variants[i], &compiled, &cached);
     if (st != KVJIT_OK) fail_msg("prewarm %zu: %s: %s", i, kvjit_status_name(st), kvjit_last_error());
     assert_true(compiled >= 1);
     assert_int_equal(cached, 0);
     unsigned compiled2 = 99, cached2 = 99;
-    assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &variants[i], &compiled2, &cached2), KVJIT_OK);
+    assert_int_equal(kvjit_variant_prewarm(ctx, &variants[i], &compiled2, &cached2), KVJIT_OK);
     assert_int_equal(compiled2, 0);
     assert_int_equal(cached2, compiled);
   }
   /* Automatic 256 B rows: batches up to 512 take 32 lanes x 8 B, the others 16 lanes x 16 B, and
    * batches 17..32768 add evict-first stores: four kernels for the four classes. */
   unsigned compiled = 0, cached = 0;
-  kvjit_store_kv_variant sm80 = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
+  kvjit_variant sm80;
+  assert_int_equal(store_variant(&sm80, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  assert_int_equal(kvjit_variant_prewarm(ctx, &sm80, &compiled, &cached), KVJIT_OK);
   assert_int_equal(compiled, 4);
   /* 1 KiB rows on sm_80: large (plain stores) and one plan for decode and both mid classes
    * (evict-first, 16 B; no PDL, so no trigger difference): two kernels. */
-  kvjit_store_kv_variant kib = {VARIANT_V1, 80, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &kib, &compiled, &cached), KVJIT_OK);
+  kvjit_variant kib;
+  assert_int_equal(store_variant(&kib, 80, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  assert_int_equal(kvjit_variant_prewarm(ctx, &kib, &compiled, &cached), KVJIT_OK);
   assert_int_equal(compiled, 2);
   /* PDL forced on before sm_90: refused before any compile. */
-  kvjit_store_kv_variant bad = {VARIANT_V1, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16};
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &bad, &compiled, &cached), KVJIT_ERR_UNSUPPORTED);
+  kvjit_variant bad;
+  assert_int_equal(store_variant(&bad, 80, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 0, 16), KVJIT_OK);
+  assert_int_equal(kvjit_variant_prewarm(ctx, &bad, &compiled, &cached), KVJIT_ERR_UNSUPPORTED);
   assert_int_equal(compiled, 0);
-  bad.pdl = KVJIT_PDL_AUTO;
-  bad.split = 3;
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &bad, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  variant_set(&bad, "pdl", KVJIT_PDL_AUTO);
+  variant_set(&bad, "split", 3);
+  assert_int_equal(kvjit_variant_prewarm(ctx, &bad, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "split"));
-  assert_int_equal(kvjit_store_kv_cache_prewarm(NULL, &sm80, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, NULL, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_variant_prewarm(NULL, &sm80, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_variant_prewarm(ctx, NULL, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
 
   drop_temp_cache_context(ctx, dir);
 }
@@ -605,11 +608,11 @@ static void test_fp8_prewarm_compiles(void **state) {
     for (size_t s = 0; s < 3; s++) {
       for (size_t c = 0; c < 2; c++) {
         kvjit_scale_kind scale = (kvjit_scale_kind)((s + c) % 3);
-        kvjit_store_kv_variant v = {VARIANT_V1, archs[a], 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16,
-                                    srcs[s], caches[c],
-                                    scale, scale == KVJIT_SCALE_PER_HEAD ? 4 : 0};
+        kvjit_variant v;
+        assert_int_equal(store_variant(&v, archs[a], 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+        store_variant_quantize(&v, srcs[s], caches[c], scale, scale == KVJIT_SCALE_PER_HEAD ? 4 : 0);
         unsigned compiled = 0;
-        kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &v, &compiled, NULL);
+        kvjit_status st = kvjit_variant_prewarm(ctx, &v, &compiled, NULL);
         if (st != KVJIT_OK) fail_msg("prewarm sm_%d %d->%d: %s", archs[a], srcs[s], caches[c], kvjit_last_error());
         total += compiled;
       }
@@ -617,14 +620,15 @@ static void test_fp8_prewarm_compiles(void **state) {
   }
   assert_true(total >= 12);
   /* K only with per-head scales, 2-byte accesses; wide slices through the round-by-round path. */
-  kvjit_store_kv_variant k_only = {VARIANT_V1, 90, 576, 0, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 0, 2, KVJIT_DTYPE_BF16,
-                                   KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 1};
-  kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &k_only, NULL, NULL);
+  kvjit_variant k_only;
+  assert_int_equal(store_variant(&k_only, 90, 576, 0, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 0, 2), KVJIT_OK);
+  store_variant_quantize(&k_only, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 1);
+  kvjit_status st = kvjit_variant_prewarm(ctx, &k_only, NULL, NULL);
   if (st != KVJIT_OK) fail_msg("K only: %s", kvjit_last_error());
-  kvjit_store_kv_variant rounds = {VARIANT_V1, 90, 16384, 16384, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16,
-                                   KVJIT_DTYPE_F32,
-                                   KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8};
-  st = kvjit_store_kv_cache_prewarm(ctx, &rounds, NULL, NULL);
+  kvjit_variant rounds;
+  assert_int_equal(store_variant(&rounds, 90, 16384, 16384, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 16), KVJIT_OK);
+  store_variant_quantize(&rounds, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_PER_HEAD, 8);
+  st = kvjit_variant_prewarm(ctx, &rounds, NULL, NULL);
   if (st != KVJIT_OK) fail_msg("rounds: %s", kvjit_last_error());
   drop_temp_cache_context(ctx, dir);
 }

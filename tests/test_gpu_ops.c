@@ -18,6 +18,7 @@
 
 #include "check/check_run.h"
 #include "check/check_store.h"
+#include "variant_util.h"
 
 extern const check_op check_store_op;
 
@@ -154,14 +155,11 @@ static void test_stores_from_bundles(void **state) {
   size_t count = 0;
   for (size_t r = 0; r < 4; r++) {
     for (int it = 0; it < 2; it++) {
-      kvjit_store_kv_variant v = KVJIT_STORE_KV_VARIANT_INIT;
-      v.arch = env.sm;
-      v.k_row_bytes = v.v_row_bytes = rows[r];
-      v.index_type = it ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32;
-      v.vector_bytes = 16;
-      char line[512];
-      assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_OK);
-      assert_int_equal(kvjit_variant_parse(&variants[count++], line), KVJIT_OK);
+      kvjit_variant *v = &variants[count++];
+      assert_int_equal(store_variant(v, env.sm, rows[r], rows[r], it ? KVJIT_INDEX_INT64 : KVJIT_INDEX_INT32,
+                                     KVJIT_PDL_AUTO, 0, 16),
+                       KVJIT_OK);
+      assert_int_equal(kvjit_variant_check(v), KVJIT_OK);
     }
   }
   kvjit_context *built_ctx = NULL;

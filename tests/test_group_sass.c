@@ -21,6 +21,7 @@
 
 #include "compile.h"
 #include "cubin_util.h"
+#include "internal_util.h"
 #include "kvjit.h"
 #include "store_kv_plan.h"
 #include "transfer_kv_plan.h"

@@ -16,9 +16,7 @@
 #include "kvjit.h"
 #include "kvjit_tools.h"
 #include "test_layouts.h"
-
-/* The first field of every kvjit_store_kv_variant initialiser below. */
-#define VARIANT_V1 KVJIT_STORE_KV_VARIANT_VERSION
+#include "variant_util.h"
 
 /* Never dereferenced: every call below fails validation or has batch 0 (or finds no context). */
 #define FAKE(n) ((void *)(uintptr_t)(0x7f0000000000ull + (n)*0x100000ull))
@@ -328,7 +326,7 @@ static void test_layout_arguments(void **state) {
 }
 
 /* Laid-out caches' manifest lines: their static part round-trips; lines that describe no view
- * of the row are refused naming the key; the deprecated struct refuses what it cannot hold. */
+ * of the row are refused naming the key. */
 static void test_layout_lines(void **state) {
   (void)state;
   static const char *const good[] = {
@@ -347,9 +345,6 @@ static void test_layout_lines(void **state) {
     char back[512];
     assert_int_equal(kvjit_variant_format(&v, back, sizeof back), KVJIT_OK);
     assert_string_equal(back, good[i]);
-    kvjit_store_kv_variant old;
-    assert_int_equal(kvjit_store_kv_variant_parse(&old, good[i]), KVJIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(kvjit_last_error(), "kvjit_variant_parse"));
   }
   static const struct {
     const char *line, *needle;
@@ -415,7 +410,19 @@ static void test_variant_set_layouts(void **state) {
   assert_int_equal(kvjit_variant_init(&t, kvjit_op_find("transfer_kv")), KVJIT_OK);
   t.values[0] = 90;
   t.values[1] = 256;
-  assert_true(kvjit_variant_set_layouts(&t, none, 2) != KVJIT_OK);
+  assert_int_equal(kvjit_variant_set_layouts(&t, none, 2), KVJIT_ERR_INVALID_ARGUMENT); /* index 0: no index */
+  variant_set(&t, "index", KVJIT_INDEX_INT64);
+  assert_int_equal(kvjit_variant_set_layouts(&t, none, 2), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "count: transfer_kv takes 4 layouts"));
+  /* transfer_kv's four (source K, V, destination K, V): a V layout for a K-only copy is refused
+   * as the call refuses it; four NULLs are flat rows. */
+  const kvjit_layout *four[4] = {NULL, &flash.v, NULL, NULL}, *flat4[4] = {NULL, NULL, NULL, NULL};
+  assert_int_equal(kvjit_variant_set_layouts(&t, four, 4), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "src_v_layout: given for a K-only copy"));
+  assert_int_equal(kvjit_variant_set_layouts(&t, flat4, 4), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&t, line, sizeof line), KVJIT_OK);
+  assert_string_equal(line, "transfer_kv arch=90 k_row_bytes=256 v_row_bytes=0 index=int64 src=device dst=device "
+                            "layers=one pdl=auto split=0 vec=16");
 }
 
 /* Argument errors come first, with or without a driver; batch 0 needs no driver at all. */
@@ -450,64 +457,73 @@ static void test_valid_needs_context(void **state) {
   assert_true(st == KVJIT_ERR_NO_DRIVER || st == KVJIT_ERR_NO_DEVICE);
 }
 
-static void round_trip(const kvjit_store_kv_variant *v) {
+/* A store variant's line reads back as the same variant, field by field. */
+static void round_trip(const kvjit_variant *v) {
   char line[256];
-  kvjit_status st = kvjit_store_kv_variant_format(v, line, sizeof line);
+  kvjit_status st = kvjit_variant_format(v, line, sizeof line);
   if (st != KVJIT_OK) fail_msg("format: %s", kvjit_last_error());
-  kvjit_store_kv_variant back;
+  kvjit_variant back;
   memset(&back, 0xab, sizeof back);
-  st = kvjit_store_kv_variant_parse(&back, line);
+  st = kvjit_variant_parse(&back, line);
   if (st != KVJIT_OK) fail_msg("parse \"%s\": %s", line, kvjit_last_error());
-  assert_int_equal(back.version, KVJIT_STORE_KV_VARIANT_VERSION);
-  assert_int_equal(back.arch, v->arch);
-  assert_int_equal(back.k_row_bytes, v->k_row_bytes);
-  assert_int_equal(back.v_row_bytes, v->v_row_bytes);
-  assert_int_equal(back.index_type, v->index_type);
-  assert_int_equal(back.pdl, v->pdl);
-  assert_int_equal(back.split, v->split);
-  assert_int_equal(back.vector_bytes, v->vector_bytes ? v->vector_bytes : 16);
-  assert_int_equal(back.dtype, v->dtype);
-  assert_int_equal(back.cache_dtype, v->cache_dtype);
-  assert_int_equal(back.scale_kind, v->scale_kind);
-  assert_int_equal(back.num_heads, v->num_heads);
+  assert_int_equal(back.version, KVJIT_VARIANT_VERSION);
+  assert_ptr_equal(back.op, v->op);
+  static const char *const fields[] = {"arch",  "k_row_bytes", "v_row_bytes", "index", "pdl",      "split",
+                                       "vec",   "dtype",       "cache_dtype", "scale", "num_heads"};
+  for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+    if (variant_value(&back, fields[f]) != variant_value(v, fields[f]))
+      fail_msg("\"%s\": %s %lld, was %lld", line, fields[f], (long long)variant_value(&back, fields[f]),
+               (long long)variant_value(v, fields[f]));
+  }
 }
 
 static void test_variant_round_trip(void **state) {
   (void)state;
-  kvjit_store_kv_variant vs[] = {
-      {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16},
-      {VARIANT_V1, 80, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 7, 4},
-      {VARIANT_V1, 100, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 8},
-      {VARIANT_V1, 0, 8192, 1024, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 4, 0},
-      {VARIANT_V1, 121, 1, 1, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 1},
+  static const struct {
+    int arch;
+    int64_t k, v;
+    kvjit_index_type index;
+    kvjit_pdl_mode pdl;
+    int split, vec;
+  } vs[] = {
+      {90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16},  {80, 196, 196, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 7, 4},
+      {100, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_ON, 2, 8},      {0, 8192, 1024, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 4, 16},
+      {121, 1, 1, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 1, 1},
   };
-  for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) round_trip(&vs[i]);
+  kvjit_variant v;
+  for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+    assert_int_equal(store_variant(&v, vs[i].arch, vs[i].k, vs[i].v, vs[i].index, vs[i].pdl, vs[i].split, vs[i].vec),
+                     KVJIT_OK);
+    round_trip(&v);
+  }
   char line[256];
-  assert_int_equal(kvjit_store_kv_variant_format(&vs[0], line, sizeof line), KVJIT_OK);
+  assert_int_equal(store_variant(&v, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&v, line, sizeof line), KVJIT_OK);
   assert_string_equal(line, "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16");
 }
 
 static void test_variant_parse_forms(void **state) {
   (void)state;
-  kvjit_store_kv_variant v;
-  assert_int_equal(kvjit_store_kv_variant_parse(
+  kvjit_variant v;
+  assert_int_equal(kvjit_variant_parse(
                        &v, "store_kv_cache\tvec=8 split=2 pdl=on index=int32 v_row_bytes=0 k_row_bytes=576 arch=90  "
                            "# a comment\r\n"),
                    KVJIT_OK);
-  assert_int_equal(v.arch, 90);
-  assert_int_equal(v.k_row_bytes, 576);
-  assert_int_equal(v.v_row_bytes, 0);
-  assert_int_equal(v.index_type, KVJIT_INDEX_INT32);
-  assert_int_equal(v.pdl, KVJIT_PDL_ON);
-  assert_int_equal(v.split, 2);
-  assert_int_equal(v.vector_bytes, 8);
-  assert_int_equal(kvjit_store_kv_variant_parse(&v, ""), KVJIT_ERR_NOT_FOUND);
-  assert_int_equal(kvjit_store_kv_variant_parse(&v, "   # only a comment\n"), KVJIT_ERR_NOT_FOUND);
+  assert_ptr_equal(v.op, kvjit_op_find("store_kv_cache"));
+  assert_int_equal(variant_value(&v, "arch"), 90);
+  assert_int_equal(variant_value(&v, "k_row_bytes"), 576);
+  assert_int_equal(variant_value(&v, "v_row_bytes"), 0);
+  assert_int_equal(variant_value(&v, "index"), KVJIT_INDEX_INT32);
+  assert_int_equal(variant_value(&v, "pdl"), KVJIT_PDL_ON);
+  assert_int_equal(variant_value(&v, "split"), 2);
+  assert_int_equal(variant_value(&v, "vec"), 8);
+  assert_int_equal(kvjit_variant_parse(&v, ""), KVJIT_ERR_NOT_FOUND);
+  assert_int_equal(kvjit_variant_parse(&v, "   # only a comment\n"), KVJIT_ERR_NOT_FOUND);
 }
 
 static void expect_parse_error(const char *line, kvjit_status status, const char *needle) {
-  kvjit_store_kv_variant v;
-  kvjit_status st = kvjit_store_kv_variant_parse(&v, line);
+  kvjit_variant v;
+  kvjit_status st = kvjit_variant_parse(&v, line);
   if (st != status || strstr(kvjit_last_error(), needle) == NULL) {
     fail_msg("parse \"%s\": %s \"%s\", expected %s naming \"%s\"", line, kvjit_status_name(st), kvjit_last_error(),
              kvjit_status_name(status), needle);
@@ -551,55 +567,56 @@ static void test_variant_parse_errors(void **state) {
   longline[sizeof longline - 1] = '\0';
   memcpy(longline, "store_kv_cache", 14);
   expect_parse_error(longline, E, "longer than");
-  kvjit_store_kv_variant v;
-  assert_int_equal(kvjit_store_kv_variant_parse(NULL, "x"), E);
-  assert_int_equal(kvjit_store_kv_variant_parse(&v, NULL), E);
+  kvjit_variant v;
+  assert_int_equal(kvjit_variant_parse(NULL, "x"), E);
+  assert_int_equal(kvjit_variant_parse(&v, NULL), E);
 }
 
 static void test_variant_format_errors(void **state) {
   (void)state;
-  kvjit_store_kv_variant v = {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16};
+  kvjit_variant v;
+  assert_int_equal(store_variant(&v, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
   char small[20];
-  assert_int_equal(kvjit_store_kv_variant_format(&v, small, sizeof small), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_variant_format(&v, small, sizeof small), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "capacity"));
   assert_string_equal(small, "");
   char line[256];
-  assert_int_equal(kvjit_store_kv_variant_format(NULL, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
-  assert_int_equal(kvjit_store_kv_variant_format(&v, NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
-  v.split = 3;
-  assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_variant_format(NULL, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_variant_format(&v, NULL, 0), KVJIT_ERR_INVALID_ARGUMENT);
+  variant_set(&v, "split", 3);
+  assert_int_equal(kvjit_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "split"));
-  v.split = 0;
+  variant_set(&v, "split", 0);
   v.version = 0; /* a caller built against another layout of the struct */
-  assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
-  assert_non_null(strstr(kvjit_last_error(), "variant->version: must be KVJIT_STORE_KV_VARIANT_VERSION (1), got 0"));
-  assert_int_equal(kvjit_store_kv_cache_prewarm(ctx, &v, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(kvjit_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(kvjit_last_error(), "variant->version: must be KVJIT_VARIANT_VERSION (1), got 0"));
+  assert_int_equal(kvjit_variant_prewarm(ctx, &v, NULL, NULL), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "variant->version"));
-  v.version = KVJIT_STORE_KV_VARIANT_VERSION;
-  kvjit_store_kv_variant init = KVJIT_STORE_KV_VARIANT_INIT;
-  assert_int_equal(init.version, KVJIT_STORE_KV_VARIANT_VERSION);
-  assert_int_equal(init.index_type, KVJIT_INDEX_INT64);
-  v.vector_bytes = 6;
-  assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
-  v.vector_bytes = 16;
-  v.arch = -5;
-  assert_int_equal(kvjit_store_kv_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
+  v.version = KVJIT_VARIANT_VERSION;
+  kvjit_variant init;
+  assert_int_equal(kvjit_variant_init(&init, kvjit_op_find("store_kv_cache")), KVJIT_OK);
+  assert_int_equal(init.version, KVJIT_VARIANT_VERSION);
+  assert_int_equal(variant_value(&init, "vec"), 16);
+  variant_set(&v, "vec", 6);
+  assert_int_equal(kvjit_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
+  variant_set(&v, "vec", 16);
+  variant_set(&v, "arch", -5);
+  assert_int_equal(kvjit_variant_format(&v, line, sizeof line), KVJIT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(kvjit_last_error(), "arch"));
 }
 
 static void test_fp8_variant_lines(void **state) {
   (void)state;
-  kvjit_store_kv_variant vs[] = {
-      {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3,
-       KVJIT_SCALE_PER_TENSOR, 0},
-      {VARIANT_V1, 80, 1024, 512, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 2, 8, KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E5M2,
-       KVJIT_SCALE_NONE, 0},
-      {VARIANT_V1, 0, 2048, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3,
-       KVJIT_SCALE_PER_HEAD, 8},
-  };
+  kvjit_variant vs[3];
+  assert_int_equal(store_variant(&vs[0], 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  store_variant_quantize(&vs[0], KVJIT_DTYPE_BF16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_TENSOR, 0);
+  assert_int_equal(store_variant(&vs[1], 80, 1024, 512, KVJIT_INDEX_INT32, KVJIT_PDL_OFF, 2, 8), KVJIT_OK);
+  store_variant_quantize(&vs[1], KVJIT_DTYPE_F32, KVJIT_DTYPE_FP8_E5M2, KVJIT_SCALE_NONE, 0);
+  assert_int_equal(store_variant(&vs[2], 0, 2048, 0, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  store_variant_quantize(&vs[2], KVJIT_DTYPE_F16, KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8);
   for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) round_trip(&vs[i]);
   char line[256];
-  assert_int_equal(kvjit_store_kv_variant_format(&vs[2], line, sizeof line), KVJIT_OK);
+  assert_int_equal(kvjit_variant_format(&vs[2], line, sizeof line), KVJIT_OK);
   assert_string_equal(line, "store_kv_cache arch=0 k_row_bytes=2048 v_row_bytes=0 index=int64 pdl=auto split=0 vec=16 "
                             "dtype=f16 cache_dtype=fp8_e4m3 scale=head num_heads=8");
   const kvjit_status E = KVJIT_ERR_INVALID_ARGUMENT;
@@ -614,9 +631,10 @@ static void test_fp8_variant_lines(void **state) {
   expect_parse_error("store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256" LINE_REST " cache_dtype=fp8_e4m3", E,
                      "dtype: quantizing");
   /* A plain variant with a dtype named writes the plain line (the dtype does not shape its kernel). */
-  kvjit_store_kv_variant plain = {VARIANT_V1, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
-                                  KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0};
-  assert_int_equal(kvjit_store_kv_variant_format(&plain, line, sizeof line), KVJIT_OK);
+  kvjit_variant plain;
+  assert_int_equal(store_variant(&plain, 90, 256, 256, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16), KVJIT_OK);
+  store_variant_quantize(&plain, KVJIT_DTYPE_BF16, KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0);
+  assert_int_equal(kvjit_variant_format(&plain, line, sizeof line), KVJIT_OK);
   assert_string_equal(line, "store_kv_cache arch=90 k_row_bytes=256 v_row_bytes=256 index=int64 pdl=auto split=0 vec=16");
 }
 

@@ -332,21 +332,19 @@ static void test_prewarm_writes_pinned_keys(void **state) {
     skip();
   }
   static const struct {
-    kvjit_store_kv_variant variant;
+    const char *line; /* the variant, as its manifest line */
     const char *keys[4];
     const char *bundle;
   } cases[] = {
-      {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 1024, 1024, KVJIT_INDEX_INT64, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BYTES,
-        KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
+      {"store_kv_cache arch=90 k_row_bytes=1024 v_row_bytes=1024 index=int64 pdl=auto split=0 vec=16",
        {"e43a11d9077ce2831f0361f38ea9edf5", "17b13684856ab2e752e0abe92749f52f", "0f969dc1f6419a5631fa42d9d8f94751",
         NULL},
        "3a450756af673e707d5275c1f92d6ca4"},
-      {{KVJIT_STORE_KV_VARIANT_VERSION, 90, 2048, 2048, KVJIT_INDEX_INT32, KVJIT_PDL_AUTO, 0, 16, KVJIT_DTYPE_BF16,
-        KVJIT_DTYPE_FP8_E4M3, KVJIT_SCALE_PER_HEAD, 8},
+      {"store_kv_cache arch=90 k_row_bytes=2048 v_row_bytes=2048 index=int32 pdl=auto split=0 vec=16 dtype=bf16 "
+       "cache_dtype=fp8_e4m3 scale=head num_heads=8",
        {"4863703cc5f027452794a3b2ded9f14c", "c65518508bd6abb78d3becfe0cc7732f", NULL, NULL},
        "32ffc02c777c5f31c88c906cfcd6813b"},
-      {{KVJIT_STORE_KV_VARIANT_VERSION, 80, 576, 0, KVJIT_INDEX_INT64, KVJIT_PDL_OFF, 0, 8, KVJIT_DTYPE_BYTES,
-        KVJIT_DTYPE_BYTES, KVJIT_SCALE_NONE, 0},
+      {"store_kv_cache arch=80 k_row_bytes=576 v_row_bytes=0 index=int64 pdl=off split=0 vec=8",
        {"059496a87526261abc586418e32fabca", "c0eddfc5141086627e1e64a440a03ba0", "f1028ce7783d01aed9f321de36d2c0dc",
         "ca9a39c320a418fad8cffc9366b1f703"},
        "d059c2d6472df57a6f18b581a22c22a1"},
@@ -361,8 +359,10 @@ static void test_prewarm_writes_pinned_keys(void **state) {
     opt.log = 0;
     kvjit_context *ctx = NULL;
     assert_int_equal(kvjit_context_create(&ctx, &opt), KVJIT_OK);
+    kvjit_variant v;
+    assert_int_equal(kvjit_variant_parse(&v, cases[c].line), KVJIT_OK);
     unsigned compiled = 0, cached = 0;
-    kvjit_status st = kvjit_store_kv_cache_prewarm(ctx, &cases[c].variant, &compiled, &cached);
+    kvjit_status st = kvjit_variant_prewarm(ctx, &v, &compiled, &cached);
     if (st != KVJIT_OK) fail_msg("case %zu: %s", c, kvjit_last_error());
     key_set set = {.count = 0};
     assert_int_equal(kvjit_cache_list(ctx, 0, 0, collect_key, &set, NULL), KVJIT_OK);
@@ -372,10 +372,6 @@ static void test_prewarm_writes_pinned_keys(void **state) {
       if (at < 0 || strcmp(set.bundles[at], cases[c].bundle) != 0) bad++;
     }
     /* The aliases' keys are those the variant's plans compute (what a runtime miss looks up). */
-    char line[512];
-    kvjit_variant v;
-    assert_int_equal(kvjit_store_kv_variant_format(&cases[c].variant, line, sizeof line), KVJIT_OK);
-    assert_int_equal(kvjit_variant_parse(&v, line), KVJIT_OK);
     const kvjit_op_info *info = kvjit_op_find("store_kv_cache");
     for (int cls = 0; cls < info->num_classes; cls++) {
       kvjit_store_kv_plan plan;

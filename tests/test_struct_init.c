@@ -37,8 +37,6 @@ static void test_every_struct_matches_its_init_macro(void **state) {
                KVJIT_TRANSFER_KV_ARGS_VERSION);
   SAME_AS_INIT(kvjit_stats, KVJIT_STATS_INIT, kvjit_stats_init, KVJIT_STATS_VERSION);
   SAME_AS_INIT(kvjit_op_stats, KVJIT_OP_STATS_INIT, kvjit_op_stats_init, KVJIT_OP_STATS_VERSION);
-  SAME_AS_INIT(kvjit_store_kv_variant, KVJIT_STORE_KV_VARIANT_INIT, kvjit_store_kv_variant_init,
-               KVJIT_STORE_KV_VARIANT_VERSION);
   SAME_AS_INIT(kvjit_layout, KVJIT_LAYOUT_INIT, kvjit_layout_init, KVJIT_LAYOUT_VERSION);
 }
 

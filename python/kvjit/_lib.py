@@ -346,21 +346,42 @@ TRANSFER_KV_MAX_LAYERS = 65535
 TRANSFER_KV_PACKER = struct.Struct("@I6Pi12qiiiiPiiiPPqi4P")
 
 
-class StoreKvVariant(ctypes.Structure):
-    _init = ("kvjit_store_kv_variant_init", 1)  # the version this layout has
+class OpField(ctypes.Structure):
+    """kvjit_op_field: one field of an op's variants (static, the library's)."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("help", ctypes.c_char_p),
+        ("kind", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+        ("min", ctypes.c_int64),
+        ("max", ctypes.c_int64),
+        ("words", ctypes.c_void_p),
+        ("num_words", ctypes.c_size_t),
+        ("default_value", ctypes.c_int64),
+        ("prewarm", ctypes.c_char_p),
+    ]
+
+
+class OpInfo(ctypes.Structure):
+    """kvjit_op_info: an op and its field table (static, the library's)."""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("summary", ctypes.c_char_p),
+        ("fields", ctypes.POINTER(OpField)),
+        ("num_fields", ctypes.c_size_t),
+        ("num_classes", ctypes.c_int),
+    ]
+
+
+VARIANT_MAX_FIELDS = 24
+
+
+class Variant(ctypes.Structure):
+    """kvjit_variant: an op and one value per field of its table (kvjit_variant_init fills it)."""
     _fields_ = [
         ("version", ctypes.c_uint),
-        ("arch", ctypes.c_int),
-        ("k_row_bytes", ctypes.c_int64),
-        ("v_row_bytes", ctypes.c_int64),
-        ("index_type", ctypes.c_int),
-        ("pdl", ctypes.c_int),
-        ("split", ctypes.c_int),
-        ("vector_bytes", ctypes.c_int),
-        ("dtype", ctypes.c_int),
-        ("cache_dtype", ctypes.c_int),
-        ("scale_kind", ctypes.c_int),
-        ("num_heads", ctypes.c_int64),
+        ("op", ctypes.POINTER(OpInfo)),
+        ("values", ctypes.c_int64 * VARIANT_MAX_FIELDS),
     ]
 
 
@@ -381,7 +402,6 @@ _PROTOTYPES = {
     "kvjit_stats_init": (_I, [ctypes.POINTER(Stats), ctypes.c_uint]),
     "kvjit_program_desc_init": (_I, [ctypes.POINTER(ProgramDesc), ctypes.c_uint]),
     "kvjit_launch_config_init": (_I, [ctypes.POINTER(LaunchConfig), ctypes.c_uint]),
-    "kvjit_store_kv_variant_init": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_uint]),
     "kvjit_context_create": (_I, [ctypes.POINTER(_P), ctypes.POINTER(ContextOptions)]),
     "kvjit_context_destroy": (None, [_P]),
     "kvjit_context_stats": (_I, [_P, ctypes.POINTER(Stats)]),
@@ -419,10 +439,11 @@ _PROTOTYPES = {
     "kvjit_kernel_param_info": (_I, [_P, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t),
                                      ctypes.POINTER(ctypes.c_size_t)]),
     "kvjit_op_oob_count": (_I, [_P, _S, ctypes.POINTER(ctypes.c_uint64), _I]),
-    "kvjit_store_kv_cache_prewarm": (_I, [_P, ctypes.POINTER(StoreKvVariant), ctypes.POINTER(ctypes.c_uint),
-                                          ctypes.POINTER(ctypes.c_uint)]),
-    "kvjit_store_kv_variant_format": (_I, [ctypes.POINTER(StoreKvVariant), ctypes.c_char_p, ctypes.c_size_t]),
-    "kvjit_store_kv_variant_parse": (_I, [ctypes.POINTER(StoreKvVariant), _S]),
+    # variants of any op (python/kvjit/_prewarm.py)
+    "kvjit_op_find": (ctypes.POINTER(OpInfo), [_S]),
+    "kvjit_variant_init": (_I, [ctypes.POINTER(Variant), ctypes.POINTER(OpInfo)]),
+    "kvjit_variant_prewarm": (_I, [_P, ctypes.POINTER(Variant), ctypes.POINTER(ctypes.c_uint),
+                                   ctypes.POINTER(ctypes.c_uint)]),
     # transfer_kv_all_layers and the generic prewarm; args packed with TRANSFER_KV_PACKER.
     "kvjit_transfer_kv": (_I, [_P, _S]),
     "kvjit_transfer_kv_prepare": (_I, [_P, _S]),

@@ -21,7 +21,7 @@ def _arch(arch, lib):
 
 def variant(k_row_bytes, v_row_bytes, *, arch, index, pdl, split, vector_bytes, dtype, cache_dtype, num_heads,
             scaled, lib):
-    """A kvjit_store_kv_variant (the prewarm and manifest unit) from prewarm()'s keywords."""
+    """A store_kv_cache kvjit_variant (the prewarm and manifest unit) from prewarm()'s keywords."""
     index_key = dtype_name(index, "index")
     if index_key not in INDEX_TYPES:
         raise ValueError(f"index: must be int32 or int64, got {index!r}")
@@ -46,9 +46,24 @@ def variant(k_row_bytes, v_row_bytes, *, arch, index, pdl, split, vector_bytes, 
                                ("num_heads", num_heads, 2**63)):
         if type(value) is not int or not 0 <= value < bound:
             raise ValueError(f"{name}: must be an int 0..{bound - 1}, got {value!r}")
-    return lib.new(_lib.StoreKvVariant, arch=_arch(arch, lib), k_row_bytes=k_row_bytes, v_row_bytes=v_row_bytes,
-                   index_type=INDEX_TYPES[index_key], pdl=pdl_mode(pdl), split=split, vector_bytes=vector_bytes,
-                   dtype=src, cache_dtype=cache, scale_kind=scale_kind, num_heads=num_heads)
+    values = {"arch": _arch(arch, lib), "k_row_bytes": k_row_bytes, "v_row_bytes": v_row_bytes,
+              "index": INDEX_TYPES[index_key], "pdl": pdl_mode(pdl), "split": split, "dtype": src,
+              "cache_dtype": cache, "scale": scale_kind, "num_heads": num_heads}
+    if vector_bytes:  # 0: the op's default (the widest access)
+        values["vec"] = vector_bytes
+    return _variant_of(lib, "store_kv_cache", values)
+
+
+def _variant_of(lib, op_name, values):
+    """kvjit_variant_init() of op ``op_name`` (its defaults: the library's), then ``values`` by
+    field name, as the op's field table names them."""
+    op = lib.fn["kvjit_op_find"](op_name.encode())
+    var = _lib.Variant()
+    lib.check(lib.fn["kvjit_variant_init"](ctypes.byref(var), op))
+    fields = {op.contents.fields[i].name.decode(): i for i in range(op.contents.num_fields)}
+    for name, value in values.items():
+        var.values[fields[name]] = value
+    return var
 
 
 def prewarm(k_row_bytes, v_row_bytes=None, *, arch=0, index=None, pdl="auto", split=0, vector_bytes=0, dtype=None,
@@ -82,8 +97,8 @@ def prewarm(k_row_bytes, v_row_bytes=None, *, arch=0, index=None, pdl="auto", sp
     total = {"compiled": 0, "cached": 0}
     for var in variants:
         compiled, cached = ctypes.c_uint(), ctypes.c_uint()
-        lib.check(lib.fn["kvjit_store_kv_cache_prewarm"](ctx.handle, ctypes.byref(var), ctypes.byref(compiled),
-                                                          ctypes.byref(cached)))
+        lib.check(lib.fn["kvjit_variant_prewarm"](ctx.handle, ctypes.byref(var), ctypes.byref(compiled),
+                                                   ctypes.byref(cached)))
         total["compiled"] += compiled.value
         total["cached"] += cached.value
     return total

@@ -106,7 +106,9 @@ def test_struct_layouts():
     assert _lib.StoreKvArgs.k_cache_layout.offset == 192 and _lib.StoreKvArgs.v_cache_layout.offset == 200
     assert ctypes.sizeof(_lib.Layout) == 96 and _lib.Layout.num_row_dims.offset == 40
     assert _lib.Layout.row_extents.offset == 48 and _lib.Layout.row_strides.offset == 72
-    assert ctypes.sizeof(_lib.StoreKvVariant) == 64 and _lib.StoreKvVariant.num_heads.offset == 56
+    assert ctypes.sizeof(_lib.Variant) == 208 and _lib.Variant.values.offset == 16
+    assert ctypes.sizeof(_lib.OpField) == 72 and _lib.OpField.default_value.offset == 56
+    assert ctypes.sizeof(_lib.OpInfo) == 40 and _lib.OpInfo.num_classes.offset == 32
     assert ctypes.sizeof(_lib.ContextOptions) == 88 and _lib.ContextOptions.allow_shared_dirs.offset == 56
     assert _lib.ContextOptions.remote_read_write.offset == 80
     assert ctypes.sizeof(_lib.ProgramDesc) == 80 and _lib.ProgramDesc.arch.offset == 72

@@ -105,20 +105,24 @@ static bool add_splits(variant_list *out, kvjit_variant base, skip_note *skipped
   return true;
 }
 
-/* @p base in each --layout preset (x --block-size) of its row's model shape (flat: as it is). */
+/* @p base in each --layout preset (x --block-size for the paged ones) of its row's model shape
+ * (flat: as it is). */
 static bool add_layouts(const prewarm_opts *o, const row_pair *row, kvjit_variant base, variant_list *out,
                         skip_note *skipped) {
   for (size_t l = 0; l < o->layouts.count; l++)
     for (size_t b = 0; b < o->block_sizes.count; b++) {
-      kvjit_layout k, v;
-      if (layout_preset_make(o->layouts.value[l], row->rank_heads, row->head_dim, row->v_head_dim, row->cache_elem,
-                             o->block_sizes.value[b], &k, &v) != 0) {
-        if (b == 0 && !add_splits(out, base, skipped)) return false; /* flat: once */
+      const int preset = o->layouts.value[l];
+      if (b > 0 && !layout_preset_paged(preset)) break; /* the block size does not change it: once */
+      kvjit_layout room[2];
+      const kvjit_layout *layouts[4];
+      const size_t count = layout_preset_layouts(preset, &base, row->rank_heads, row->head_dim, row->v_head_dim,
+                                                 row->cache_elem, o->block_sizes.value[b], room, layouts);
+      if (count == 0) {
+        if (!add_splits(out, base, skipped)) return false;
         continue;
       }
       kvjit_variant laid = base;
-      const kvjit_layout *both[2] = {&k, row->v_head_dim ? &v : NULL};
-      if (kvjit_variant_set_layouts(&laid, both, 2) != KVJIT_OK) {
+      if (kvjit_variant_set_layouts(&laid, layouts, count) != KVJIT_OK) {
         if (skipped->count++ == 0) snprintf(skipped->first, sizeof skipped->first, "%s", kvjit_last_error());
         continue;
       }
@@ -405,8 +409,12 @@ int build_variants(const char *cmd, prewarm_opts *o, variant_list *out) {
     return usage_error(cmd, "a model shape needs both --kv-heads and --head-dim");
   if ((o->layouts.count != 0 || o->block_sizes.count != 0) && (o->k_rows.count != 0 || o->manifest != NULL))
     return usage_error(cmd, "--layout and --block-size need a model's shape (--model, or --kv-heads and --head-dim)");
-  if ((o->layouts.count != 0 || o->block_sizes.count != 0) && strcmp(o->op->name, "store_kv_cache") != 0)
-    return usage_error(cmd, "--layout is for --op store_kv_cache");
+  for (size_t l = 0; l < o->layouts.count; l++) {
+    const char *for_op = layout_preset_op(o->layouts.value[l]);
+    if (for_op != NULL && strcmp(for_op, o->op->name) != 0)
+      return usage_error(cmd, "--layout %s is a %s preset, not one of --op %s's (see 'kvjit prewarm --help')",
+                         layout_preset_name(o->layouts.value[l]), for_op, o->op->name);
+  }
   if (o->layouts.count == 0) o->layouts = (int_list){{LAYOUT_FLAT}, 1};
   if (o->block_sizes.count == 0) o->block_sizes = (int_list){{16}, 1};
   if ((o->quant_srcs.count != 0 || o->scales.count != 0) && op_field(o->op, "cache_dtype") < 0)

@@ -194,8 +194,6 @@ kvjit_status kvjit_context_cache_info(const kvjit_context *ctx, kvjit_cache_info
   return KVJIT_OK;
 }
 
-kvjit_cache *kvjit_context_cache(kvjit_context *ctx) { return ctx->cache; }
-
 int kvjit_context_warnings(const kvjit_context *ctx) { return ctx->log != 0; }
 
 void kvjit_context_record(kvjit_context *ctx, const char *line) {

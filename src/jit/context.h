@@ -40,9 +40,6 @@ struct kvjit_context {
   kvjit_miss_log *misses;          /* lookups' misses, explained (miss.h) */
 };
 
-/** The context's disk cache. */
-kvjit_cache *kvjit_context_cache(kvjit_context *ctx);
-
 /** Append one line (no newline needed) to the context's manifest file, if it has one. Best effort. */
 void kvjit_context_record(kvjit_context *ctx, const char *line);
 

@@ -52,6 +52,24 @@ kvjit_status kvjit_request_build_key(const kvjit_request *req, kvjit_key_target 
   return build_keyed(req, target, key, &ptx_fallback);
 }
 
+/* A description keyed for a build (kvjit_program_build(), _compile(), _find()). */
+typedef struct build_request {
+  kvjit_request req;
+  kvjit_key_target target;
+  kvjit_key key;
+  int ptx_fallback;
+} build_request;
+
+/* @p desc's request and its build key; on KVJIT_OK the caller frees b->req (kvjit_request_free()). */
+static kvjit_status build_request_open(kvjit_context *ctx, const kvjit_program_desc *desc, build_request *b) {
+  kvjit_status st = kvjit_request_init(&b->req, ctx->memo, desc);
+  if (st != KVJIT_OK) return st;
+  b->ptx_fallback = 0;
+  st = build_keyed(&b->req, &b->target, &b->key, &b->ptx_fallback);
+  if (st != KVJIT_OK) kvjit_request_free(&b->req);
+  return st;
+}
+
 kvjit_status kvjit_program_get(kvjit_context *ctx, kvjit_program **out, kvjit_origin *origin,
                                const kvjit_program_desc *desc) {
   return kvjit_program_get_labeled(ctx, out, origin, desc, NULL);
@@ -89,16 +107,11 @@ kvjit_status kvjit_program_build(kvjit_context *ctx, kvjit_program **out, kvjit_
                                  const kvjit_program_desc *desc) {
   if (ctx == NULL || out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx or out is NULL");
   *out = NULL;
-  kvjit_request req;
-  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
+  build_request b;
+  kvjit_status st = build_request_open(ctx, desc, &b);
   if (st != KVJIT_OK) return st;
-  int ptx_fallback = 0;
-  kvjit_key_target target;
-  kvjit_key key;
-  if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
-    st = kvjit_program_acquire(ctx, &req, &target, &key, ptx_fallback, NULL, out, origin);
-  }
-  kvjit_request_free(&req);
+  st = kvjit_program_acquire(ctx, &b.req, &b.target, &b.key, b.ptx_fallback, NULL, out, origin);
+  kvjit_request_free(&b.req);
   if (st == KVJIT_OK) kvjit_clear_error();
   return st;
 }
@@ -110,16 +123,11 @@ kvjit_status kvjit_program_compile(kvjit_context *ctx, kvjit_origin *origin, con
 kvjit_status kvjit_program_compile_labeled(kvjit_context *ctx, kvjit_origin *origin, const kvjit_program_desc *desc,
                                            const kvjit_entry_label *label) {
   if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx is NULL");
-  kvjit_request req;
-  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
+  build_request b;
+  kvjit_status st = build_request_open(ctx, desc, &b);
   if (st != KVJIT_OK) return st;
-  int ptx_fallback = 0;
-  kvjit_key_target target;
-  kvjit_key key;
-  if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
-    st = kvjit_program_precompile(ctx, &req, &target, &key, label, origin);
-  }
-  kvjit_request_free(&req);
+  st = kvjit_program_precompile(ctx, &b.req, &b.target, &b.key, label, origin);
+  kvjit_request_free(&b.req);
   if (st == KVJIT_OK) kvjit_clear_error();
   return st;
 }
@@ -128,18 +136,13 @@ kvjit_status kvjit_program_find(kvjit_context *ctx, const kvjit_program_desc *de
                                 kvjit_cached_at *where, kvjit_miss_info *why) {
   *where = KVJIT_CACHED_NOWHERE;
   if (why) memset(why, 0, sizeof *why);
-  kvjit_request req;
-  kvjit_status st = kvjit_request_init(&req, ctx->memo, desc);
+  build_request b;
+  kvjit_status st = build_request_open(ctx, desc, &b);
   if (st != KVJIT_OK) return st;
-  int ptx_fallback = 0;
-  kvjit_key_target target;
-  kvjit_key key;
-  if ((st = build_keyed(&req, &target, &key, &ptx_fallback)) == KVJIT_OK) {
-    *where = kvjit_program_cached_at(ctx, &key);
-    if (why && *where != KVJIT_CACHED_LOCAL) kvjit_context_explain_key(ctx, &req, label, &target, &key, why);
-  }
-  kvjit_request_free(&req);
-  return st;
+  *where = kvjit_program_cached_at(ctx, &b.key);
+  if (why && *where != KVJIT_CACHED_LOCAL) kvjit_context_explain_key(ctx, &b.req, label, &b.target, &b.key, why);
+  kvjit_request_free(&b.req);
+  return KVJIT_OK;
 }
 
 kvjit_status kvjit_program_desc_init(kvjit_program_desc *out, unsigned version) {

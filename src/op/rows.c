@@ -1,6 +1,8 @@
 /* Rows as vectors, the rules every op plans its lanes by (rows.h). */
 #include "rows.h"
 
+#include "status.h"
+
 static int64_t gcd64(int64_t a, int64_t b) {
   while (b != 0) {
     int64_t t = a % b;
@@ -61,4 +63,17 @@ int kvjit_rows_lanes(int64_t slice_chunks, int chunks_per_lane) {
   int lanes = 1;
   while (lanes < 32 && lanes < need) lanes <<= 1;
   return lanes;
+}
+
+kvjit_status kvjit_rows_split_given(int64_t k_row_bytes, int64_t v_row_bytes, int split, int *vec) {
+  if (k_row_bytes % split != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
+                      (long long)k_row_bytes);
+  }
+  if (v_row_bytes % split != 0) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide v_row_bytes %lld", split,
+                      (long long)v_row_bytes);
+  }
+  *vec = kvjit_rows_vec_of((uint64_t)*vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
+  return KVJIT_OK;
 }

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "kvjit.h"
+
 /** Largest split of a row into slices (a plan's constants and request keys hold 21 bits). */
 #define KVJIT_ROWS_MAX_SPLIT (1 << 20)
 
@@ -29,6 +31,13 @@ int kvjit_rows_auto_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int
  * 0 when no such split exists (e.g. 72 and 64 vectors).
  */
 int kvjit_rows_whole_split(int64_t k_row_bytes, int64_t v_row_bytes, int vec, int chunks_per_lane);
+
+/**
+ * A split the caller asked for: it must divide both rows; slices that are not whole vectors
+ * narrow @p *vec to the widest access that divides them instead of failing.
+ * @return KVJIT_ERR_INVALID_ARGUMENT naming the row @p split does not divide.
+ */
+kvjit_status kvjit_rows_split_given(int64_t k_row_bytes, int64_t v_row_bytes, int split, int *vec);
 
 /** Lanes for a slice of @p slice_chunks vectors: the smallest power of two >= chunks/cpl, at most 32. */
 int kvjit_rows_lanes(int64_t slice_chunks, int chunks_per_lane);

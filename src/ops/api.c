@@ -11,7 +11,6 @@
 #include "op_prewarm.h"
 #include "registry.h"
 #include "status.h"
-#include "store_kv/store_kv_op.h"
 #include "variant.h"
 
 static kvjit_status variant_op(const kvjit_variant *v, const kvjit_op **op) {
@@ -230,42 +229,4 @@ kvjit_status kvjit_op_oob_count(kvjit_context *ctx, const char *name, uint64_t *
   const kvjit_op *op = name ? kvjit_op_of(kvjit_op_find(name)) : NULL;
   if (op == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "op: \"%.64s\" is not an op", name ? name : "(null)");
   return kvjit_op_counters(ctx, op, count, reset);
-}
-
-/* ---- deprecated: store_kv_cache's own variant struct (kvjit_variant_* is the one way) ---------- */
-
-/* Here, not in the op's folder: the line may be any op's, and only the registry knows them all. */
-kvjit_status kvjit_store_kv_variant_parse(kvjit_store_kv_variant *out, const char *line) {
-  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
-  if (line == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: NULL");
-  int64_t v[KVJIT_VARIANT_MAX_FIELDS];
-  const kvjit_op *op = NULL;
-  kvjit_status st = kvjit_op_parse_line(line, kvjit_ops, kvjit_num_ops, &op, v);
-  if (st != KVJIT_OK) return st;
-  if (op != &kvjit_op_store_kv) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "line: must start with \"store_kv_cache\", got a %s line",
-                      op->info.name);
-  }
-  /* The deprecated struct has no cache layouts: a line with one would lose it. */
-  for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) {
-    if (v[f] != 0) {
-      return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "line: %s= (a cache layout) does not fit kvjit_store_kv_variant; "
-                        "read it with kvjit_variant_parse()", kvjit_op_store_kv.info.fields[f].name);
-    }
-  }
-  kvjit_store_kv_variant r = KVJIT_STORE_KV_VARIANT_INIT;
-  r.arch = (int)v[STORE_F_ARCH];
-  r.k_row_bytes = v[STORE_F_K_ROW];
-  r.v_row_bytes = v[STORE_F_V_ROW];
-  r.index_type = (kvjit_index_type)v[STORE_F_INDEX];
-  r.pdl = (kvjit_pdl_mode)v[STORE_F_PDL];
-  r.split = (int)v[STORE_F_SPLIT];
-  r.vector_bytes = (int)v[STORE_F_VEC];
-  r.dtype = (kvjit_dtype)v[STORE_F_DTYPE];
-  r.cache_dtype = (kvjit_dtype)v[STORE_F_CACHE_DTYPE];
-  r.scale_kind = (kvjit_scale_kind)v[STORE_F_SCALE];
-  r.num_heads = v[STORE_F_HEADS];
-  *out = r;
-  kvjit_clear_error();
-  return KVJIT_OK;
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "le.h"
 #include "parse.h"
 #include "safe_fs.h"
 #include "status.h"
@@ -309,8 +310,6 @@ void kvjit_cache_get_info(const kvjit_cache *c, kvjit_cache_info *out) {
 
 /* ---- reading entry files --------------------------------------------------------------------- */
 
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-
 int cache_read_entry_file(const char *path, int whole, uint8_t **data, size_t *len, struct stat *st, int *have_st,
                           char *why, size_t why_capacity) {
   *have_st = 0;
@@ -346,7 +345,7 @@ int cache_read_entry_file(const char *path, int whole, uint8_t **data, size_t *l
     snprintf(why, why_capacity, "%s", kvjit_last_error());
     return -1;
   }
-  size_t want = whole ? (size_t)st->st_size : rd32(prefix + 12); /* both checked by the prefix */
+  size_t want = whole ? (size_t)st->st_size : kvjit_le_get32(prefix + 12); /* both checked by the prefix */
   uint8_t *buf = malloc(want);
   if (buf == NULL) {
     close(fd);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "cache_internal.h"
+#include "le.h"
 #include "payload.h"
 #include "quarantine.h"
 #include "safe_fs.h"
@@ -48,32 +49,23 @@ typedef struct ledger {
   int64_t scanned;  /* when a scan last confirmed it (Unix seconds) */
 } ledger;
 
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
 /* 0, or -1 when the ledger is missing, torn or of another version. */
 static int ledger_read(int fd, ledger *out) {
   uint8_t b[LEDGER_BYTES];
   if (pread(fd, b, sizeof b, 0) != (ssize_t)sizeof b) return -1;
-  if (memcmp(b, LEDGER_MAGIC, 8) != 0 || get64(b + 8) != LEDGER_VERSION || get64(b + 32) != XXH3_64bits(b, 32)) return -1;
-  out->bytes = get64(b + 16);
-  out->scanned = (int64_t)get64(b + 24);
+  if (memcmp(b, LEDGER_MAGIC, 8) != 0 || kvjit_le_get64(b + 8) != LEDGER_VERSION || kvjit_le_get64(b + 32) != XXH3_64bits(b, 32)) return -1;
+  out->bytes = kvjit_le_get64(b + 16);
+  out->scanned = (int64_t)kvjit_le_get64(b + 24);
   return 0;
 }
 
 static void ledger_write(int fd, const ledger *l) {
   uint8_t b[LEDGER_BYTES];
   memcpy(b, LEDGER_MAGIC, 8);
-  put64(b + 8, LEDGER_VERSION);
-  put64(b + 16, l->bytes);
-  put64(b + 24, (uint64_t)l->scanned);
-  put64(b + 32, XXH3_64bits(b, 32));
+  kvjit_le_put64(b + 8, LEDGER_VERSION);
+  kvjit_le_put64(b + 16, l->bytes);
+  kvjit_le_put64(b + 24, (uint64_t)l->scanned);
+  kvjit_le_put64(b + 32, XXH3_64bits(b, 32));
   /* One small pwrite: a reader sees the old or the new record; a torn one fails its checksum. */
   ssize_t w = pwrite(fd, b, sizeof b, 0);
   (void)w;

@@ -6,37 +6,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "le.h"
 #include "nvrtc_lib.h"
 #include "status.h"
 #include "xxh.h"
-
-static void wr16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v;
-  p[1] = (uint8_t)(v >> 8);
-}
-static void wr32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void wr64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static uint32_t rd32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t rd64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 /* The header's strings, in file order: program, op, variant, compiler (u16 length + bytes each). */
 enum { ENTRY_STRINGS = 4 };
 
 static uint8_t *put_string(uint8_t *p, const char *s, size_t n) {
-  wr16(p, (uint16_t)n);
+  kvjit_le_put16(p, (uint16_t)n);
   if (n) memcpy(p + 2, s, n);
   return p + 2 + n;
 }
@@ -47,11 +26,11 @@ static uint8_t *put_digests(uint8_t *p, const kvjit_entry_digests *d) {
   static const kvjit_entry_digests unknown;
   if (d == NULL) d = &unknown;
   const kvjit_key *keys[4] = {&d->nvrtc, &d->toolkit, &d->options, &d->sources};
-  wr32(p, KVJIT_ENTRY_DIGESTS_BYTES);
+  kvjit_le_put32(p, KVJIT_ENTRY_DIGESTS_BYTES);
   p += 4;
   for (int i = 0; i < 4; i++, p += 16) {
-    wr64(p, keys[i]->high);
-    wr64(p + 8, keys[i]->low);
+    kvjit_le_put64(p, keys[i]->high);
+    kvjit_le_put64(p + 8, keys[i]->low);
   }
   return p;
 }
@@ -59,8 +38,8 @@ static uint8_t *put_digests(uint8_t *p, const kvjit_entry_digests *d) {
 static void get_digests(const uint8_t *p, kvjit_entry_digests *d) {
   kvjit_key *keys[4] = {&d->nvrtc, &d->toolkit, &d->options, &d->sources};
   for (int i = 0; i < 4; i++, p += 16) {
-    keys[i]->high = rd64(p);
-    keys[i]->low = rd64(p + 8);
+    keys[i]->high = kvjit_le_get64(p);
+    keys[i]->low = kvjit_le_get64(p + 8);
   }
 }
 
@@ -103,22 +82,22 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
   uint8_t *buf = malloc(header + payload_len);
   if (buf == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "entry: cannot allocate %zu bytes", header + payload_len);
   memcpy(buf, KVJIT_ENTRY_MAGIC, 8);
-  wr32(buf + 8, KVJIT_ENTRY_VERSION);
-  wr32(buf + 12, (uint32_t)header);
-  wr64(buf + 16, meta->key.high);
-  wr64(buf + 24, meta->key.low);
-  wr64(buf + 32, meta->content.high);
-  wr64(buf + 40, meta->content.low);
-  wr16(buf + 48, (uint16_t)t->nvrtc_major);
-  wr16(buf + 50, (uint16_t)t->nvrtc_minor);
-  wr32(buf + 52, (uint32_t)t->arch);
+  kvjit_le_put32(buf + 8, KVJIT_ENTRY_VERSION);
+  kvjit_le_put32(buf + 12, (uint32_t)header);
+  kvjit_le_put64(buf + 16, meta->key.high);
+  kvjit_le_put64(buf + 24, meta->key.low);
+  kvjit_le_put64(buf + 32, meta->content.high);
+  kvjit_le_put64(buf + 40, meta->content.low);
+  kvjit_le_put16(buf + 48, (uint16_t)t->nvrtc_major);
+  kvjit_le_put16(buf + 50, (uint16_t)t->nvrtc_minor);
+  kvjit_le_put32(buf + 52, (uint32_t)t->arch);
   buf[56] = (uint8_t)t->kind;
   buf[57] = (uint8_t)t->suffix;
-  wr16(buf + 58, 0);
-  wr32(buf + 60, (uint32_t)meta->num_kernels);
-  wr64(buf + 64, (uint64_t)payload_len);
-  wr64(buf + 72, XXH3_64bits(payload, payload_len));
-  wr64(buf + 80, (uint64_t)meta->created);
+  kvjit_le_put16(buf + 58, 0);
+  kvjit_le_put32(buf + 60, (uint32_t)meta->num_kernels);
+  kvjit_le_put64(buf + 64, (uint64_t)payload_len);
+  kvjit_le_put64(buf + 72, XXH3_64bits(payload, payload_len));
+  kvjit_le_put64(buf + 80, (uint64_t)meta->created);
   uint8_t *p = buf + KVJIT_ENTRY_FIXED_BYTES;
   for (int i = 0; i < ENTRY_STRINGS; i++) p = put_string(p, strings[i], lens[i]);
   for (size_t i = 0; i < meta->num_kernels; i++) {
@@ -126,7 +105,7 @@ kvjit_status kvjit_entry_encode(uint8_t **out, size_t *out_len, const kvjit_entr
     p = put_string(p, meta->lowered[i], strlen(meta->lowered[i]));
   }
   p = put_digests(p, meta->digests);
-  wr64(p, XXH3_64bits(buf, header - 8));
+  kvjit_le_put64(p, XXH3_64bits(buf, header - 8));
   if (payload_len > 0) memcpy(buf + header, payload, payload_len);
   *out = buf;
   *out_len = header + payload_len;
@@ -140,12 +119,12 @@ kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t 
     return corrupt("truncated header");
   }
   if (memcmp(data, KVJIT_ENTRY_MAGIC, 8) != 0) return corrupt("bad magic");
-  uint32_t version = rd32(data + 8);
+  uint32_t version = kvjit_le_get32(data + 8);
   if (version != 2 && version != KVJIT_ENTRY_VERSION) {
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache entry: format version %u, expected 2 or %u", version,
                       KVJIT_ENTRY_VERSION);
   }
-  uint64_t header = rd32(data + 12), payload = rd64(data + 64);
+  uint64_t header = kvjit_le_get32(data + 12), payload = kvjit_le_get64(data + 64);
   if (header < KVJIT_ENTRY_FIXED_BYTES + 2 * ENTRY_STRINGS + 8 || header > KVJIT_ENTRY_MAX_HEADER_BYTES) {
     return corrupt("bad header length");
   }
@@ -157,7 +136,7 @@ kvjit_status kvjit_entry_check_prefix(const uint8_t *data, size_t len, uint64_t 
 /* A string field at *p (u16 length + bytes) that must end before @p end; NULL when truncated. */
 static const uint8_t *take_string(const uint8_t *p, const uint8_t *end, const char **s, size_t *len) {
   if (end - p < 2) return NULL;
-  size_t n = rd16(p);
+  size_t n = kvjit_le_get16(p);
   if ((size_t)(end - p - 2) < n) return NULL;
   *s = (const char *)p + 2;
   *len = n;
@@ -168,31 +147,31 @@ kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data
                                       const kvjit_key *expect) {
   kvjit_status st = kvjit_entry_check_prefix(data, len, file_len);
   if (st != KVJIT_OK) return st;
-  uint32_t header = rd32(data + 12);
+  uint32_t header = kvjit_le_get32(data + 12);
   if (len < header || len > file_len) return corrupt("truncated header");
-  if (rd64(data + header - 8) != XXH3_64bits(data, header - 8)) return corrupt("header checksum mismatch");
+  if (kvjit_le_get64(data + header - 8) != XXH3_64bits(data, header - 8)) return corrupt("header checksum mismatch");
   kvjit_entry_view v;
   memset(&v, 0, sizeof v);
-  v.key.high = rd64(data + 16);
-  v.key.low = rd64(data + 24);
-  v.content.high = rd64(data + 32);
-  v.content.low = rd64(data + 40);
-  v.target.nvrtc_major = rd16(data + 48);
-  v.target.nvrtc_minor = rd16(data + 50);
-  v.target.arch = (int32_t)rd32(data + 52);
+  v.key.high = kvjit_le_get64(data + 16);
+  v.key.low = kvjit_le_get64(data + 24);
+  v.content.high = kvjit_le_get64(data + 32);
+  v.content.low = kvjit_le_get64(data + 40);
+  v.target.nvrtc_major = kvjit_le_get16(data + 48);
+  v.target.nvrtc_minor = kvjit_le_get16(data + 50);
+  v.target.arch = (int32_t)kvjit_le_get32(data + 52);
   v.target.kind = (kvjit_payload_kind)data[56];
   v.target.suffix = data[57];
-  v.num_kernels = rd32(data + 60);
-  v.payload_len = rd64(data + 64);
-  uint64_t checksum = rd64(data + 72);
-  v.created = (int64_t)rd64(data + 80);
+  v.num_kernels = kvjit_le_get32(data + 60);
+  v.payload_len = kvjit_le_get64(data + 64);
+  uint64_t checksum = kvjit_le_get64(data + 72);
+  v.created = (int64_t)kvjit_le_get64(data + 80);
   if (v.target.kind != KVJIT_PAYLOAD_CUBIN && v.target.kind != KVJIT_PAYLOAD_PTX && v.target.kind != KVJIT_PAYLOAD_ALIAS) {
     return corrupt("unknown payload kind");
   }
   const int alias = v.target.kind == KVJIT_PAYLOAD_ALIAS;
   if (alias && (v.num_kernels != 1 || v.payload_len != KVJIT_ENTRY_ALIAS_BYTES)) return corrupt("malformed alias");
   if (v.target.suffix != 0 && v.target.suffix != 'a' && v.target.suffix != 'f') return corrupt("unknown target suffix");
-  if (rd16(data + 58) != 0) return corrupt("reserved bytes are not zero");
+  if (kvjit_le_get16(data + 58) != 0) return corrupt("reserved bytes are not zero");
   if (v.target.arch <= 0 || v.target.arch > 9999) return corrupt("arch out of range");
   if (v.num_kernels == 0 || v.num_kernels > KVJIT_ENTRY_MAX_KERNELS) return corrupt("kernel count out of range");
   /* Walk the variable part; every length is checked against the header end. */
@@ -222,10 +201,10 @@ kvjit_status kvjit_entry_parse_header(kvjit_entry_view *out, const uint8_t *data
     }
     kvjit_key_add_kernel(&kb, name, name_len);
   }
-  v.version = rd32(data + 8);
+  v.version = kvjit_le_get32(data + 8);
   if (v.version >= 3) {
     if (end - p < 4) return corrupt("truncated digests");
-    uint32_t block = rd32(p);
+    uint32_t block = kvjit_le_get32(p);
     if (block < KVJIT_ENTRY_DIGESTS_BYTES || (size_t)(end - p - 4) != block) return corrupt("malformed digests block");
     get_digests(p + 4, &v.digests);
     p += 4 + block;
@@ -262,26 +241,26 @@ kvjit_status kvjit_entry_parse(kvjit_entry_view *out, const uint8_t *data, size_
 }
 
 void kvjit_entry_alias_encode(uint8_t out[KVJIT_ENTRY_ALIAS_BYTES], const kvjit_entry_alias *alias) {
-  wr64(out, alias->bundle.high);
-  wr64(out + 8, alias->bundle.low);
-  wr32(out + 16, alias->index);
-  wr32(out + 20, alias->count);
+  kvjit_le_put64(out, alias->bundle.high);
+  kvjit_le_put64(out + 8, alias->bundle.low);
+  kvjit_le_put32(out + 16, alias->index);
+  kvjit_le_put32(out + 20, alias->count);
 }
 
 void kvjit_entry_alias_get(const kvjit_entry_view *view, kvjit_entry_alias *out) {
   const uint8_t *p = view->payload;
-  out->bundle.high = rd64(p);
-  out->bundle.low = rd64(p + 8);
-  out->index = rd32(p + 16);
-  out->count = rd32(p + 20);
+  out->bundle.high = kvjit_le_get64(p);
+  out->bundle.low = kvjit_le_get64(p + 8);
+  out->index = kvjit_le_get32(p + 16);
+  out->count = kvjit_le_get32(p + 20);
 }
 
 void kvjit_entry_kernel(const kvjit_entry_view *view, uint32_t index, const char **name, size_t *name_len,
                         const char **lowered, size_t *lowered_len) {
   const uint8_t *p = view->kernel_table;
   for (uint32_t i = 0;; i++) {
-    size_t a = rd16(p);
-    size_t b = rd16(p + 2 + a);
+    size_t a = kvjit_le_get16(p);
+    size_t b = kvjit_le_get16(p + 2 + a);
     if (i == index) {
       *name = (const char *)p + 2;
       *name_len = a;

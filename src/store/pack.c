@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "entry.h"
+#include "le.h"
 #include "payload.h"
 #include "safe_fs.h"
 #include "status.h"
@@ -33,23 +34,6 @@
 #define PACK_MAGIC "KVJITPAK"
 #define PACK_VERSION 1u
 #define PACK_HEADER 16u
-
-static void wr32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void wr64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t rd32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t rd64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
 
 /* ---- export ------------------------------------------------------------------------------------ */
 
@@ -126,8 +110,8 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
   }
   uint8_t head[PACK_HEADER];
   memcpy(head, PACK_MAGIC, 8);
-  wr32(head + 8, PACK_VERSION);
-  wr32(head + 12, 0);
+  kvjit_le_put32(head + 8, PACK_VERSION);
+  kvjit_le_put32(head + 12, 0);
   int failed = kvjit_write_full(fd, head, PACK_HEADER) != 0;
   uint32_t written = 0;
   for (size_t i = 0; i < list.count && !failed; i++) {
@@ -137,7 +121,7 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
     if (kvjit_cache_read_local(cache, &list.keys[i], &data, &view) != KVJIT_OK) continue;
     size_t len = (size_t)(view.payload - data) + (size_t)view.payload_len;
     uint8_t lenbuf[8];
-    wr64(lenbuf, len);
+    kvjit_le_put64(lenbuf, len);
     failed = kvjit_write_full(fd, lenbuf, 8) != 0 || kvjit_write_full(fd, data, len) != 0;
     free(data);
     written++;
@@ -145,9 +129,9 @@ kvjit_status kvjit_pack_export(kvjit_cache *cache, const char *path, int include
   free(list.keys);
   uint64_t sum = 0;
   uint8_t tail[8];
-  wr32(head + 12, written);
+  kvjit_le_put32(head + 12, written);
   if (!failed) failed = pwrite(fd, head, PACK_HEADER, 0) != PACK_HEADER || checksum_file(fd, &sum) != 0;
-  wr64(tail, sum);
+  kvjit_le_put64(tail, sum);
   if (!failed) failed = kvjit_write_full(fd, tail, 8) != 0 || fsync(fd) != 0;
   int err = errno;
   if (failed) close(fd);
@@ -220,11 +204,11 @@ static kvjit_status check_pack(pack_reader *r, uint64_t file_len, const char *pa
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is too short to be a pack", path);
   }
   if (memcmp(head, PACK_MAGIC, 8) != 0) return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is not a kvjit pack", path);
-  if (rd32(head + 8) != PACK_VERSION) {
-    return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: pack version %u, expected %u", path, rd32(head + 8),
+  if (kvjit_le_get32(head + 8) != PACK_VERSION) {
+    return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: pack version %u, expected %u", path, kvjit_le_get32(head + 8),
                       PACK_VERSION);
   }
-  *count = rd32(head + 12);
+  *count = kvjit_le_get32(head + 12);
   const uint64_t room = file_len - PACK_HEADER - 8;
   if ((uint64_t)*count > room / PACK_MIN_ENTRY) {
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: claims %u entries, more than its %llu bytes can hold",
@@ -239,7 +223,7 @@ static kvjit_status check_pack(pack_reader *r, uint64_t file_len, const char *pa
     if (at + 8 > file_len - 8 || take(r, lenbuf, 8, &sum) != 0) {
       return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s is truncated at entry %u", path, i);
     }
-    uint64_t len = rd64(lenbuf);
+    uint64_t len = kvjit_le_get64(lenbuf);
     at += 8;
     /* Each entry at least its fixed prefix, and the rest of the count still possible after it. */
     uint64_t left_after = (uint64_t)(*count - i - 1) * PACK_MIN_ENTRY;
@@ -258,7 +242,7 @@ static kvjit_status check_pack(pack_reader *r, uint64_t file_len, const char *pa
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: %llu bytes after %u entries, expected 8", path,
                       (unsigned long long)(file_len - at), *count);
   }
-  if (rd64(tail) != XXH3_64bits_digest(&sum)) {
+  if (kvjit_le_get64(tail) != XXH3_64bits_digest(&sum)) {
     return kvjit_fail(KVJIT_ERR_CORRUPT, "cache import: %s: checksum mismatch (damaged in transit?)", path);
   }
   return KVJIT_OK;
@@ -299,7 +283,7 @@ kvjit_status kvjit_pack_import(kvjit_cache *cache, const char *path, uint64_t *i
         st = kvjit_fail(KVJIT_ERR_IO, "cache import: reading %s: %s", path, strerror(errno));
         break;
       }
-      size_t len = (size_t)rd64(lenbuf); /* bounded by check_pack */
+      size_t len = (size_t)kvjit_le_get64(lenbuf); /* bounded by check_pack */
       uint8_t *data = malloc(len ? len : 1);
       if (data == NULL) {
         st = kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "cache import: out of memory");

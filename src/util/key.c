@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "le.h"
 #include "names.h"
 
 #include "xxh.h"
@@ -19,8 +20,8 @@ _Static_assert(_Alignof(XXH3_state_t) <= 64, "kvjit_key_builder under-aligned");
 static XXH3_state_t *state_of(kvjit_key_builder *b) { return (XXH3_state_t *)(void *)b->state; }
 
 static void put_u64(XXH3_state_t *st, uint64_t v) {
-  unsigned char b[8];
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+  uint8_t b[8];
+  kvjit_le_put64(b, v);
   XXH3_128bits_update(st, b, sizeof b);
 }
 

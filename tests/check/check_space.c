@@ -35,24 +35,6 @@ size_t check_field_values(const kvjit_op_info *op, size_t field, int64_t *out, s
   return n;
 }
 
-static int field_index(const kvjit_op_info *op, const char *name) {
-  for (size_t i = 0; i < op->num_fields; i++)
-    if (strcmp(op->fields[i].name, name) == 0) return (int)i;
-  return -1;
-}
-
-int64_t check_variant_value(const kvjit_variant *v, const char *name) {
-  int i = field_index(v->op, name);
-  return i < 0 ? 0 : v->values[i];
-}
-
-int check_variant_set(kvjit_variant *v, const char *name, int64_t value) {
-  int i = field_index(v->op, name);
-  if (i < 0) return 0;
-  v->values[i] = value;
-  return 1;
-}
-
 int check_variant_same(const kvjit_variant *a, const kvjit_variant *b) {
   if (a->op != b->op) return 0;
   for (size_t f = 1; f < a->op->num_fields; f++)

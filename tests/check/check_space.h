@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "kvjit_tools.h"
+#include "variant_util.h"
 
 /** INT fields are sampled up to this value (rows of 64 KiB, splits, heads): larger values take
  *  the code paths of the largest sampled one; the rules beyond it are the op's CPU tests'. */
@@ -57,10 +58,5 @@ const check_space_map *check_space_map_of(const char *name);
 
 /** 1 when @p a and @p b are the same variant in every field but the arch. */
 int check_variant_same(const kvjit_variant *a, const kvjit_variant *b);
-
-/** Value of field @p name of @p v (the field's default when the op has no such field). */
-int64_t check_variant_value(const kvjit_variant *v, const char *name);
-/** Set field @p name of @p v; 0 when the op has no such field. */
-int check_variant_set(kvjit_variant *v, const char *name, int64_t value);
 
 #endif

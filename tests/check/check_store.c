@@ -84,34 +84,33 @@ static int vector_bytes(const store_case *c) {
   return src_vec < cache_vec ? src_vec : cache_vec;
 }
 
+/* The case's variant on @p sm with @p pdl (kvjit_variant_*), unchecked. */
+static int case_variant(const store_case *c, int sm, kvjit_pdl_mode pdl, kvjit_variant *out) {
+  if (kvjit_variant_init(out, kvjit_op_find("store_kv_cache")) != KVJIT_OK) return 0;
+  variant_set(out, "arch", sm);
+  variant_set(out, "k_row_bytes", c->k_row);
+  variant_set(out, "v_row_bytes", c->v_row);
+  variant_set(out, "index", c->index_type);
+  variant_set(out, "pdl", pdl);
+  variant_set(out, "split", c->split);
+  variant_set(out, "vec", vector_bytes(c));
+  variant_set(out, "dtype", c->dtype);
+  variant_set(out, "cache_dtype", c->cache_dtype);
+  variant_set(out, "scale", c->scale);
+  variant_set(out, "num_heads", c->scale == KVJIT_SCALE_PER_HEAD ? c->heads : 0);
+  return 1;
+}
+
 static int manifest_line(const void *cv, int sm, kvjit_pdl_mode pdl, char *out, size_t capacity) {
   const store_case *c = cv;
   if (quantizing(c) || c->batch == 0 || c->layout) return 0; /* compiled on first use */
-  kvjit_store_kv_variant v = KVJIT_STORE_KV_VARIANT_INIT;
-  v.arch = sm;
-  v.k_row_bytes = c->k_row;
-  v.v_row_bytes = c->v_row;
-  v.index_type = c->index_type;
-  v.pdl = pdl;
-  v.split = c->split;
-  v.vector_bytes = vector_bytes(c);
-  return kvjit_store_kv_variant_format(&v, out, capacity) == KVJIT_OK;
+  kvjit_variant v;
+  return case_variant(c, sm, pdl, &v) && kvjit_variant_format(&v, out, capacity) == KVJIT_OK;
 }
 
 int store_case_variant(const void *cv, kvjit_variant *out) {
   const store_case *c = cv;
-  if (kvjit_variant_init(out, kvjit_op_find("store_kv_cache")) != KVJIT_OK) return 0;
-  check_variant_set(out, "k_row_bytes", c->k_row);
-  check_variant_set(out, "v_row_bytes", c->v_row);
-  check_variant_set(out, "index", c->index_type);
-  check_variant_set(out, "pdl", c->common.pdl);
-  check_variant_set(out, "split", c->split);
-  check_variant_set(out, "vec", vector_bytes(c));
-  check_variant_set(out, "dtype", c->dtype);
-  check_variant_set(out, "cache_dtype", c->cache_dtype);
-  check_variant_set(out, "scale", c->scale);
-  check_variant_set(out, "num_heads", c->scale == KVJIT_SCALE_PER_HEAD ? c->heads : 0);
-  return kvjit_variant_check(out) == KVJIT_OK;
+  return case_variant(c, 0, c->common.pdl, out) && kvjit_variant_check(out) == KVJIT_OK;
 }
 
 static void layout(const void *cv, check_world *w) {

@@ -420,25 +420,25 @@ size_t store_space(const kvjit_variant **out, size_t *dropped) {
 
 void store_case_from_variant(const kvjit_variant *v, size_t index, void *out) {
   static const int64_t batches[] = {1, 7, 33, 300, 4097};
-  const int64_t k_row = check_variant_value(v, "k_row_bytes"), v_row = check_variant_value(v, "v_row_bytes");
+  const int64_t k_row = variant_value(v, "k_row_bytes"), v_row = variant_value(v, "v_row_bytes");
   int64_t batch = batches[index % COUNT(batches)];
   while (batch > 1 && batch * (k_row + v_row) > ((int64_t)64 << 20)) batch /= 4; /* <= 64 MiB of rows */
   store_case *c = out;
   *c = store_case_plain("fields", batch, k_row);
   c->v_row = v_row;
-  c->index_type = (kvjit_index_type)check_variant_value(v, "index");
-  c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
-  c->split = (int)check_variant_value(v, "split");
-  c->dtype = (kvjit_dtype)check_variant_value(v, "dtype");
-  c->cache_dtype = (kvjit_dtype)check_variant_value(v, "cache_dtype");
+  c->index_type = (kvjit_index_type)variant_value(v, "index");
+  c->common.pdl = (kvjit_pdl_mode)variant_value(v, "pdl");
+  c->split = (int)variant_value(v, "split");
+  c->dtype = (kvjit_dtype)variant_value(v, "dtype");
+  c->cache_dtype = (kvjit_dtype)variant_value(v, "cache_dtype");
   /* A base aligned to exactly vec bytes: the K rows' (a plain copy), or the K cache's (quantizing:
    * source rows stay aligned to their elements; one cache byte takes one source element). */
-  const int64_t vec = check_variant_value(v, "vec");
+  const int64_t vec = variant_value(v, "vec");
   const int64_t elem = c->cache_dtype == KVJIT_DTYPE_BYTES ? 1 : c->dtype == KVJIT_DTYPE_F32 ? 4 : 2;
   if (vec < 16 && elem == 1) c->k_off = (unsigned)vec;
   else if (vec < 16) c->kc_off = (unsigned)(vec / elem);
-  c->scale = (kvjit_scale_kind)check_variant_value(v, "scale");
-  c->heads = check_variant_value(v, "num_heads");
+  c->scale = (kvjit_scale_kind)variant_value(v, "scale");
+  c->heads = variant_value(v, "num_heads");
 }
 
 static size_t fields_count(void) {

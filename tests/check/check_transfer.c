@@ -223,9 +223,9 @@ static size_t space(const kvjit_variant **out, size_t *dropped) {
 static void from_variant(const kvjit_variant *v, size_t index, void *out) {
   static const int64_t batches[] = {1, 7, 65, 1000, 4097};
   transfer_case *c = out;
-  const int64_t k_row = check_variant_value(v, "k_row_bytes"), v_row = check_variant_value(v, "v_row_bytes");
-  const kvjit_location src = (kvjit_location)check_variant_value(v, "src"),
-                       dst = (kvjit_location)check_variant_value(v, "dst");
+  const int64_t k_row = variant_value(v, "k_row_bytes"), v_row = variant_value(v, "v_row_bytes");
+  const kvjit_location src = (kvjit_location)variant_value(v, "src"),
+                       dst = (kvjit_location)variant_value(v, "dst");
   const int host = src == KVJIT_LOCATION_HOST || dst == KVJIT_LOCATION_HOST;
   int64_t batch = batches[index % COUNT(batches)];
   while (batch > 1 && batch * (k_row + v_row) > ((int64_t)(host ? 16 : 64) << 20)) batch /= 4;
@@ -233,19 +233,19 @@ static void from_variant(const kvjit_variant *v, size_t index, void *out) {
   c->v_row = v_row;
   c->src = src;
   c->dst = dst;
-  c->index_type = (kvjit_index_type)check_variant_value(v, "index");
-  c->layers = check_variant_value(v, "layers") ? 3 : 0; /* "table": three layers */
-  c->common.pdl = (kvjit_pdl_mode)check_variant_value(v, "pdl");
-  c->split = (int)check_variant_value(v, "split");
-  c->src_dtype = (kvjit_dtype)check_variant_value(v, "src_dtype");
-  c->dst_dtype = (kvjit_dtype)check_variant_value(v, "dst_dtype");
-  c->scale = (kvjit_scale_kind)check_variant_value(v, "scale_kind");
-  c->heads = check_variant_value(v, "num_heads");
-  const int64_t ctas = check_variant_value(v, "ctas"); /* auto, few, all */
+  c->index_type = (kvjit_index_type)variant_value(v, "index");
+  c->layers = variant_value(v, "layers") ? 3 : 0; /* "table": three layers */
+  c->common.pdl = (kvjit_pdl_mode)variant_value(v, "pdl");
+  c->split = (int)variant_value(v, "split");
+  c->src_dtype = (kvjit_dtype)variant_value(v, "src_dtype");
+  c->dst_dtype = (kvjit_dtype)variant_value(v, "dst_dtype");
+  c->scale = (kvjit_scale_kind)variant_value(v, "scale_kind");
+  c->heads = variant_value(v, "num_heads");
+  const int64_t ctas = variant_value(v, "ctas"); /* auto, few, all */
   c->max_ctas = ctas == 1 ? KVJIT_TRANSFER_KV_HOST_CTAS : ctas == 2 ? KVJIT_TRANSFER_KV_ALL_CTAS : 0;
   /* Slot strides aligned to exactly vec bytes: the source's past a row (a plain copy), or the
    * destination's (converting: whole elements on both sides, vec counted in source bytes). */
-  const int64_t vec = check_variant_value(v, "vec");
+  const int64_t vec = variant_value(v, "vec");
   if (vec < 16 && c->src_dtype == c->dst_dtype) c->src_pad = vec;
   else if (vec < 16) c->dst_pad = vec / src_elem(c) * dst_elem(c);
   c->src_slots = c->dst_slots = batch + batch / 3 + 5;

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "dtype.h"
-#include "op_prewarm.h"
 #include "status.h"
 #include "store_kv_op.h"
 #include "variant.h"
@@ -257,53 +256,6 @@ kvjit_status kvjit_store_kv_cache_prepare(kvjit_context *ctx, const kvjit_store_
   return kvjit_op_prepare_call(ctx, &kvjit_op_store_kv, r.values, r.batch_class, args->batch);
 }
 
-/* ---- variants -------------------------------------------------------------------------------- */
-
-/* The struct has grown before (the quantizing fields): a caller built against another layout is
- * refused instead of read past its end. */
-static kvjit_status variant_values(const kvjit_store_kv_variant *v, int64_t *out) {
-  if (v->version != KVJIT_STORE_KV_VARIANT_VERSION) {
-    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,
-                      "variant->version: must be KVJIT_STORE_KV_VARIANT_VERSION (%d), got %u (initialise with "
-                      "KVJIT_STORE_KV_VARIANT_INIT)",
-                      KVJIT_STORE_KV_VARIANT_VERSION, v->version);
-  }
-  out[STORE_F_ARCH] = v->arch;
-  out[STORE_F_K_ROW] = v->k_row_bytes;
-  out[STORE_F_V_ROW] = v->v_row_bytes;
-  out[STORE_F_INDEX] = v->index_type;
-  out[STORE_F_PDL] = v->pdl;
-  out[STORE_F_SPLIT] = v->split;
-  out[STORE_F_VEC] = v->vector_bytes ? v->vector_bytes : 16;
-  out[STORE_F_DTYPE] = v->dtype;
-  out[STORE_F_CACHE_DTYPE] = v->cache_dtype;
-  out[STORE_F_SCALE] = v->scale_kind;
-  out[STORE_F_HEADS] = v->num_heads;
-  for (size_t f = STORE_F_K_PAGE; f < STORE_F_COUNT; f++) out[f] = 0; /* the deprecated struct has flat caches */
-  return kvjit_op_check_values(&kvjit_op_store_kv, out, KVJIT_OP_ALL_GIVEN);
-}
-
-kvjit_status kvjit_store_kv_cache_prewarm(kvjit_context *ctx, const kvjit_store_kv_variant *variant,
-                                          unsigned *compiled, unsigned *cached) {
-  if (compiled) *compiled = 0;
-  if (cached) *cached = 0;
-  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
-  if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
-  int64_t values[STORE_F_COUNT];
-  kvjit_status st = variant_values(variant, values);
-  if (st != KVJIT_OK) return st;
-  return kvjit_op_prewarm(ctx, &kvjit_op_store_kv, values, compiled, cached);
-}
-
-kvjit_status kvjit_store_kv_variant_format(const kvjit_store_kv_variant *variant, char *out, size_t capacity) {
-  if (variant == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "variant: NULL");
-  if (out == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "out: NULL");
-  int64_t values[STORE_F_COUNT];
-  kvjit_status st = variant_values(variant, values);
-  if (st != KVJIT_OK) return st;
-  return kvjit_op_format_line(&kvjit_op_store_kv, values, out, capacity);
-}
-
 /* Where each version of the arguments ends: version 2 added dtype .. num_heads, 3 the layouts. */
 static const size_t args_end[KVJIT_STORE_KV_ARGS_VERSION + 1] = {
     0, offsetof(kvjit_store_kv_args, dtype), offsetof(kvjit_store_kv_args, k_cache_layout), sizeof(kvjit_store_kv_args)};
@@ -311,10 +263,4 @@ static const size_t args_end[KVJIT_STORE_KV_ARGS_VERSION + 1] = {
 kvjit_status kvjit_store_kv_args_init(kvjit_store_kv_args *out, unsigned version) {
   static const kvjit_store_kv_args defaults = KVJIT_STORE_KV_ARGS_INIT;
   return kvjit_struct_init(out, version, &defaults, args_end, KVJIT_STORE_KV_ARGS_VERSION, "kvjit_store_kv_args");
-}
-
-kvjit_status kvjit_store_kv_variant_init(kvjit_store_kv_variant *out, unsigned version) {
-  static const kvjit_store_kv_variant defaults = KVJIT_STORE_KV_VARIANT_INIT;
-  static const size_t ends[] = {0, sizeof defaults};
-  return kvjit_struct_init(out, version, &defaults, ends, KVJIT_STORE_KV_VARIANT_VERSION, "kvjit_store_kv_variant");
 }

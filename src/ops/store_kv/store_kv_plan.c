@@ -230,14 +230,6 @@ void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_vie
 
 static int view_flat(const kvjit_store_kv_plan_view *v) { return v == NULL || (v->page_size == 0 && v->extents[0] == 0); }
 
-kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
-                                            int64_t v_row_bytes, int vec, kvjit_index_type index_type,
-                                            kvjit_pdl_mode pdl, int split, int batch_class,
-                                            const kvjit_store_kv_quant *quant) {
-  return kvjit_store_kv_plan_make_layout(out, arch, k_row_bytes, v_row_bytes, vec, 0, index_type, pdl, split,
-                                         batch_class, quant, NULL, NULL);
-}
-
 /* One view's access width: what the pointers allow (@p vec), narrowed to the class's rules, the
  * view's contiguous runs (in source bytes: @p elem per cache byte) and the row. */
 static kvjit_status view_vec(int *vec, const kvjit_store_kv_class_rule *rule, int64_t row, int64_t widest,
@@ -372,16 +364,8 @@ kvjit_status kvjit_store_kv_plan_make_layout(kvjit_store_kv_plan *out, int arch,
     }
     if (split == 0) split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, rule->chunks_per_lane);
   } else {
-    if (k_row_bytes % split != 0) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
-                        (long long)k_row_bytes);
-    }
-    if (v_row_bytes % split != 0) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide v_row_bytes %lld", split,
-                        (long long)v_row_bytes);
-    }
-    /* An explicit split whose slices are not whole vectors narrows the vector instead of failing. */
-    vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
+    kvjit_status st = kvjit_rows_split_given(k_row_bytes, v_row_bytes, split, &vec);
+    if (st != KVJIT_OK) return st;
   }
   memset(out, 0, sizeof *out);
   out->arch = arch;

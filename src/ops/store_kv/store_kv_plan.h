@@ -140,28 +140,20 @@ int kvjit_store_kv_batch_class(int64_t batch);
 kvjit_status kvjit_store_kv_quant_check(const kvjit_store_kv_quant *q, int64_t k_row_bytes, int64_t v_row_bytes,
                                         int split, int *vec);
 
+/** The static part of a canonical view (layout.h) as a plan holds it. */
+void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_view *out);
+
 /**
  * Resolve a plan. @p vec is what the pointers and strides allow (1..16, power of two); it is
  * narrowed to what the rows and slices allow. @p split 0 = automatic for @p batch_class. Quantizing
  * when @p quant is not NULL (from kvjit_store_kv_quant_resolve()): @p vec then counts source bytes
  * and must be at least one element; it is narrowed so that one access never straddles two heads.
+ * Caches laid out as @p k_view and @p v_view (NULL or all 0: flat, the flat kernel): a view that
+ * is not flat takes the layout kernel: K's accesses @p vec and V's @p v_vec (0: @p vec) wide at
+ * most, narrowed so that one never crosses a contiguous run of its cache; one item per lane group;
+ * at most 16 accesses per lane (KVJIT_ERR_UNSUPPORTED for a split that leaves more).
  * @return KVJIT_ERR_INVALID_ARGUMENT (row bytes, split, index type, pdl value, arch) or
  *         KVJIT_ERR_UNSUPPORTED (PDL on before sm_90), with the argument named.
- */
-kvjit_status kvjit_store_kv_plan_make_quant(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
-                                            int64_t v_row_bytes, int vec, kvjit_index_type index_type,
-                                            kvjit_pdl_mode pdl, int split, int batch_class,
-                                            const kvjit_store_kv_quant *quant);
-
-/** The static part of a canonical view (layout.h) as a plan holds it. */
-void kvjit_store_kv_plan_view_of(const kvjit_view *view, kvjit_store_kv_plan_view *out);
-
-/**
- * kvjit_store_kv_plan_make_quant() for caches laid out as @p k_view and @p v_view (NULL or all 0:
- * flat, today's kernel). A view that is not flat takes the layout kernel: K's accesses @p vec
- * and V's @p v_vec (0: @p vec) wide at most, narrowed so that one never crosses a contiguous
- * run of its cache; one item per lane group; at most 16 accesses per lane
- * (KVJIT_ERR_UNSUPPORTED for a split that leaves more).
  */
 kvjit_status kvjit_store_kv_plan_make_layout(kvjit_store_kv_plan *out, int arch, int64_t k_row_bytes,
                                              int64_t v_row_bytes, int vec, int v_vec, kvjit_index_type index_type,

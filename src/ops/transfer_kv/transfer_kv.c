@@ -147,6 +147,62 @@ static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
   out->loops = p->loop != 0;
 }
 
+/* A side's stand-in slot count: two pages of its paged caches (two slots flat), as many as its
+ * views must hold. */
+static int64_t side_slots(const kvjit_layout *k, const kvjit_layout *v) {
+  int64_t slots = 2;
+  if (k != NULL && 2 * k->page_size > slots) slots = 2 * k->page_size;
+  if (v != NULL && 2 * v->page_size > slots) slots = 2 * v->page_size;
+  return slots;
+}
+
+/*
+ * kvjit_variant_set_layouts(): layouts[0..3] are the source's K and V caches', then the
+ * destination's (NULL: flat rows). The call's own validation keys them (no second copy of its
+ * rules): stand-in arguments with the variant's fields, 16-byte aligned pointers far apart that
+ * nothing dereferences (batch 0), give the views' fields and the widest access a call with
+ * these layouts gets.
+ */
+static kvjit_status transfer_set_layouts(int64_t *v, const kvjit_layout *const *layouts, size_t count) {
+  if (count != 4) {
+    return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "count: transfer_kv takes 4 layouts (source K, source V, "
+                      "destination K, destination V), got %zu", count);
+  }
+  const int has_v = v[TRANSFER_F_V_ROW] != 0;
+  kvjit_transfer_kv_args a = KVJIT_TRANSFER_KV_ARGS_INIT;
+  const uintptr_t apart = (uintptr_t)1 << 44;
+  a.src_k = (const void *)apart;
+  a.dst_k = (void *)(3 * apart);
+  a.src_v = has_v ? (const void *)(2 * apart) : NULL;
+  a.dst_v = has_v ? (void *)(4 * apart) : NULL;
+  a.src_indices = a.dst_indices = (const void *)(5 * apart);
+  a.index_type = (kvjit_index_type)v[TRANSFER_F_INDEX];
+  a.k_row_bytes = v[TRANSFER_F_K_ROW];
+  a.v_row_bytes = v[TRANSFER_F_V_ROW];
+  a.src_num_slots = side_slots(layouts[0], layouts[1]);
+  a.dst_num_slots = side_slots(layouts[2], layouts[3]);
+  a.num_layers = v[TRANSFER_F_LAYERS] ? 1 : 0;
+  a.src = (kvjit_location)v[TRANSFER_F_SRC];
+  a.dst = (kvjit_location)v[TRANSFER_F_DST];
+  a.split = (int)v[TRANSFER_F_SPLIT];
+  a.pdl = (kvjit_pdl_mode)v[TRANSFER_F_PDL];
+  a.src_dtype = (kvjit_dtype)v[TRANSFER_F_SRC_DTYPE];
+  a.dst_dtype = (kvjit_dtype)v[TRANSFER_F_DST_DTYPE];
+  a.scale_kind = (kvjit_scale_kind)v[TRANSFER_F_SCALE];
+  a.k_scale = a.v_scale = (const float *)(6 * apart);
+  a.num_heads = v[TRANSFER_F_HEADS];
+  a.src_k_layout = layouts[0];
+  a.src_v_layout = layouts[1];
+  a.dst_k_layout = layouts[2];
+  a.dst_v_layout = layouts[3];
+  kvjit_transfer_kv_request r;
+  kvjit_status st = kvjit_transfer_kv_validate(&a, &r);
+  if (st != KVJIT_OK) return st;
+  for (size_t f = TRANSFER_F_SRC_PAGE; f < TRANSFER_F_COUNT; f++) v[f] = r.values[f];
+  if (r.values[TRANSFER_F_VEC] < v[TRANSFER_F_VEC]) v[TRANSFER_F_VEC] = r.values[TRANSFER_F_VEC];
+  return KVJIT_OK;
+}
+
 #ifndef KVJIT_OP_FAMILY
 #error "KVJIT_OP_FAMILY: the op's line in src/ops/ops.def, set by src/ops/meson.build"
 #endif
@@ -191,20 +247,23 @@ const kvjit_op kvjit_op_transfer_kv = {
     .plan = transfer_plan,
     .program = transfer_program,
     .geometry = transfer_geometry,
+    .set_layouts = transfer_set_layouts,
     .key = transfer_key,
 };
 
 kvjit_status kvjit_transfer_kv(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   kvjit_transfer_kv_request r;
-  kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
+  kvjit_status st = kvjit_transfer_kv_validate(args, &r);
   if (st != KVJIT_OK) return st;
   return kvjit_op_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch, r.layers, r.max_blocks,
                        args->stream, &r.params);
 }
 
 kvjit_status kvjit_transfer_kv_prepare(kvjit_context *ctx, const kvjit_transfer_kv_args *args) {
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   kvjit_transfer_kv_request r;
-  kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
+  kvjit_status st = kvjit_transfer_kv_validate(args, &r);
   if (st != KVJIT_OK) return st;
   return kvjit_op_prepare_call(ctx, &kvjit_op_transfer_kv, r.values, r.batch_class, args->batch);
 }
@@ -214,8 +273,9 @@ kvjit_status kvjit_transfer_kv_check_devices(kvjit_context *ctx, const kvjit_tra
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "flags: unknown bits 0x%x (KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS: 0x%x)",
                       flags & ~KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS, KVJIT_TRANSFER_KV_ENABLE_PEER_ACCESS);
   }
+  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
   kvjit_transfer_kv_request r;
-  kvjit_status st = kvjit_transfer_kv_validate(ctx, args, &r);
+  kvjit_status st = kvjit_transfer_kv_validate(args, &r);
   /* The rules between the variant's fields too (a call checks them on its miss): what this
    * check passes, the call does not refuse for an argument. */
   if (st == KVJIT_OK) st = kvjit_op_variant_error_or(&kvjit_op_transfer_kv, r.values, KVJIT_OK);

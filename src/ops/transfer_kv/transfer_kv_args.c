@@ -84,9 +84,7 @@ static kvjit_status convert_vec(kvjit_dtype src_dtype, kvjit_dtype dst_dtype, ui
   return KVJIT_OK;
 }
 
-kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_transfer_kv_args *a,
-                                        kvjit_transfer_kv_request *r) {
-  if (ctx == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "ctx: NULL");
+kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_transfer_kv_request *r) {
   if (a == NULL) return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "args: NULL");
   if (a->version < 1 || a->version > KVJIT_TRANSFER_KV_ARGS_VERSION) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT,

@@ -63,9 +63,11 @@ kvjit_status kvjit_transfer_kv_views(const kvjit_transfer_kv_args *a, kvjit_tran
                                      int64_t v_row, int64_t k_dst_row, int64_t v_dst_row, uint64_t *src_bits,
                                      uint64_t *dst_bits);
 
-/** Everything the request key does not cover, and the ranges of what it does (values[0] left 0). */
-kvjit_status kvjit_transfer_kv_validate(const kvjit_context *ctx, const kvjit_transfer_kv_args *args,
-                                        kvjit_transfer_kv_request *out);
+/**
+ * Everything the request key does not cover, and the ranges of what it does (values[0] left 0).
+ * No context: the calls check theirs first; kvjit_variant_set_layouts() keys stand-in arguments.
+ */
+kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *args, kvjit_transfer_kv_request *out);
 
 /** The op's descriptor (transfer_kv.c), in the registry's table (src/ops/ops.def). */
 extern const kvjit_op kvjit_op_transfer_kv;
