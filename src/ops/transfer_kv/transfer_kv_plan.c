@@ -205,15 +205,8 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   if (split == 0) {
     split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, cpl);
   } else {
-    if (k_row_bytes % split != 0) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide k_row_bytes %lld", split,
-                        (long long)k_row_bytes);
-    }
-    if (v_row_bytes % split != 0) {
-      return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d does not divide v_row_bytes %lld", split,
-                        (long long)v_row_bytes);
-    }
-    vec = kvjit_rows_vec_of((uint64_t)vec | (uint64_t)(k_row_bytes / split) | (uint64_t)(v_row_bytes / split));
+    kvjit_status st = kvjit_rows_split_given(k_row_bytes, v_row_bytes, split, &vec);
+    if (st != KVJIT_OK) return st;
   }
   if (vec < es) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d cuts a %d-byte %s element of a row in two", split, es,
