@@ -178,6 +178,14 @@ static const char *const unfused_source =
     "      out |= (u64)r << (16 * j); }\n"
     "    y[i] = out; } }\n";
 
+/* A plain byte copy: no conversion, no scales (what the peers' stores of ready rows are). */
+static void plain_copy(kvjit_store_kv_args *a) {
+  a->dtype = a->cache_dtype = KVJIT_DTYPE_BYTES;
+  a->scale_kind = KVJIT_SCALE_NONE;
+  a->num_heads = 0;
+  a->k_scale = a->v_scale = NULL;
+}
+
 /* The plain store of fp8 rows at @p k / @p v into the cell's caches, ids and stream. */
 static void fp8_rows_args(const void *c, const check_world *w, const check_launch *l, CUdeviceptr k, CUdeviceptr v,
                           kvjit_store_kv_args *a) {
@@ -186,10 +194,7 @@ static void fp8_rows_args(const void *c, const check_world *w, const check_launc
   a->k = (const void *)(uintptr_t)k;
   a->v = (const void *)(uintptr_t)v;
   a->k_row_bytes = a->v_row_bytes = a->k_stride = a->v_stride = row;
-  a->dtype = a->cache_dtype = KVJIT_DTYPE_BYTES;
-  a->scale_kind = KVJIT_SCALE_NONE;
-  a->num_heads = 0;
-  a->k_scale = a->v_scale = NULL;
+  plain_copy(a);
 }
 
 void *store_peer_unfused_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {
@@ -274,10 +279,7 @@ static void bf16_args(const store_peer *p, const void *c, const check_world *w, 
   a->k_cache = (void *)(uintptr_t)p->buf[1];
   a->v_cache = (void *)(uintptr_t)(p->buf[1] + p->half);
   a->k_cache_stride = a->v_cache_stride = a->k_row_bytes;
-  a->dtype = a->cache_dtype = KVJIT_DTYPE_BYTES;
-  a->scale_kind = KVJIT_SCALE_NONE;
-  a->num_heads = 0;
-  a->k_scale = a->v_scale = NULL;
+  plain_copy(a);
 }
 
 void *store_peer_plain_bf16_prepare(const bench_peer *self, kvjit_context *ctx, const void *c, const check_world *w) {

@@ -130,8 +130,8 @@ kvjit_status kvjit_transfer_kv_validate(const kvjit_transfer_kv_args *a, kvjit_t
                       KVJIT_TRANSFER_KV_MAX_LAYERS, (long long)a->num_layers);
   }
   /* The conversion in canonical form (its rules: transfer_kv_plan.c); a destination row holds
-   * the source's elements in the destination's type. */
-  /* The common plain copy (every version-1 call) is canonical already: no rule to run. */
+   * the source's elements in the destination's type. The common plain copy (every version-1
+   * call) is canonical already: no rule to run. */
   kvjit_transfer_kv_shape conv;
   conv.src_dtype = conv.dst_dtype = KVJIT_DTYPE_BYTES;
   conv.scale_kind = KVJIT_SCALE_NONE;
