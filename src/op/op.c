@@ -206,7 +206,7 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
       .blockDimX = entry->geo.block,
       .blockDimY = 1,
       .blockDimZ = 1,
-      .sharedMemBytes = 0,
+      .sharedMemBytes = entry->geo.shared_bytes,
       .hStream = (CUstream)stream,
       /* Tied to the wait compiled into the kernel: the attribute without it would be a race. */
       .attrs = entry->geo.pdl ? &attr : NULL,
