@@ -57,7 +57,6 @@ KVJIT_LAYOUT_FN long long kvjit_view_row_offset(long long byte, long long atom, 
 template <long long PageSize, long long Atom, long long E0, long long E1, long long E2>
 struct kvjit_view {
   static constexpr int kDims = E0 == 0 ? 0 : E1 == 0 ? 1 : E2 == 0 ? 2 : 3;
-  static constexpr long long kAtom = Atom;
   static_assert(PageSize == 0 || PageSize >= 2, "page size: 0 (flat) or >= 2");
   static_assert(Atom >= 1, "atom");
   static_assert(E0 >= 0 && E1 >= 0 && E2 >= 0 && (E1 == 0 || E0 > 0) && (E2 == 0 || E1 > 0), "extents");

@@ -206,6 +206,7 @@ struct kvjit_transfer_cfg {
   static constexpr bool kLaidOut = SPage != 0 || SE0 != 0 || DPage != 0 || DE0 != 0;
   typedef kvjit_view<SPage, SAtom ? SAtom : 1, SE0, SE1, SE2> SrcView;
   typedef kvjit_view<DPage, DAtom ? DAtom : 1, DE0, DE1, DE2> DstView;
+  static constexpr kvjit_i64 kSrcAtom = SAtom ? SAtom : 1, kDstAtom = DAtom ? DAtom : 1;  // bytes of a view's run
   // Dequantizing: the source's fp8 kind and the destination type.
   static constexpr int kDequantFp8 = kDequant ? SrcDtype - 3 : 0, kDstDtype = DstDtype;
   static constexpr kvjit_i64 kKHeadBytes = KHeadBytes, kVHeadBytes = VHeadBytes;

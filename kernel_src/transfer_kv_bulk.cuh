@@ -63,7 +63,7 @@ __device__ void kvjit_t_bulk(const kvjit_transfer_kv_params &p, const kvjit_t_la
   typedef typename C::SrcView SV;
   typedef typename C::DstView DV;
   constexpr bool kLaid = C::kLaidOut, kHasV = C::kVRowBytes > 0;
-  constexpr kvjit_i64 kSrcAtom = SV::kAtom, kDstAtom = DV::kAtom;
+  constexpr kvjit_i64 kSrcAtom = C::kSrcAtom, kDstAtom = C::kDstAtom;
   extern __shared__ __align__(128) unsigned char kvjit_tb_ring[];
   __shared__ __align__(8) kvjit_u64 bars[B::kWarps][B::kStages];
   __shared__ kvjit_tb_piece pieces[B::kWarps][B::kStages];
