@@ -71,9 +71,9 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
     if (shapes[i].spin) {
       snprintf(names[count], sizeof names[count], shapes[i].spin == 2 ? "bench_spin_fat" : "bench_spin");
     } else if (shapes[i].bulk) {
-      /* Slices of at most 4 KiB (the plan's), a warp per group; the ring as the template sizes it. */
+      /* Slices of at most 2 KiB (the plan's), a warp per group; the ring as the template sizes it. */
       int split = 1;
-      while (row / split > 4096 && row % (2 * split) == 0) split *= 2;
+      while (row / split > 2048 && row % (2 * split) == 0) split *= 2;
       if (row % 16 != 0 || (row / split) % 16 != 0) continue;
       out[i].lanes = 32, out[i].split = split;
       out[i].shared_bytes = (unsigned)(shapes[i].threads / 32 * shapes[i].bulk * ((row / split + 127) / 128 * 128));

@@ -74,14 +74,15 @@ static int few_block(int64_t k_row, int64_t v_row, int split, int vec, int lanes
   return block;
 }
 
-/* The bulk path: slices of at most 4 KiB (32 lanes x 8 accesses of 16 B, the split rule's), at
- * least this many bytes (a bulk copy per run: shorter slices are issue-bound) ... */
+/* The bulk path: slices of at most 2 KiB (the split rule's 32 lanes x BULK_CHUNKS accesses of 16
+ * B), at least this many bytes (a bulk copy per run: shorter slices are issue-bound) ... */
+#define BULK_CHUNKS 4
 #define BULK_MIN_SLICE 1024
-/* ... in a ring of this many bytes per CTA (within the 48 KiB a launch takes without a kernel
- * attribute, which would be per device), split between this many warps, each its own pipeline. */
-#define BULK_RING_BYTES (48 << 10)
+/* ... in a ring of this many bytes per CTA, split between this many warps, each its own pipeline:
+ * 4 CTAs keep ~350 KiB in flight (the lanes' plan: 256 KiB) ... */
+#define BULK_RING_BYTES (96 << 10)
 #define BULK_WARPS 2
-#define BULK_MAX_STAGES 32
+#define BULK_MAX_STAGES 48
 
 /* Bytes of one stage of the bulk ring: the widest slice rounded up to 128 (transfer_kv_bulk.cuh's
  * kStageBytes). */
@@ -90,12 +91,16 @@ static int64_t bulk_stage_bytes(int64_t k_row, int64_t v_row, int split) {
   return (widest + 127) / 128 * 128;
 }
 
-/* Stages per warp of the bulk path for a plain host-to-device copy on few CTAs, or 0 (the lanes'). */
-static int bulk_stages(int arch, int few, const kvjit_transfer_kv_shape *s, int vec, int split) {
+/* A copy the bulk path may take: a plain host-to-device copy on few CTAs, 16-byte runs, sm_90+. */
+static int bulk_candidate(int arch, int few, const kvjit_transfer_kv_shape *s, int vec) {
+  return arch >= 90 && few && s->src == KVJIT_LOCATION_HOST && s->dst == KVJIT_LOCATION_DEVICE && vec == 16 &&
+         s->src_dtype == KVJIT_DTYPE_BYTES;
+}
+
+/* Stages per warp of the bulk path for a candidate's slices, or 0 (the lanes'). */
+static int bulk_stages(const kvjit_transfer_kv_shape *s, int split) {
   const int64_t widest = (s->k_row_bytes > s->v_row_bytes ? s->k_row_bytes : s->v_row_bytes) / split;
-  if (arch < 90 || !few || s->src != KVJIT_LOCATION_HOST || s->dst != KVJIT_LOCATION_DEVICE || vec != 16 ||
-      s->src_dtype != KVJIT_DTYPE_BYTES || widest < BULK_MIN_SLICE)
-    return 0;
+  if (widest < BULK_MIN_SLICE || s->k_row_bytes % (16 * split) != 0 || s->v_row_bytes % (16 * split) != 0) return 0;
   int64_t stages = BULK_RING_BYTES / BULK_WARPS / bulk_stage_bytes(s->k_row_bytes, s->v_row_bytes, split);
   if (stages > BULK_MAX_STAGES) stages = BULK_MAX_STAGES;
   return stages >= 3 ? (int)stages : 0;
@@ -236,12 +241,16 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
                               (uint64_t)k_head | (uint64_t)v_head | runs);
   /* Dequantizing widens each byte: a destination access of at most 16 bytes. */
   if (ed > es && vec > 16 / ed * es) vec = 16 / ed * es;
+  int bulk = 0; /* stages per warp of the bulk path, or 0 */
   int split = shape->split;
   if (split == 0) {
     split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, cpl);
+    const int bulk_split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, BULK_CHUNKS);
+    if (bulk_candidate(arch, few, shape, vec) && (bulk = bulk_stages(shape, bulk_split)) > 0) split = bulk_split;
   } else {
     kvjit_status st = kvjit_rows_split_given(k_row_bytes, v_row_bytes, split, &vec);
     if (st != KVJIT_OK) return st;
+    if (bulk_candidate(arch, few, shape, vec)) bulk = bulk_stages(shape, split);
   }
   if (vec < es) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d cuts a %d-byte %s element of a row in two", split, es,
@@ -283,7 +292,7 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->fp8_soft = converting && ed < es && arch < 89;
   out->loop = few;
   out->stream = host_link; /* the rule and its why: kernel_src/transfer_kv.cuh, Stream */
-  out->bulk = bulk_stages(arch, few, shape, vec, split);
+  out->bulk = bulk;
   if (out->bulk > 0) { /* a warp per group, BULK_WARPS per CTA */
     out->lanes = 32;
     out->block = 32 * BULK_WARPS;
