@@ -86,6 +86,7 @@ __device__ void kvjit_t_bulk(const kvjit_transfer_kv_params &p, const kvjit_t_la
   auto retire = [&](kvjit_u64 m) {
     const int s = (int)(m % B::kStages);
     kvjit_tb_wait(kvjit_tb_smem(&bars[warp][s]), (unsigned)((m / B::kStages) & 1));
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the landed bytes, for the stores' reads
     const kvjit_tb_piece pc = pieces[warp][s];
     const bool v = kHasV && pc.kv;
     const kvjit_i64 bytes = v ? C::kVSlice : C::kKSlice;
