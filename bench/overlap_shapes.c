@@ -27,12 +27,6 @@ int overlap_shape_parse(const char *spec, overlap_shape *out) {
   memset(out, 0, sizeof *out);
   if (strlen(spec) >= sizeof out->name) return 0;
   snprintf(out->name, sizeof out->name, "%s", spec);
-  if (strncmp(spec, "bulk:", 5) == 0) {
-    int warps = 0;
-    if (sscanf(spec + 5, "%d:%d:%d", &out->ctas, &warps, &out->bulk) != 3) return 0;
-    out->threads = 32 * warps, out->pdl = 2, out->stream = 1;
-    return out->ctas >= 1 && out->ctas <= 4096 && warps >= 1 && warps <= 32 && out->bulk >= 3 && out->bulk <= 64;
-  }
   const int fat = strncmp(spec, "spinfat:", 8) == 0;
   if (fat || strncmp(spec, "spin:", 5) == 0) {
     out->spin = 1 + fat;
@@ -70,22 +64,12 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
     out[i].shape = &shapes[i];
     if (shapes[i].spin) {
       snprintf(names[count], sizeof names[count], shapes[i].spin == 2 ? "bench_spin_fat" : "bench_spin");
-    } else if (shapes[i].bulk) {
-      /* Slices of at most 2 KiB (the plan's), a warp per group; the ring as the template sizes it. */
-      int split = 1;
-      while (row / split > 2048 && row % (2 * split) == 0) split *= 2;
-      if (row % 16 != 0 || (row / split) % 16 != 0) continue;
-      out[i].lanes = 32, out[i].split = split;
-      out[i].shared_bytes = (unsigned)(shapes[i].threads / 32 * shapes[i].bulk * ((row / split + 127) / 128 * 128));
-      snprintf(names[count], sizeof names[count],
-               "kvjit_transfer_kv<%lld,%lld,%d,16,32,%d,1,%d,2,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,1,%d>",
-               (long long)row, (long long)row, split, shapes[i].threads, index64 ? 1 : 0, shapes[i].bulk);
     } else {
       if (!shape_geometry(row, shapes[i].cpl, &out[i].lanes, &out[i].split)) continue;
       /* The template's arguments in its order (transfer_kv_plan.c's kvjit_transfer_kv_kernel_name()):
        * a plain copy of flat caches, one layer, Loop 1. */
       snprintf(names[count], sizeof names[count],
-               "kvjit_transfer_kv<%lld,%lld,%d,16,%d,%d,1,%d,%d,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,%d,0>",
+               "kvjit_transfer_kv<%lld,%lld,%d,16,%d,%d,1,%d,%d,0,0,0,0,0,0,0,1,0,0,0,0,0,0,0,0,0,0,%d>",
                (long long)row, (long long)row, out[i].split, out[i].lanes, shapes[i].threads, index64 ? 1 : 0,
                shapes[i].pdl, shapes[i].stream);
     }
@@ -121,12 +105,6 @@ int overlap_kernels_make(kvjit_context *ctx, const overlap_shape *shapes, int n,
     kvjit_kernel_get_attribute(out[i].kernel, KVJIT_KERNEL_NUM_REGS, KVJIT_CURRENT_DEVICE, &out[i].regs);
     kvjit_kernel_get_attribute(out[i].kernel, KVJIT_KERNEL_LOCAL_SIZE_BYTES, KVJIT_CURRENT_DEVICE,
                                &out[i].local_bytes);
-    if (out[i].shared_bytes > (48u << 10) &&
-        kvjit_kernel_set_attribute(out[i].kernel, KVJIT_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES, KVJIT_CURRENT_DEVICE,
-                                   (int)out[i].shared_bytes) != KVJIT_OK) {
-      fprintf(stderr, "%s: %s\n", shapes[i].name, kvjit_last_error());
-      out[i].kernel = NULL;
-    }
   }
   return 1;
 }
@@ -158,7 +136,6 @@ kvjit_status overlap_kernel_launch(const overlap_kernel *k, const kvjit_transfer
   const int64_t need = (units + groups - 1) / groups;
   cfg.grid[0] = (unsigned)(need < s->ctas ? need : s->ctas);
   cfg.programmatic_serialization = s->pdl != 0;
-  cfg.shared_bytes = k->shared_bytes;
   void *args[] = {&p};
   return kvjit_launch(k->kernel, &cfg, args);
 }

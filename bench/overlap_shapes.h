@@ -18,11 +18,9 @@ typedef struct overlap_shape {
   int cpl;    /* accesses per lane per slice of each of K and V (in flight: 2 x cpl x 16 B) */
   int pdl;    /* the template's Pdl (1: trigger at the start, 2: when the CTA is done) and the PDL attribute */
   int stream; /* the template's Stream: 0 plain, 1 .cs */
-  int bulk;   /* > 0: the template's bulk path (kernel_src/transfer_kv_bulk.cuh), stages per warp */
 } overlap_shape;
 
-/** Parse "CTAS:THREADS:CPL:PDL:STREAM", "bulk:CTAS:WARPS:STAGES" (threads = 32 x warps, PDL 2),
- *  "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is not one. */
+/** Parse "CTAS:THREADS:CPL:PDL:STREAM", "spin:CTAS:THREADS" or "spinfat:CTAS:THREADS"; 0 when it is not one. */
 int overlap_shape_parse(const char *spec, overlap_shape *out);
 
 /** A shape made for one cell: its kernel (NULL: spin), its split and lanes, its registers. */
@@ -30,7 +28,6 @@ typedef struct overlap_kernel {
   const overlap_shape *shape;
   const kvjit_kernel *kernel;
   int split, lanes, regs, local_bytes;
-  unsigned shared_bytes; /* the bulk ring (past 48 KiB: the kernel's attribute set) */
   unsigned long long spin_ns;
 } overlap_kernel;
 

@@ -42,10 +42,6 @@
 //               evict-first): over the host link every row is touched once, and lines written
 //               to host memory would otherwise sit dirty in L2, draining at the link's rate,
 //               in the way of the kernels beside the copy (bench/bench_overlap.c); 0: plain
-//   Bulk        0: the lanes' loads and stores (above); > 0 (sm_90, plain copies, Loop, 16-byte
-//               aligned runs): each warp moves rows through a ring of Bulk stages of dynamic
-//               shared memory with the Tensor Memory Accelerator's bulk copies
-//               (kernel_src/transfer_kv_bulk.cuh, joined after this file)
 //
 // Row bytes, Vec and slices count source bytes; a destination row holds Vec / source element
 // size elements per access, stored as OutVec destination bytes.
@@ -176,17 +172,16 @@ __device__ __forceinline__ constexpr int kvjit_t_elem_bytes(int dtype) { return 
   kvjit_i64 KRowBytes, kvjit_i64 VRowBytes, int Split, int Vec, int Lanes, int Block, int Items, int Index64, int Pdl, \
       int Table, int SrcDtype, int DstDtype, int Scale, kvjit_i64 KHeadBytes, kvjit_i64 VHeadBytes, int Fp8Soft,      \
       int Loop, kvjit_i64 SPage, kvjit_i64 SAtom, kvjit_i64 SE0, kvjit_i64 SE1, kvjit_i64 SE2, kvjit_i64 DPage,         \
-      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2, int Stream, int Bulk
+      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2, int Stream
 #define KVJIT_TRANSFER_ARGS                                                                                           \
   KRowBytes, VRowBytes, Split, Vec, Lanes, Block, Items, Index64, Pdl, Table, SrcDtype, DstDtype, Scale, KHeadBytes,   \
-      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2, Stream, Bulk
+      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2, Stream
 
 template <KVJIT_TRANSFER_PARAMS>
 struct kvjit_transfer_cfg {
   typedef typename kvjit_tvec<Vec>::type chunk;
   static constexpr kvjit_i64 kVRowBytes = VRowBytes;
   static constexpr int kIndex64 = Index64, kPdl = Pdl, kTable = Table, kLoop = Loop, kStream = Stream;
-  static constexpr int kBlock = Block, kBulk = Bulk;
   static constexpr kvjit_i64 kSplit = Split;
   static constexpr int kLanes = Lanes;
   static constexpr int kVec = Vec;
@@ -206,7 +201,6 @@ struct kvjit_transfer_cfg {
   static constexpr bool kLaidOut = SPage != 0 || SE0 != 0 || DPage != 0 || DE0 != 0;
   typedef kvjit_view<SPage, SAtom ? SAtom : 1, SE0, SE1, SE2> SrcView;
   typedef kvjit_view<DPage, DAtom ? DAtom : 1, DE0, DE1, DE2> DstView;
-  static constexpr kvjit_i64 kSrcAtom = SAtom ? SAtom : 1, kDstAtom = DAtom ? DAtom : 1;  // bytes of a view's run
   // Dequantizing: the source's fp8 kind and the destination type.
   static constexpr int kDequantFp8 = kDequant ? SrcDtype - 3 : 0, kDstDtype = DstDtype;
   static constexpr kvjit_i64 kKHeadBytes = KHeadBytes, kVHeadBytes = VHeadBytes;
@@ -237,9 +231,6 @@ struct kvjit_transfer_cfg {
   static_assert((SE0 == 0 || SAtom % Vec == 0) && (DE0 == 0 || DAtom % kOutVec == 0),
                 "an access must not straddle two runs of a view");
   static_assert(!kLaidOut || Items == 1, "laid-out caches: one item per lane group");
-  static_assert(Bulk == 0 || (Bulk >= 3 && Vec == 16 && Loop == 1 && Items == 1 && !kQuant && !kDequant &&
-                              Scale == 0 && Lanes == 32),
-                "bulk copies: >= 3 stages, 16-byte runs, plain copies, few CTAs striding, a warp per group");
 };
 
 // One row of a cache as a lane addresses it: the row's base (the slot's offset applied) and,
@@ -559,10 +550,6 @@ __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p,
   }
 }
 
-// The bulk path (Bulk > 0): kernel_src/transfer_kv_bulk.cuh, joined after this file.
-template <class C>
-__device__ void kvjit_t_bulk(const kvjit_transfer_kv_params &p, const kvjit_t_layer_view &l);
-
 template <KVJIT_TRANSFER_PARAMS>
 __global__ void __launch_bounds__(Block) kvjit_transfer_kv(const __grid_constant__ kvjit_transfer_kv_params p) {
   typedef kvjit_transfer_cfg<KVJIT_TRANSFER_ARGS> C;
@@ -603,9 +590,7 @@ __global__ void __launch_bounds__(Block) kvjit_transfer_kv(const __grid_constant
     if constexpr (kHasV) l.v_scale += (kvjit_i64)layer * p.scale_stride;
   }
 
-  if constexpr (C::kBulk != 0) {
-    kvjit_t_bulk<C>(p, l);
-  } else if constexpr (C::kLoop) {
+  if constexpr (C::kLoop) {
     const kvjit_u64 stride = (kvjit_u64)gridDim.x * groups * kItems;
     for (kvjit_u64 u = first; u < units; u += stride) kvjit_t_units<C>(p, l, u, groups, units, lane);
   } else {

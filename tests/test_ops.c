@@ -225,65 +225,6 @@ static void test_store_geometry_matches(void **state) {
       }
 }
 
-/* transfer_kv's bulk path (kernel_src/transfer_kv_bulk.cuh): host to device, plain, few CTAs, 16-byte runs,
- * slices of 1-2 KiB, sm_90+; its ring is the launch's dynamic shared memory. Every other copy keeps the lanes. */
-static void bulk_plan(kvjit_transfer_kv_plan *p, int arch, int64_t row, kvjit_location src, kvjit_location dst,
-                      void (*edit)(kvjit_transfer_kv_shape *)) {
-  kvjit_transfer_kv_shape s;
-  kvjit_transfer_kv_shape_plain(&s, row, row, src, dst);
-  s.ctas = KVJIT_TRANSFER_KV_CTAS_FEW;
-  if (edit) edit(&s);
-  assert_int_equal(kvjit_transfer_kv_plan_make(p, arch, &s, KVJIT_TRANSFER_KV_CLASS_MID), KVJIT_OK);
-}
-static void edit_all(kvjit_transfer_kv_shape *s) { s->ctas = KVJIT_TRANSFER_KV_CTAS_ALL; }
-static void edit_vec8(kvjit_transfer_kv_shape *s) { s->vec = 8; }
-static void edit_split4(kvjit_transfer_kv_shape *s) { s->split = 4; }
-static void edit_fp8(kvjit_transfer_kv_shape *s) {
-  s->src_dtype = KVJIT_DTYPE_FP8_E4M3;
-  s->dst_dtype = KVJIT_DTYPE_BF16;
-  assert_int_equal(kvjit_transfer_kv_convert_resolve(s), KVJIT_OK);
-}
-static void test_transfer_bulk_plan(void **state) {
-  (void)state;
-  const kvjit_location H = KVJIT_LOCATION_HOST, D = KVJIT_LOCATION_DEVICE;
-  kvjit_transfer_kv_plan p;
-  kvjit_op_geometry geo;
-  char name[512];
-  static const int64_t rows[][2] = {{1024, 1}, {2048, 1}, {4096, 2}, {16384, 8}};
-  for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
-    bulk_plan(&p, 90, rows[r][0], H, D, NULL);
-    assert_true(p.bulk >= 3);
-    assert_int_equal(p.split, rows[r][1]);
-    assert_int_equal(p.lanes, 32);
-    assert_int_equal(p.block % 32, 0);
-    memset(&geo, 0, sizeof geo);
-    kvjit_op_transfer_kv.geometry(&p, &geo);
-    assert_int_equal(geo.shared_bytes, p.block / 32 * p.bulk * (rows[r][0] / rows[r][1]));
-    assert_true(kvjit_transfer_kv_kernel_name(&p, name, sizeof name) > 0);
-    char tail[16];
-    snprintf(tail, sizeof tail, ",%d>", p.bulk);
-    assert_string_equal(name + strlen(name) - strlen(tail), tail);
-  }
-  bulk_plan(&p, 100, 2048, H, D, NULL);
-  assert_true(p.bulk > 0);
-  /* The lanes: before sm_90, device to host, host to host, all SMs, narrower runs, short slices, conversions. */
-  const struct {
-    int arch;
-    int64_t row;
-    kvjit_location src, dst;
-    void (*edit)(kvjit_transfer_kv_shape *);
-  } lanes[] = {{89, 2048, H, D, NULL},       {90, 2048, D, H, NULL},   {90, 2048, H, H, NULL},
-               {90, 2048, H, D, edit_all},   {90, 2048, H, D, edit_vec8}, {90, 512, H, D, NULL},
-               {90, 2048, H, D, edit_split4}, {90, 1024, H, D, edit_fp8}};
-  for (size_t i = 0; i < sizeof lanes / sizeof lanes[0]; i++) {
-    bulk_plan(&p, lanes[i].arch, lanes[i].row, lanes[i].src, lanes[i].dst, lanes[i].edit);
-    assert_int_equal(p.bulk, 0);
-    memset(&geo, 0, sizeof geo);
-    kvjit_op_transfer_kv.geometry(&p, &geo);
-    assert_int_equal(geo.shared_bytes, 0);
-  }
-}
-
 /* ---- keys --------------------------------------------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *s) {
@@ -593,7 +534,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registry),           cmocka_unit_test(test_lines_round_trip),
       cmocka_unit_test(test_line_errors),        cmocka_unit_test(test_store_geometry_matches),
-      cmocka_unit_test(test_transfer_bulk_plan),
       cmocka_unit_test(test_key_collision_search), cmocka_unit_test(test_key_fields_all_count),
       cmocka_unit_test(test_fast_map_grows),     cmocka_unit_test(test_fast_map_overflow),
       cmocka_unit_test(test_fast_map_concurrent), cmocka_unit_test(test_op_stats),

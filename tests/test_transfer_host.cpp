@@ -254,7 +254,7 @@ int main() {
                           SIDE_E0(KVJIT_HOST_SIDE == 0 ? KVJIT_HOST_LAYOUT : 0), 0, 0,
                           SIDE_PAGE(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0),
                           SIDE_ATOM(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0, KVJIT_K_ROW_BYTES / ES * ED),
-                          SIDE_E0(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0), 0, 0, 0, 0>(p);
+                          SIDE_E0(KVJIT_HOST_SIDE == 1 ? KVJIT_HOST_LAYOUT : 0), 0, 0, 0>(p);
       }
   int bad = 0;
   for (int t = 0; t < (KVJIT_V_ROW_BYTES ? 2 : 1); t++) {

@@ -24,7 +24,6 @@ typedef struct kvjit_op_geometry {
   uint32_t items;       /* items each group takes: 1 or 2 */
   int pdl;              /* the PDL launch attribute (tied to the wait compiled into the kernel) */
   uint32_t loops;       /* 1: the kernel strides over its units, so a launch may cap its grid */
-  uint32_t shared_bytes; /* dynamic shared memory per block (past 48 KiB: op.c raises the kernel's limit) */
 } kvjit_op_geometry;
 
 /** Bit @p field of a `given` mask: the fields a manifest line wrote. */

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
 #include "launch.h"
 #include "loader.h"
 #include "status.h"
@@ -123,29 +122,6 @@ static void log_first_overflow(kvjit_context *ctx, kvjit_op_tables *tables) {
   }
 }
 
-/* Dynamic shared memory past the 48 KiB any launch may take: the kernel's limit raised on every
- * device of the variant's arch, since one entry serves them all (none without a driver: prewarm). */
-#define OP_SHARED_WITHOUT_ATTRIBUTE (48u << 10)
-static kvjit_status allow_shared(const kvjit_kernel *kernel, int arch, uint32_t bytes) {
-  if (bytes <= OP_SHARED_WITHOUT_ATTRIBUTE) return KVJIT_OK;
-  const kvjit_driver *drv;
-  if (kvjit_driver_get(&drv) != KVJIT_OK) return KVJIT_OK;
-  int count = 0;
-  if (drv->cuDeviceGetCount(&count) != CUDA_SUCCESS) return KVJIT_OK;
-  for (int d = 0; d < count; d++) {
-    CUdevice dev;
-    int major = 0, minor = 0;
-    if (drv->cuDeviceGet(&dev, d) != CUDA_SUCCESS ||
-        drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
-        drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
-        major * 10 + minor != arch)
-      continue;
-    kvjit_status st = kvjit_kernel_set_attribute(kernel, KVJIT_KERNEL_MAX_DYNAMIC_SHARED_SIZE_BYTES, d, (int)bytes);
-    if (st != KVJIT_OK) return st;
-  }
-  return KVJIT_OK;
-}
-
 kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t *request, int batch_class,
                            const kvjit_fast_key *key, const kvjit_op_entry **out) {
   int64_t values[KVJIT_VARIANT_MAX_FIELDS];
@@ -169,10 +145,6 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   entry->kernel = kernel;
   memset(&entry->geo, 0, sizeof entry->geo); /* what an op's geometry leaves alone is 0 (no loops) */
   op->geometry(plan.bytes, &entry->geo);
-  if ((st = allow_shared(kernel, (int)values[0], entry->geo.shared_bytes)) != KVJIT_OK) {
-    free(entry);
-    return st;
-  }
   kvjit_op_tables *tables = kvjit_op_tables_of(ctx);
   if (tables == NULL) {
     free(entry);
@@ -234,7 +206,7 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
       .blockDimX = entry->geo.block,
       .blockDimY = 1,
       .blockDimZ = 1,
-      .sharedMemBytes = entry->geo.shared_bytes,
+      .sharedMemBytes = 0,
       .hStream = (CUstream)stream,
       /* Tied to the wait compiled into the kernel: the attribute without it would be a race. */
       .attrs = entry->geo.pdl ? &attr : NULL,

@@ -103,8 +103,8 @@ static void shapes_make(size_t i, transfer_case *c) {
   }
 }
 
-/* Padding and out-of-range ids on both sides, and a NULL table entry; then 2 KiB rows (host to
- * device: the bulk path, transfer_kv_bulk.cuh) with both and a NULL entry. */
+/* Padding and out-of-range ids on both sides, and a NULL table entry; then 2 KiB rows (SGLang's
+ * host pool's, where the host-link plans take other shapes) with both and a NULL entry. */
 static size_t bad_count(void) { return 4 * 4; }
 static void bad_make(size_t i, transfer_case *c) {
   int d = (int)(i / 4), k = (int)(i % 4);

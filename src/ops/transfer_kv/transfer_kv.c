@@ -145,7 +145,6 @@ static void transfer_geometry(const void *plan, kvjit_op_geometry *out) {
   out->items = (uint32_t)p->items;
   out->pdl = p->pdl != 0;
   out->loops = p->loop != 0;
-  out->shared_bytes = kvjit_transfer_kv_shared_bytes(p);
 }
 
 /* A side's stand-in slot count: two pages of its paged caches (two slots flat), as many as its

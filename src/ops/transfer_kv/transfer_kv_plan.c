@@ -21,9 +21,6 @@
  *    most 16 / (destination element size) bytes, so that its store is at most 16.
  *  - PDL: auto is on from sm_90, as for the store; on few CTAs the next grid launches when the
  *    CTAs are done (the template's Pdl 2), not while they copy.
- *  - reading pinned host memory into device memory on few CTAs from sm_90 (a plain copy, 16-byte
- *    runs, slices of at least BULK_MIN_SLICE): the bulk path (kernel_src/transfer_kv_bulk.cuh),
- *    BULK_WARPS warps per CTA, each a ring of BULK_RING_BYTES / BULK_WARPS.
  */
 #include "transfer_kv_plan.h"
 
@@ -72,43 +69,6 @@ static int few_block(int64_t k_row, int64_t v_row, int split, int vec, int lanes
   int block = KVJIT_TRANSFER_KV_FEW_BLOCK;
   while (block > 128 && (int64_t)block * bytes > FEW_BYTES_PER_CTA) block /= 2;
   return block;
-}
-
-/* The bulk path: slices of at most 2 KiB (the split rule's 32 lanes x BULK_CHUNKS accesses of 16
- * B), at least this many bytes (a bulk copy per run: shorter slices are issue-bound) ... */
-#define BULK_CHUNKS 4
-#define BULK_MIN_SLICE 1024
-/* ... in a ring of this many bytes per CTA, split between this many warps, each its own pipeline:
- * 4 CTAs keep ~350 KiB in flight (the lanes' plan: 256 KiB) ... */
-#define BULK_RING_BYTES (96 << 10)
-#define BULK_WARPS 2
-#define BULK_MAX_STAGES 48
-
-/* Bytes of one stage of the bulk ring: the widest slice rounded up to 128 (transfer_kv_bulk.cuh's
- * kStageBytes). */
-static int64_t bulk_stage_bytes(int64_t k_row, int64_t v_row, int split) {
-  const int64_t widest = (k_row > v_row ? k_row : v_row) / split;
-  return (widest + 127) / 128 * 128;
-}
-
-/* A copy the bulk path may take: a plain host-to-device copy on few CTAs, 16-byte runs, sm_90+. */
-static int bulk_candidate(int arch, int few, const kvjit_transfer_kv_shape *s, int vec) {
-  return arch >= 90 && few && s->src == KVJIT_LOCATION_HOST && s->dst == KVJIT_LOCATION_DEVICE && vec == 16 &&
-         s->src_dtype == KVJIT_DTYPE_BYTES;
-}
-
-/* Stages per warp of the bulk path for a candidate's slices, or 0 (the lanes'). */
-static int bulk_stages(const kvjit_transfer_kv_shape *s, int split) {
-  const int64_t widest = (s->k_row_bytes > s->v_row_bytes ? s->k_row_bytes : s->v_row_bytes) / split;
-  if (widest < BULK_MIN_SLICE || s->k_row_bytes % (16 * split) != 0 || s->v_row_bytes % (16 * split) != 0) return 0;
-  int64_t stages = BULK_RING_BYTES / BULK_WARPS / bulk_stage_bytes(s->k_row_bytes, s->v_row_bytes, split);
-  if (stages > BULK_MAX_STAGES) stages = BULK_MAX_STAGES;
-  return stages >= 3 ? (int)stages : 0;
-}
-
-uint32_t kvjit_transfer_kv_shared_bytes(const kvjit_transfer_kv_plan *plan) {
-  if (plan->bulk == 0) return 0;
-  return (uint32_t)(plan->block / 32 * plan->bulk * bulk_stage_bytes(plan->k_row_bytes, plan->v_row_bytes, plan->split));
 }
 
 static int elem_bytes(kvjit_dtype d) { return d == KVJIT_DTYPE_BYTES ? 1 : kvjit_dtype_bytes(d); }
@@ -241,16 +201,12 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
                               (uint64_t)k_head | (uint64_t)v_head | runs);
   /* Dequantizing widens each byte: a destination access of at most 16 bytes. */
   if (ed > es && vec > 16 / ed * es) vec = 16 / ed * es;
-  int bulk = 0; /* stages per warp of the bulk path, or 0 */
   int split = shape->split;
   if (split == 0) {
     split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, cpl);
-    const int bulk_split = kvjit_rows_auto_split(k_row_bytes, v_row_bytes, vec, BULK_CHUNKS);
-    if (bulk_candidate(arch, few, shape, vec) && (bulk = bulk_stages(shape, bulk_split)) > 0) split = bulk_split;
   } else {
     kvjit_status st = kvjit_rows_split_given(k_row_bytes, v_row_bytes, split, &vec);
     if (st != KVJIT_OK) return st;
-    if (bulk_candidate(arch, few, shape, vec)) bulk = bulk_stages(shape, split);
   }
   if (vec < es) {
     return kvjit_fail(KVJIT_ERR_INVALID_ARGUMENT, "split: %d cuts a %d-byte %s element of a row in two", split, es,
@@ -292,11 +248,6 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   out->fp8_soft = converting && ed < es && arch < 89;
   out->loop = few;
   out->stream = host_link; /* the rule and its why: kernel_src/transfer_kv.cuh, Stream */
-  out->bulk = bulk;
-  if (out->bulk > 0) { /* a warp per group, BULK_WARPS per CTA */
-    out->lanes = 32;
-    out->block = 32 * BULK_WARPS;
-  }
   static_part(&shape->src_view, out->src_view);
   static_part(&shape->dst_view, out->dst_view);
   return KVJIT_OK;
@@ -307,13 +258,13 @@ int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out,
   const int64_t *sv = plan->src_view, *dv = plan->dst_view;
   int n = snprintf(out, capacity,
                    KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
-                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d,%d>",
+                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
                    plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl, plan->table ? 1 : 0,
                    plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
                    (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
                    (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],
-                   (long long)dv[2], (long long)dv[3], (long long)dv[4], plan->stream, plan->bulk);
+                   (long long)dv[2], (long long)dv[3], (long long)dv[4], plan->stream);
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 

@@ -100,7 +100,6 @@ typedef struct kvjit_transfer_kv_plan {
   int fp8_soft;        /* 1: quantizing with the integer encoding (before sm_89) */
   int loop;            /* 1: few CTAs that stride over the batch (the launch's grid is capped) */
   int stream;          /* 1: cache-streaming row accesses (over the host link) */
-  int bulk;            /* > 0: stages per warp of the bulk path (TMA copies through shared memory); 0: lanes */
   /* The views' static parts: page size, run bytes, the three extents (all 0: flat; both flat:
    * today's addressing) -- the template's SPage .. SE2 and DPage .. DE2. */
   int64_t src_view[5], dst_view[5];
@@ -134,10 +133,6 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
 /** The name expression of a plan's kernel: the template's arguments in its order; its length, or -1
  *  when it does not fit in @p capacity bytes. */
 int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out, size_t capacity);
-
-/** Dynamic shared memory of a plan's launch: the bulk path's ring (warps x stages x stage bytes),
- *  else 0. */
-uint32_t kvjit_transfer_kv_shared_bytes(const kvjit_transfer_kv_plan *plan);
 
 /** A plan's program: the embedded template and its kernel. */
 kvjit_status kvjit_transfer_kv_program(const kvjit_transfer_kv_plan *plan, kvjit_op_program *out);
