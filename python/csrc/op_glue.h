@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 
+#include "door.h"
 #include "kvjit.h"
 #include "store_args.h"
 
@@ -74,7 +75,7 @@ class CallArgs {
  public:
   CallArgs(StableIValue *stack, uint64_t num_args) : stack_(stack), num_args_(num_args) {}
   ~CallArgs() {
-    for (int i = 0; i < num_tensors_; i++) g_torch.delete_tensor_object(tensors_[i]);
+    if (num_tensors_ > 0) kvjit_door_with_gil(release_tensors, this); /* one GIL round trip, not one per tensor */
     for (int i = 0; i < num_boxes_; i++) delete boxes_[i];
   }
   CallArgs(const CallArgs &) = delete;
@@ -101,6 +102,12 @@ class CallArgs {
   int64_t integer(int i) const { return static_cast<int64_t>(stack_[i]); }
 
  private:
+  /* Under the GIL (kvjit_door_with_gil): torch drops each handle's hold on its Python object. */
+  static void release_tensors(void *self) {
+    CallArgs *call = static_cast<CallArgs *>(self);
+    for (int i = 0; i < call->num_tensors_; i++) g_torch.delete_tensor_object(call->tensors_[i]);
+  }
+
   StableIValue *stack_;
   uint64_t num_args_;
   AtenTensorHandle tensors_[16] = {};
