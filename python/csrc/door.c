@@ -50,10 +50,8 @@ int kvjit_door_resolve(const char *libkvjit_path, kvjit_context *ctx, char *msg,
   return 0;
 }
 
-/* How many devices the driver sees (0 until it has answered: before cuInit it cannot). Fixed for
- * the process once known; written and read with relaxed atomics (the doors run under the GIL, the
- * torch op's transfer kernel may not). */
-static int device_count(void) {
+/* Written and read with relaxed atomics: the doors run under the GIL, the torch op's kernels not. */
+int kvjit_door_device_count(void) {
   int n = __atomic_load_n(&kvjit_door.device_count, __ATOMIC_RELAXED), asked = 0;
   if (n == 0 && kvjit_door.device_get_count != NULL && kvjit_door.device_get_count(&asked) == 0 && asked > 0) {
     n = asked;
@@ -68,7 +66,7 @@ int kvjit_door_enter(int device, int without_context, kvjit_door_guard *guard, c
   if (device < 0 || kvjit_door.ctx_get_device == NULL) return 0;
   /* With one device, a current context is on it, and none is left to the library: asking the
    * driver (a call on every store) could only answer "nothing to do". */
-  if (!without_context && device_count() == 1) return 0;
+  if (!without_context && kvjit_door_device_count() == 1) return 0;
   if (kvjit_door.ctx_get_device(&current) != 0 ? !without_context : current == device) return 0;
   int dev = 0;
   void *ctx = NULL;

@@ -41,6 +41,12 @@ extern kvjit_door_lib kvjit_door;
 /** Resolve libkvjit from @p libkvjit_path (already loaded) and libcuda; 0, or -1 with why in @p msg. */
 int kvjit_door_resolve(const char *libkvjit_path, kvjit_context *ctx, char *msg, size_t msg_size);
 
+/**
+ * How many devices the driver sees, or 0 until it can answer (before cuInit; no driver). Fixed for
+ * the process once known: with one, any current context or current runtime device is on it.
+ */
+int kvjit_door_device_count(void);
+
 /** A device switch made for one call, undone by kvjit_door_leave(). */
 typedef struct kvjit_door_guard {
   int pushed;

@@ -117,10 +117,12 @@ class CallArgs {
   int num_boxes_ = 0;
 };
 
-/* RAII CUDA device guard, set only when @p device is not already current. */
+/* RAII CUDA device guard, set only when @p device is not already current (with one device it is:
+ * the runtime is not asked). */
 class DeviceGuard {
  public:
   explicit DeviceGuard(int32_t device) {
+    if (kvjit_door_device_count() == 1) return;
     int32_t current = -1;
     if (g_torch.current_device_index(&current) == 0 && current == device) return;
     check(g_torch.create_cuda_guard(device, &guard_), "aoti_torch_create_cuda_guard");
