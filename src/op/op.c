@@ -10,58 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "launch.h"
 #include "loader.h"
 #include "status.h"
 #include "variant.h"
-
-/* ---- current device ---------------------------------------------------------------------------- */
-
-#define MAX_DEVICES 64
-/* Compute capability per device ordinal, 0 until first asked: a device's capability never changes,
- * so a relaxed load suffices and a race only repeats the query. */
-static _Atomic int device_sm[MAX_DEVICES];
-
-/* In a process that sees one device, every current context is that device's: its capability is
- * known without asking the driver which device is current (a call that showed in the host cost,
- * bench_ops' host-cost rows). 0 until known, -1 with several devices. */
-static _Atomic int only_device_sm;
-
-static kvjit_status device_sm_of(const kvjit_driver *drv, CUdevice dev, int *sm) {
-  if (dev >= 0 && dev < MAX_DEVICES) {
-    int known = atomic_load_explicit(&device_sm[dev], memory_order_relaxed);
-    if (known > 0) {
-      *sm = known;
-      return KVJIT_OK;
-    }
-  }
-  int major = 0, minor = 0;
-  CUresult res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGetAttribute(COMPUTE_CAPABILITY)");
-  *sm = major * 10 + minor;
-  if (dev >= 0 && dev < MAX_DEVICES) atomic_store_explicit(&device_sm[dev], *sm, memory_order_relaxed);
-  return KVJIT_OK;
-}
-
-kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
-  int only = atomic_load_explicit(&only_device_sm, memory_order_relaxed);
-  if (only > 0) {
-    /* Without a current context the launch itself fails (CUDA_ERROR_INVALID_CONTEXT). */
-    *sm = only;
-    return KVJIT_OK;
-  }
-  CUdevice dev = 0;
-  CUresult res = drv->cuCtxGetDevice(&dev);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxGetDevice (no current CUDA context?)");
-  kvjit_status st = device_sm_of(drv, dev, sm);
-  if (st == KVJIT_OK && only == 0) {
-    int count = 0;
-    int value = drv->cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1 ? *sm : -1;
-    atomic_store_explicit(&only_device_sm, value, memory_order_relaxed);
-  }
-  return st;
-}
 
 /* ---- the context's op tables ------------------------------------------------------------------- */
 
@@ -259,7 +212,7 @@ static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const k
                             struct CUstream_st *stream, void *params) {
   kvjit_status st;
   int sm = 0;
-  if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  if ((st = kvjit_arch_current(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
   if (sm > op->max_arch) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_%d", sm, op->max_arch);
   values[0] = sm;
   const kvjit_op_entry *e;
@@ -335,7 +288,7 @@ kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t 
   kvjit_status st = kvjit_driver_get(&drv);
   if (st != KVJIT_OK) return st;
   program_list list = {NULL, 0, 0, op->kernel, 0, 0};
-  if ((st = kvjit_op_current_sm(drv, &list.sm)) != KVJIT_OK) return st;
+  if ((st = kvjit_arch_current(drv, &list.sm)) != KVJIT_OK) return st;
   CUresult res = drv->cuCtxSynchronize();
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxSynchronize");
   kvjit_op_tables *tables = kvjit_op_tables_of(ctx);

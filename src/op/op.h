@@ -57,9 +57,6 @@ typedef union kvjit_op_plan_buffer {
  *  that plans compare with memcmp. */
 kvjit_status kvjit_op_make_plan(const kvjit_op *op, const int64_t *values, int batch_class, kvjit_op_plan_buffer *plan);
 
-/** Compute capability of the calling thread's current CUDA context (a per-device cache behind it). */
-kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm);
-
 /**
  * The miss path: check @p values (values[0] = the device's arch), plan @p batch_class, get the
  * program through the labeled loader, publish its entry under @p key and record the variant's
