@@ -6,7 +6,9 @@ usage: host_cost_table.py LABEL=DIR [LABEL=DIR ...] [--op store_kv_cache]
 Runs with one LABEL (e.g. main=run1 mine=run2 main=run3 ...) are pooled under it. Printed per cell
 (row bytes, PDL) and mode: the call over the raw launch per run and the label's median; then per
 label the paired differences (kind - raw launch in the same round, ns) of every kind, median over
-its runs.
+its runs, and the call's cost over a launch through the kernel's CUfunction (call - raw_cuFunction,
+from the same rounds): comparable between libraries that launch a CUkernel and one that launches
+a CUfunction (whose captured node then names a CUfunction, so that its raw launch is one).
 """
 import argparse
 import csv
@@ -63,7 +65,8 @@ def main():
     print("\npaired (kind - raw launch in the same round), ns, median over the label's runs; raw launch: its ns")
     short = {"kvjit_call": "call", "raw_cuLaunchKernelEx": "raw", "raw_cuCtxGetDevice_launch": "+ctxdev",
              "raw_cuFunction": "cuFunc", "raw_ctx_id_cuFunction": "+ctxid cuFunc"}
-    print(f"{'label':6} {'row pdl':9} {'mode':17} " + " ".join(f"{short.get(k, k):>13}" for k in kinds))
+    print(f"{'label':6} {'row pdl':9} {'mode':17} " + " ".join(f"{short.get(k, k):>13}" for k in kinds) +
+          f" {'call-cuFunc':>12} node")
     for label, rs in runs.items():
         for cell in cells:
             for mode in modes:
@@ -73,7 +76,11 @@ def main():
                     xs = [value(rows, cell, mode, k, col) for rows in rs]
                     xs = [x for x in xs if x is not None]
                     vals.append(statistics.median(xs) if xs else float("nan"))
-                print(f"{label:6} {cell[0] + ' ' + cell[1]:9} {mode:17} " + " ".join(f"{v:13.0f}" for v in vals))
+                over = [value(rows, cell, mode, "kvjit_call", "paired_ns") -
+                        value(rows, cell, mode, "raw_cuFunction", "paired_ns") for rows in rs]
+                nodes = {r["node"] for rows in rs for r in rows if (r["row_bytes"], r["pdl"]) == cell}
+                print(f"{label:6} {cell[0] + ' ' + cell[1]:9} {mode:17} " + " ".join(f"{v:13.0f}" for v in vals) +
+                      f" {statistics.median(over):12.0f} {'/'.join(sorted(nodes))}")
     return 0
 
 
