@@ -7,14 +7,16 @@
 #include <string.h>
 
 const char *const host_kind_names[HOST_KINDS] = {"kvjit_call", "raw_cuLaunchKernelEx", "raw_cuCtxGetDevice_launch",
-                                                 "raw_cuFunction", "raw_ctx_id_cuFunction"};
+                                                 "raw_cuFunction", "raw_ctx_id_cuFunction",
+                                                 "raw_stream_ctx_cuFunction", "raw_stream_id_cuFunction"};
 const char *const host_mode_names[HOST_MODES] = {"cpu", "cpu_groups16", "cpu_call_sync10", "cpu_call_sync125"};
 
 /* Rounds (one sample of each kind per round) and calls per sample of each mode; the per-call modes
- * synchronise every 2 and 25 rounds (10 and 125 calls: each kind in each place equally). */
+ * synchronise every 10 and 125 calls (HOST_KINDS divides neither: the kinds' places after a sync
+ * rotate as the rounds do). */
 static const int rounds_of[HOST_MODES] = {HOST_GROUPS, 801, 3000, 3000};
 static const int calls_of[HOST_MODES] = {HOST_CALLS, 16, 1, 1};
-static const int sync_rounds_of[HOST_MODES] = {1, 1, 2, 25};
+static const int sync_calls_of[HOST_MODES] = {0, 0, 10, 125};
 #define MAX_ROUNDS 3000
 
 typedef struct raw_launch {
@@ -24,6 +26,7 @@ typedef struct raw_launch {
   CUfunction fn, function; /* as the node names it; its CUfunction in the current context */
   PFN_cuCtxGetId_v12000 get_id;
   PFN_cuStreamGetCtx_v9020 stream_ctx;
+  PFN_cuStreamGetId_v12000 stream_id;
   void **params, **extra;
   host_call_fn call;
   void *self;
@@ -41,10 +44,9 @@ static int run_kind(const raw_launch *r, int kind, int n) {
       continue;
     }
     if (kind == HOST_RAW_CTX) CU(r->drv->cuCtxGetDevice(&dev));
-    if (kind == HOST_RAW_CTX_ID_FUNCTION) {
-      CU(r->stream_ctx(r->cfg.hStream, &ctx));
-      CU(r->get_id(ctx, &id));
-    }
+    if (kind == HOST_RAW_CTX_ID_FUNCTION || kind == HOST_RAW_STREAM_CTX_FUNCTION) CU(r->stream_ctx(r->cfg.hStream, &ctx));
+    if (kind == HOST_RAW_CTX_ID_FUNCTION) CU(r->get_id(ctx, &id));
+    if (kind == HOST_RAW_STREAM_ID_FUNCTION) CU(r->stream_id(r->cfg.hStream, &id));
     const CUfunction fn = kind >= HOST_RAW_FUNCTION ? r->function : r->fn;
     CU(r->drv->cuLaunchKernelEx(&r->cfg, fn, r->params, r->extra));
   }
@@ -68,9 +70,10 @@ static int read_back(const gpu_driver *drv, CUstream stream, raw_launch *r, int 
       (PFN_cuKernelGetFunction_v12000)bench_cuda_proc("cuKernelGetFunction", 12000);
   r->get_id = (PFN_cuCtxGetId_v12000)bench_cuda_proc("cuCtxGetId", 12000);
   r->stream_ctx = (PFN_cuStreamGetCtx_v9020)bench_cuda_proc("cuStreamGetCtx", 9020);
-  if (!get_nodes || !get_params || !get_function || !r->get_id || !r->stream_ctx) {
+  r->stream_id = (PFN_cuStreamGetId_v12000)bench_cuda_proc("cuStreamGetId", 12000);
+  if (!get_nodes || !get_params || !get_function || !r->get_id || !r->stream_ctx || !r->stream_id) {
     fprintf(stderr, "host cost: cuGraphGetNodes / cuGraphKernelNodeGetParams / cuKernelGetFunction / cuCtxGetId / "
-                    "cuStreamGetCtx unavailable\n");
+                    "cuStreamGetCtx / cuStreamGetId unavailable\n");
     return -1;
   }
   if (r->call(r->self) != KVJIT_OK) return -1;
@@ -119,7 +122,8 @@ static int read_back(const gpu_driver *drv, CUstream stream, raw_launch *r, int 
 
 /* One mode: rounds of one sample per kind, the kinds' order rotating round by round. */
 static int run_mode(const raw_launch *r, CUstream stream, int mode, host_cost *out, double (*t)[MAX_ROUNDS]) {
-  const int rounds = rounds_of[mode], calls = calls_of[mode], sync_rounds = sync_rounds_of[mode];
+  const int rounds = rounds_of[mode], calls = calls_of[mode], sync_calls = sync_calls_of[mode];
+  int since_sync = 0;
   int bad = run_kind(r, HOST_KVJIT, calls) | run_kind(r, HOST_RAW, calls); /* warm-up */
   CU(r->drv->cuStreamSynchronize(stream));
   for (int g = 0; g < rounds; g++) {
@@ -128,9 +132,11 @@ static int run_mode(const raw_launch *r, CUstream stream, int mode, host_cost *o
       const uint64_t t0 = bench_now_ns();
       bad |= run_kind(r, kind, calls);
       t[kind][g] = (double)(bench_now_ns() - t0) / calls;
-      if (calls > 1) CU(r->drv->cuStreamSynchronize(stream));
+      if (calls > 1 || ++since_sync == sync_calls) {
+        CU(r->drv->cuStreamSynchronize(stream));
+        since_sync = 0;
+      }
     }
-    if (calls == 1 && (g + 1) % sync_rounds == 0) CU(r->drv->cuStreamSynchronize(stream));
   }
   CU(r->drv->cuStreamSynchronize(stream));
   static double diff[MAX_ROUNDS];

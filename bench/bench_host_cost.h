@@ -7,10 +7,13 @@
  *                               the current device's arch pays at least);
  *   raw_cuFunction              the launch through the kernel's CUfunction in the current context
  *                               (cuKernelGetFunction) instead of the context-free CUkernel;
- *   raw_ctx_id_cuFunction       that, after cuStreamGetCtx + cuCtxGetId (what a library must ask
- *                               per call to use a CUfunction it remembered per context safely: a
- *                               CUkernel runs in its stream's context, a CUfunction only in its own,
- *                               and a destroyed context's address may come back).
+ *   raw_ctx_id_cuFunction       that, after cuStreamGetCtx + cuCtxGetId (what kvjit asks per call
+ *                               to use a CUfunction it remembered per context safely: a CUkernel
+ *                               runs in its stream's context, a CUfunction only in its own, and a
+ *                               destroyed context's address may come back);
+ *   raw_stream_ctx_cuFunction,  that after cuStreamGetCtx alone, and after cuStreamGetId alone
+ *   raw_stream_id_cuFunction    (which of the two asks costs, and what a cache keyed by the
+ *                               stream's id would pay instead).
  *
  * Timed four ways, so that a gap can be told from the way it was measured:
  *
@@ -38,7 +41,16 @@
 #define HOST_CALLS 128
 #define HOST_GROUPS 101
 
-enum { HOST_KVJIT, HOST_RAW, HOST_RAW_CTX, HOST_RAW_FUNCTION, HOST_RAW_CTX_ID_FUNCTION, HOST_KINDS };
+enum {
+  HOST_KVJIT,
+  HOST_RAW,
+  HOST_RAW_CTX,
+  HOST_RAW_FUNCTION,
+  HOST_RAW_CTX_ID_FUNCTION,
+  HOST_RAW_STREAM_CTX_FUNCTION,
+  HOST_RAW_STREAM_ID_FUNCTION,
+  HOST_KINDS
+};
 enum { HOST_MODE_GROUPS, HOST_MODE_GROUPS16, HOST_MODE_SYNC8, HOST_MODE_SYNC128, HOST_MODES };
 
 /** The CSV impl of each kind and the CSV mode of each way of timing. */

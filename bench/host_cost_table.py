@@ -64,7 +64,8 @@ def main():
             print(f"{cell[0] + ' ' + cell[1]:9} {mode:17} " + " | ".join(parts))
     print("\npaired (kind - raw launch in the same round), ns, median over the label's runs; raw launch: its ns")
     short = {"kvjit_call": "call", "raw_cuLaunchKernelEx": "raw", "raw_cuCtxGetDevice_launch": "+ctxdev",
-             "raw_cuFunction": "cuFunc", "raw_ctx_id_cuFunction": "+ctxid cuFunc"}
+             "raw_cuFunction": "cuFunc", "raw_ctx_id_cuFunction": "+sctx+id cuF",
+             "raw_stream_ctx_cuFunction": "+sctx cuF", "raw_stream_id_cuFunction": "+sid cuF"}
     print(f"{'label':6} {'row pdl':9} {'mode':17} " + " ".join(f"{short.get(k, k):>13}" for k in kinds) +
           f" {'call-cuFunc':>12} node")
     for label, rs in runs.items():
