@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Host cost of one store_kv_cache call through each way into kvjit from Python, in one process.
+"""Host cost of one store_kv_cache call through each way into kvjit from Python.
 
 Every candidate stores the same tensors (decode size: batch 16, 8 x 128 bf16 rows, int64 slot
 ids, a 4096-slot cache) in an eager loop of --calls calls; launches queue on torch's current
-stream and one sync follows each loop, so what is timed is host time per call. Rounds alternate
-the candidates (--repeats rounds); the table gives the best and the median round.
+stream and one sync follows each loop, so what is timed is host time per call. Within a process,
+rounds alternate the candidates (--repeats rounds); --rounds processes run one after another
+(a host's state drifts from one process to the next: one process is not a measurement). A
+candidate's cost is its median round less its C call's median round in the same process; the
+table gives every process's median and the median over processes. With --old TREE, the old
+door's own bench (TREE/bench/bench_binding.py over TREE/--old-build) runs in a process of its
+own beside each of this door's, the order flipping every round, and the key rows are compared.
 
   the bound:     kvjit_store_kv_cache in a C loop, prepared args (kvjit's own call)
   candidates:    ctypes with prepared args; torch.ops.kvjit.store_kv_cache (stable-ABI kernel)
@@ -29,14 +34,19 @@ floor are registered for CPU under the namespace kvjit_bench, and every call goe
 its argument handling and the library's validation but launches nothing: the relative costs, not
 a result of record.
 
-usage: python3 bench/bench_binding.py [--build BUILD_DIR] [--calls N] [--repeats N] [--md F] [--csv F]
+usage: python3 bench/bench_binding.py [--build BUILD_DIR] [--calls N] [--repeats N] [--rounds N]
+                                     [--old TREE [--old-build DIR]] [--md F] [--csv F]
 """
 
 import argparse
+import csv
 import ctypes
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,8 +58,14 @@ def parse_args():
     p.add_argument("--build", default=None, help="meson build dir (default: build-gpu, else build)")
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--rounds", type=int, default=3, help="processes, each --repeats rounds (default 3)")
+    p.add_argument("--old", help="another tree (e.g. the old door's) whose bench/bench_binding.py runs in "
+                   "alternation with this one, one process each per round")
+    p.add_argument("--old-build", default="build-old", help="its build dir (relative to --old; default build-old)")
+    p.add_argument("--round-timeout", type=float, default=120, help="seconds one process may take (default 120)")
     p.add_argument("--md", help="write the table as Markdown here")
     p.add_argument("--csv", help="write every round's numbers here")
+    p.add_argument("--child", help=argparse.SUPPRESS)  # one process's numbers, as JSON, into this file
     return p.parse_args()
 
 
@@ -107,8 +123,8 @@ def define_noop(torch, key):
     return lib
 
 
-def main():
-    args = parse_args()
+def measure(args):
+    """One process's rounds: every candidate, --repeats rounds alternated, each of --calls calls."""
     build = find_build(args.build)
     setup_kvjit(build)
     import torch
@@ -245,70 +261,222 @@ def main():
         assert torch.equal(kc[loc], k) and torch.equal(vc[loc], v), "a candidate stored wrong bytes"
         assert torch.equal(dst_k[dst_loc], k) and torch.equal(dst_v[dst_loc], v), "a transfer moved wrong bytes"
 
-    best = {name: min(r) for name, r in rounds.items()}
-    by_kind = {}
-    for n, kind, _ in candidates:
-        by_kind.setdefault(kind, best[n])
-    c_call, op_us, noop_us = by_kind["bound"], by_kind["op"], by_kind["noop"]
     where = (f"{torch.cuda.get_device_name()}, batch {batch}, {h}x{d} bf16, int64 slots" if gpu
              else "CPU mode (no GPU): batch 0, CPU tensors, nothing launched; relative costs only")
-    lines = [f"Host cost per call, eager loop of {args.calls} calls x {args.repeats} rounds (best / median round); "
-             f"{where}; torch {torch.__version__}, Python {sys.version.split()[0]}, kvjit {kvjit.version()}", "",
-             "| way into kvjit | best us | median us | - C call us | (- C call) / no-op op |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+    return {"where": where, "gpu": gpu, "versions": f"torch {torch.__version__}, Python {sys.version.split()[0]}, "
+            f"kvjit {kvjit.version()}", "candidates": [[name, kind] for name, kind, _ in candidates],
+            "rounds": rounds}
+
+
+# ---- rounds: one process each, alternated with the old door's when --old is given ----------------
+
+
+def run_child(args, out_json):
+    """One round: this bench in a fresh process (torch, CUDA and kvjit set up anew)."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", out_json, "--build", args.build_dir,
+           "--calls", str(args.calls), "--repeats", str(args.repeats)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.round_timeout)
+    if r.returncode != 0 or not os.path.exists(out_json):
+        print(f"(a round of this door failed, exit {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]})")
+        return None
+    with open(out_json) as f:
+        data = json.load(f)
+    for line in r.stdout.splitlines():
+        if line.startswith("(") and line not in NOTES:
+            NOTES.append(line)
+    return data
+
+
+NOTES = []  # the children's "(... not available ...)" lines, once each
+
+
+def run_old(args, out_csv, cache_dir):
+    """One round of the old door: its own tree's bench_binding.py over its own build and library."""
+    tree = os.path.abspath(args.old)
+    build = args.old_build if os.path.isabs(args.old_build) else os.path.join(tree, args.old_build)
+    env = dict(os.environ, KVJIT_LIB=os.path.join(build, "src", "libkvjit.so"), KVJIT_CACHE_DIR=cache_dir)
+    cmd = [sys.executable, os.path.join(tree, "bench", "bench_binding.py"), "--build", build, "--calls",
+           str(args.calls), "--repeats", str(args.repeats), "--csv", out_csv]
+    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=args.round_timeout)
+    if r.returncode != 0 or not os.path.exists(out_csv):
+        print(f"(a round of the old door failed, exit {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]})")
+        return None
+    rounds = {}
+    with open(out_csv) as f:
+        for row in csv.DictReader(f):
+            rounds.setdefault(row["candidate"], []).append(float(row["us_per_call"]))
+    return rounds
+
+
+def old_kind(name):
+    """The old bench's rows by name (it writes no kinds): those both benches have."""
+    for prefix, kind in (("kvjit_store_kv_cache in a C loop", "bound"), ("torch op: torch.ops.kvjit.store_kv_cache."
+                         "default", "op"), ("dispatch floor", "floor"), ("kvjit.store_kv_cache (", "shipped"),
+                         ("kvjit's extension, the op's", "ext"), ("yardstick", "noop")):
+        if name.startswith(prefix):
+            return kind
+    return None
+
+
+def stats(runs, names_kinds):
+    """Per candidate: every round's median, their median, the best call, and the cost: each
+    round's median less its own C call's (store or transfer) in that round, median over rounds."""
     transfer_kinds = ("tbound", "tshipped", "text", "top")
-    for name, kind, _ in candidates:
-        b, m = best[name], statistics.median(rounds[name])
-        bound = by_kind["tbound"] if kind in transfer_kinds else c_call  # each op against its own C call
-        over = "" if kind in ("noop", "floor", "scale") else f"{(b - bound) / noop_us:.2f}"
-        lines.append(f"| {name} | {b:.2f} | {m:.2f} | {b - bound:+.2f} | {over} |")
+    bound_of = {}
+    for name, kind in names_kinds:
+        bound_of.setdefault(kind, name)
+    out = {}
+    for name, kind in names_kinds:
+        if not all(name in run for run in runs):
+            continue
+        meds = [statistics.median(run[name]) for run in runs]
+        bound = bound_of.get("tbound" if kind in transfer_kinds else "bound")
+        costs = [m - statistics.median(run[bound]) for m, run in zip(meds, runs)] if bound else []
+        out[name] = {"kind": kind, "meds": meds, "median": statistics.median(meds),
+                     "best": min(min(run[name]) for run in runs),
+                     "cost": statistics.median(costs) if costs else None, "costs": costs}
+    return out
+
+
+def report(args, data, runs, old_runs):
+    names_kinds = [tuple(c) for c in data["candidates"]]
+    st = stats(runs, names_kinds)
+    by_kind = {}
+    for name, kind in names_kinds:
+        if name in st:
+            by_kind.setdefault(kind, st[name])
+    c_call, op, noop = by_kind["bound"], by_kind["op"], by_kind["noop"]
+    noop_us = noop["median"]
+    fmt = lambda values: " / ".join(f"{v:.2f}" for v in values)  # noqa: E731
+    lines = [f"Host cost per call, eager loop of {args.calls} calls x {args.repeats} rounds in each of {len(runs)} "
+             f"processes{' alternated with the old door' if old_runs else ''}; {data['where']}; {data['versions']}",
+             "median: the median of the processes' medians; - C call: each process's median less its own C call's "
+             "(store or transfer), the median of those", "",
+             "| way into kvjit | best us | median us | - C call us | (- C call) / no-op op | each process's median us |",
+             "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for name, kind in names_kinds:
+        if name not in st:
+            continue
+        s = st[name]
+        over = "" if kind in ("noop", "floor", "scale") else f"{s['cost'] / noop_us:.2f}"
+        lines.append(f"| {name} | {s['best']:.2f} | {s['median']:.2f} | {s['cost']:+.2f} | {over} | {fmt(s['meds'])} |")
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
-    lines += ["", f"Targets (issue 18): a binding's cost is its time over kvjit's C call ({c_call:.2f} us); the "
-              f"yardstick, a registered no-op op with a Python implementation, costs {noop_us:.2f} us."]
-    readings = [("torch op (.default)", op_us)]
+    lines += ["", f"Targets (issue 18): a binding's cost is its time over kvjit's C call ({c_call['median']:.2f} us); "
+              f"the yardstick, a registered no-op op with a Python implementation, costs {noop_us:.2f} us."]
+    readings = [("torch op (.default)", op["cost"])]
     if "shipped" in by_kind:
-        readings.append(("kvjit.store_kv_cache (eager)", by_kind["shipped"]))
-    for label, us in readings:
-        cost = us - c_call
+        readings.append(("kvjit.store_kv_cache (eager)", by_kind["shipped"]["cost"]))
+    for label, cost in readings:
         lines += [f"- {label}: cost {cost:+.2f} us; <= C call + 1.00 us: {verdict(cost <= 1.0)}; "
                   f"<= 0.6 x no-op op ({0.6 * noop_us:.2f} us): {cost / noop_us:.2f} x, {verdict(cost <= 0.6 * noop_us)}"]
     if "floor" in by_kind:
-        floor_us = by_kind["floor"]
+        floor_us = by_kind["floor"]["median"]
         lines.append(f"- the torch op's cost split: dispatch floor {floor_us:.2f} us (a no-op C kernel under the "
                      f"op's schema: any torch.ops call of it pays this) + kvjit's work inside the op "
-                     f"{op_us - floor_us - c_call:+.2f} us (reading the tensors, the layout rules, stream and "
+                     f"{op['cost'] - floor_us:+.2f} us (reading the tensors, the layout rules, stream and "
                      f"device; the C call itself excluded)")
         lines.append(f"- the floor alone is {floor_us / noop_us:.2f} x the no-op op and {floor_us:.2f} us over "
                      f"nothing: no kernel behind torch.ops can meet either target; in eager, "
                      f"kvjit.store_kv_cache does not go through the dispatcher")
-    # Issue 27's targets, against the same run's C calls.
-    t_c = by_kind["tbound"]
-    lines += ["", "Targets (issue 27), each op against its own C call in this run:",
-              f"- kvjit.store_kv_cache (eager): {by_kind['shipped'] - c_call:+.2f} us; <= C call + 0.70 us: "
-              f"{verdict(by_kind['shipped'] - c_call <= 0.70)}",
-              f"- kvjit.transfer_kv (eager): {by_kind['tshipped'] - t_c:+.2f} us; <= C call + 1.00 us: "
-              f"{verdict(by_kind['tshipped'] - t_c <= 1.00)}",
-              f"- torch.ops.kvjit.store_kv_cache.default: {op_us - c_call:+.2f} us (before issue 27, on record: "
-              f"+3.18 us; bench/results/2026-12-01-h200/binding-round3.md)"]
-    tvm = next((best[n] for n, kind, _ in candidates if n.startswith("tvm-ffi")), None)
+    store_cost, transfer_cost = by_kind["shipped"]["cost"], by_kind["tshipped"]["cost"]
+    lines += ["", "Targets (issue 27), each op against its own C call in the same process:",
+              f"- kvjit.store_kv_cache (eager): {store_cost:+.2f} us (by process {fmt(by_kind['shipped']['costs'])}); "
+              f"<= C call + 0.70 us: {verdict(store_cost <= 0.70)}",
+              f"- kvjit.transfer_kv (eager): {transfer_cost:+.2f} us (by process "
+              f"{fmt(by_kind['tshipped']['costs'])}); <= C call + 1.00 us: {verdict(transfer_cost <= 1.00)}",
+              f"- torch.ops.kvjit.store_kv_cache.default: {op['cost']:+.2f} us (by process {fmt(op['costs'])})"]
+    tvm = next((st[n] for n, _ in names_kinds if n.startswith("tvm-ffi") and n in st), None)
     if tvm is not None:
-        ours = by_kind["ext"]
-        lines.append(f"- the door's foundation: tvm-ffi {tvm - c_call:+.2f} us vs kvjit._C {ours - c_call:+.2f} us "
-                     f"(the same reading, rules and call behind each): tvm-ffi is {tvm - ours:+.2f} us; adopt it "
-                     f"when within 0.30 us of kvjit._C: {'yes' if tvm - ours <= 0.30 else 'no'}")
-    if not gpu:
+        ours = by_kind["ext"]["median"]
+        lines.append(f"- the door's foundation: tvm-ffi {tvm['cost']:+.2f} us vs kvjit._C {by_kind['ext']['cost']:+.2f} "
+                     f"us (the same reading, rules and call behind each): tvm-ffi is {tvm['median'] - ours:+.2f} us; "
+                     f"adopt it when within 0.30 us of kvjit._C: {'yes' if tvm['median'] - ours <= 0.30 else 'no'}")
+    if old_runs:
+        lines += compare_old(args, st, by_kind, old_runs, fmt)
+    if not data["gpu"]:
         lines.append("- CPU mode: no launch in any candidate; rerun on a GPU for the numbers of record")
-    text = "\n".join(lines)
+    return "\n".join(lines)
+
+
+def compare_old(args, st, by_kind, old_runs, fmt):
+    """This door against the old one, key rows, each against its own C call in its own process."""
+    names = set.intersection(*(set(run) for run in old_runs))
+    old_st = stats(old_runs, [(n, old_kind(n)) for n in sorted(names) if old_kind(n)])
+    old = {s["kind"]: s for s in old_st.values()}
+    rows = [("C call (kvjit_store_kv_cache in a C loop)", "bound", "median"),
+            ("kvjit.store_kv_cache - C call", "shipped", "cost"), ("the op-argument call - C call", "ext", "cost"),
+            ("torch.ops.kvjit.store_kv_cache.default - C call", "op", "cost"), ("dispatch floor", "floor", "median"),
+            ("yardstick (no-op op, Python impl)", "noop", "median")]
+    lines = ["", f"Against the old door ({args.old}, its own bench over {args.old_build}), processes alternated "
+             f"(the order flips every round); each door against its own C call in its own process:", "",
+             "| us | this door, by process | median | old door, by process | median | this - old |",
+             "| --- | --- | ---: | --- | ---: | ---: |"]
+    series = {}
+    for label, kind, field in rows:
+        if kind not in by_kind or kind not in old:
+            continue
+        mine, theirs = by_kind[kind], old[kind]
+        a = mine["costs"] if field == "cost" else mine["meds"]
+        b = theirs["costs"] if field == "cost" else theirs["meds"]
+        series[kind] = (a, b)
+        lines.append(f"| {label} | {fmt(a)} | {statistics.median(a):.2f} | {fmt(b)} | {statistics.median(b):.2f} | "
+                     f"{statistics.median(a) - statistics.median(b):+.2f} |")
+    derived = [("the op's own work (op - C call - floor)", "op", "floor", lambda x, y: x - y)]
+    # A host's state moves a whole process (a no-op op 2.7 us in one, 5.2 in the next on one H200 host):
+    # each cost as a multiple of something timed in the same process cancels most of it.
+    derived += [("torch op - C call, per no-op op (the yardstick) of its process", "op", "noop", lambda x, y: x / y),
+                ("kvjit.store_kv_cache - C call, per C call of its process", "shipped", "bound", lambda x, y: x / y)]
+    for label, kind, other, f in derived:
+        if kind in series and other in series:
+            a = [f(x, y) for x, y in zip(series[kind][0], series[other][0])]
+            b = [f(x, y) for x, y in zip(series[kind][1], series[other][1])]
+            lines.append(f"| {label} | {fmt(a)} | {statistics.median(a):.2f} | {fmt(b)} | {statistics.median(b):.2f} | "
+                         f"{statistics.median(a) - statistics.median(b):+.2f} |")
+    return lines
+
+
+def main():
+    args = parse_args()
+    if args.child:
+        data = measure(args)
+        with open(args.child, "w") as f:
+            json.dump(data, f)
+        return
+    args.build_dir = find_build(args.build)
+    if args.old and not os.path.exists(os.path.join(args.old, "bench", "bench_binding.py")):
+        sys.exit(f"bench_binding: --old {args.old}: no bench/bench_binding.py there")
+    runs, old_runs, data = [], [], None
+    with tempfile.TemporaryDirectory(prefix="bench_binding.") as tmp:
+        old_cache = os.path.join(tmp, "old-cache")
+        for r in range(args.rounds):
+            order = ("new", "old") if r % 2 == 0 else ("old", "new")
+            for who in order:
+                if who == "new":
+                    got = run_child(args, os.path.join(tmp, f"new{r}.json"))
+                    if got is not None:
+                        data = data or got
+                        runs.append(got["rounds"])
+                elif args.old:
+                    got = run_old(args, os.path.join(tmp, f"old{r}.csv"), old_cache)
+                    if got is not None:
+                        old_runs.append(got)
+    if not runs:
+        sys.exit("bench_binding: no round of this door finished")
+    for note in NOTES:
+        print(note)
+    text = report(args, data, runs, old_runs)
     print(text)
     if args.md:
         with open(args.md, "w") as f:
             f.write(text + "\n")
     if args.csv:
         with open(args.csv, "w") as f:
-            f.write("candidate,round,us_per_call\n")
-            for name, r in rounds.items():
-                for i, us in enumerate(r):
-                    f.write(f"\"{name}\",{i},{us:.4f}\n")
+            f.write("door,process,candidate,round,us_per_call\n")
+            for door, door_runs in (("this", runs), ("old", old_runs)):
+                for p, run in enumerate(door_runs):
+                    for name, values in run.items():
+                        for i, us in enumerate(values):
+                            f.write(f"{door},{p},\"{name}\",{i},{us:.4f}\n")
 
 
 if __name__ == "__main__":

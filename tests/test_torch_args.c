@@ -457,6 +457,40 @@ static void test_lying_dlpack_tensors(void **state) {
   assert_non_null(strstr(msg, "negative"));
 }
 
+/* DLPack's type codes and widths (dlpack.h) as kvjit names them; anything else, or more than one
+ * lane (but torch's float4 pair), is a type it cannot name. */
+static void test_dlpack_type_names(void **state) {
+  (void)state;
+  static const struct {
+    uint8_t code, bits;
+    const char *name;
+  } named[] = {{0, 8, "i8"}, {0, 16, "i16"}, {0, 32, "i32"}, {0, 64, "i64"}, {1, 8, "u8"}, {1, 16, "u16"},
+               {1, 32, "u32"}, {1, 64, "u64"}, {2, 16, "f16"}, {2, 32, "f32"}, {2, 64, "f64"}, {4, 16, "bf16"},
+               {5, 32, "complex32"}, {5, 64, "complex64"}, {5, 128, "complex128"}, {6, 8, "bool"},
+               {10, 8, "fp8_e4m3"}, {11, 8, "float8_e4m3fnuz"}, {12, 8, "fp8_e5m2"}, {13, 8, "float8_e5m2fnuz"},
+               {14, 8, "float8_e8m0fnu"}};
+  int count = 0;
+  for (int code = 0; code < 256; code++) {
+    for (int bits = 0; bits < 256; bits++) {
+      for (int lanes = 0; lanes < 4; lanes++) {
+        kvjit_dl_dtype t = {(uint8_t)code, (uint8_t)bits, (uint16_t)lanes};
+        const char *expected = NULL;
+        for (size_t i = 0; i < sizeof named / sizeof named[0] && lanes == 1; i++)
+          if (named[i].code == code && named[i].bits == bits) expected = named[i].name;
+        if (code == 17 && bits == 4 && lanes == 2) expected = "float4_e2m1fn_x2";
+        kvjit_tensor_kind kind = kvjit_dl_kind(t);
+        if (expected == NULL) {
+          assert_int_equal(kind, KVJIT_TENSOR_OTHER);
+        } else {
+          assert_string_equal(kvjit_tensor_kind_name(kind), expected);
+          count++;
+        }
+      }
+    }
+  }
+  assert_int_equal(count, (int)(sizeof named / sizeof named[0]) + 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lying_dlpack_tensors),
@@ -466,6 +500,7 @@ int main(void) {
       cmocka_unit_test(test_bad_scalars),       cmocka_unit_test(test_short_message_buffer),
       cmocka_unit_test(test_every_tensor_on_the_device), cmocka_unit_test(test_transfer_device_to_host),
       cmocka_unit_test(test_transfer_refusals),       cmocka_unit_test(test_tensor_extent),
+      cmocka_unit_test(test_dlpack_type_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

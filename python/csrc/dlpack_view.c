@@ -4,35 +4,30 @@
 #include <stdio.h>
 #include <string.h>
 
+/* By DLPack type code (kDLInt 0 .. kDLFloat8_e8m0fnu 14) and element width (8, 16, 32, 64, 128
+ * bits): kvjit's kind, 0 (KVJIT_TENSOR_OTHER) for a pair it cannot name. Types past I64 have no
+ * rule but a name (kDLComplex 5, kDLBool 6, the fnuz / e8m0 float8s 11, 13, 14). */
+static const uint8_t kKindByCodeBits[15][5] = {
+    [0] = {KVJIT_TENSOR_I8, KVJIT_TENSOR_I16, KVJIT_TENSOR_I32, KVJIT_TENSOR_I64, 0},
+    [1] = {KVJIT_TENSOR_U8, KVJIT_TENSOR_U16, KVJIT_TENSOR_U32, KVJIT_TENSOR_U64, 0},
+    [2] = {0, KVJIT_TENSOR_F16, KVJIT_TENSOR_F32, KVJIT_TENSOR_F64, 0},
+    [4] = {0, KVJIT_TENSOR_BF16, 0, 0, 0},
+    [5] = {0, 0, KVJIT_TENSOR_C32, KVJIT_TENSOR_C64, KVJIT_TENSOR_C128},
+    [6] = {KVJIT_TENSOR_BOOL, 0, 0, 0, 0},
+    [10] = {KVJIT_TENSOR_FP8_E4M3, 0, 0, 0, 0},
+    [11] = {KVJIT_TENSOR_FP8_E4M3FNUZ, 0, 0, 0, 0},
+    [12] = {KVJIT_TENSOR_FP8_E5M2, 0, 0, 0, 0},
+    [13] = {KVJIT_TENSOR_FP8_E5M2FNUZ, 0, 0, 0, 0},
+    [14] = {KVJIT_TENSOR_FP8_E8M0FNU, 0, 0, 0, 0},
+};
+
 kvjit_tensor_kind kvjit_dl_kind(kvjit_dl_dtype t) {
   /* torch's float4_e2m1fn_x2 goes out as two 4-bit lanes (kDLFloat4_e2m1fn 17). */
   if (t.code == 17 && t.bits == 4 && t.lanes == 2) return KVJIT_TENSOR_FP4_E2M1FN_X2;
-  if (t.lanes != 1) return KVJIT_TENSOR_OTHER;
-  switch (t.code * 256 + t.bits) {
-  case 2 * 256 + 16: return KVJIT_TENSOR_F16;
-  case 4 * 256 + 16: return KVJIT_TENSOR_BF16;
-  case 2 * 256 + 32: return KVJIT_TENSOR_F32;
-  case 10 * 256 + 8: return KVJIT_TENSOR_FP8_E4M3;
-  case 12 * 256 + 8: return KVJIT_TENSOR_FP8_E5M2;
-  case 1 * 256 + 8: return KVJIT_TENSOR_U8;
-  case 0 * 256 + 8: return KVJIT_TENSOR_I8;
-  case 0 * 256 + 32: return KVJIT_TENSOR_I32;
-  case 0 * 256 + 64: return KVJIT_TENSOR_I64;
-  /* No rule, but a name (kDLComplex 5, kDLBool 6, the fnuz / e8m0 float8s 11, 13, 14). */
-  case 2 * 256 + 64: return KVJIT_TENSOR_F64;
-  case 0 * 256 + 16: return KVJIT_TENSOR_I16;
-  case 1 * 256 + 16: return KVJIT_TENSOR_U16;
-  case 1 * 256 + 32: return KVJIT_TENSOR_U32;
-  case 1 * 256 + 64: return KVJIT_TENSOR_U64;
-  case 6 * 256 + 8: return KVJIT_TENSOR_BOOL;
-  case 5 * 256 + 32: return KVJIT_TENSOR_C32;
-  case 5 * 256 + 64: return KVJIT_TENSOR_C64;
-  case 5 * 256 + 128: return KVJIT_TENSOR_C128;
-  case 11 * 256 + 8: return KVJIT_TENSOR_FP8_E4M3FNUZ;
-  case 13 * 256 + 8: return KVJIT_TENSOR_FP8_E5M2FNUZ;
-  case 14 * 256 + 8: return KVJIT_TENSOR_FP8_E8M0FNU;
-  default: return KVJIT_TENSOR_OTHER;
-  }
+  /* One lane of 8 .. 128 bits, a power of two: its column is log2(bits) - 3. */
+  if (t.lanes != 1 || t.code >= 15 || t.bits < 8 || t.bits > 128 || (t.bits & (t.bits - 1)) != 0)
+    return KVJIT_TENSOR_OTHER;
+  return (kvjit_tensor_kind)kKindByCodeBits[t.code][__builtin_ctz(t.bits) - 3];
 }
 
 /* Any byte extent the layout rules compute stays below 2^62: they multiply sizes, strides and
@@ -78,6 +73,40 @@ int kvjit_view_check_extent(kvjit_tensor_view *v, const char *name, char *msg, s
   return 0;
 }
 
+/* The sizes and strides of a producer kvjit does not trust, copied into @p out and checked (out of
+ * line: the trusted path stays a few loads and stores). */
+__attribute__((noinline)) static int copy_checked(const kvjit_dl_tensor *t, const char *name,
+                                                  kvjit_dl_view_buf *out, char *msg, size_t msg_size) {
+  kvjit_tensor_view *v = &out->view;
+  memcpy(out->sizes, t->shape, (size_t)t->ndim * sizeof out->sizes[0]);
+  for (int i = 0; i < t->ndim; i++) {
+    if (out->sizes[i] < 0) {
+      snprintf(msg, msg_size, "%s: DLPack shape has a negative size (%lld)", name, (long long)out->sizes[i]);
+      return -1;
+    }
+  }
+  if (t->strides) {
+    memcpy(out->strides, t->strides, (size_t)t->ndim * sizeof out->strides[0]);
+  } else {
+    int64_t step = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+      out->strides[i] = step;
+      if (out->sizes[i] > 1 && __builtin_mul_overflow(step, out->sizes[i], &step)) step = INT64_MAX;
+    }
+  }
+  v->sizes = out->sizes;
+  v->strides = out->strides;
+  if (kvjit_view_check_extent(v, name, msg, msg_size)) return -1;
+  uintptr_t data = (uintptr_t)t->data;
+  if (t->byte_offset > (uint64_t)kMaxBytes || data + (uintptr_t)t->byte_offset < data) {
+    snprintf(msg, msg_size, "%s: DLPack byte_offset %llu overflows the data pointer", name,
+             (unsigned long long)t->byte_offset);
+    return -1;
+  }
+  v->data = data + (uintptr_t)t->byte_offset;
+  return 0;
+}
+
 int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
                   size_t msg_size) {
   if (t == NULL) {
@@ -111,31 +140,5 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     v->data = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
     return 0;
   }
-  memcpy(out->sizes, t->shape, (size_t)t->ndim * sizeof out->sizes[0]);
-  for (int i = 0; i < t->ndim; i++) {
-    if (out->sizes[i] < 0) {
-      snprintf(msg, msg_size, "%s: DLPack shape has a negative size (%lld)", name, (long long)out->sizes[i]);
-      return -1;
-    }
-  }
-  if (t->strides) {
-    memcpy(out->strides, t->strides, (size_t)t->ndim * sizeof out->strides[0]);
-  } else {
-    int64_t step = 1;
-    for (int i = t->ndim - 1; i >= 0; i--) {
-      out->strides[i] = step;
-      if (out->sizes[i] > 1 && __builtin_mul_overflow(step, out->sizes[i], &step)) step = INT64_MAX;
-    }
-  }
-  v->sizes = out->sizes;
-  v->strides = out->strides;
-  if (kvjit_view_check_extent(v, name, msg, msg_size)) return -1;
-  uintptr_t data = (uintptr_t)t->data;
-  if (t->byte_offset > (uint64_t)kMaxBytes || data + (uintptr_t)t->byte_offset < data) {
-    snprintf(msg, msg_size, "%s: DLPack byte_offset %llu overflows the data pointer", name,
-             (unsigned long long)t->byte_offset);
-    return -1;
-  }
-  v->data = data + (uintptr_t)t->byte_offset;
-  return 0;
+  return copy_checked(t, name, out, msg, msg_size);
 }

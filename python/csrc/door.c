@@ -40,6 +40,7 @@ int kvjit_door_resolve(const char *libkvjit_path, kvjit_context *ctx, char *msg,
     /* Explicit ABI versions: a plain dlsym of cuCtxPushCurrent would be the v1 entry point. */
     *(void **)&lib.ctx_get_device = dlsym(cuda, "cuCtxGetDevice");
     *(void **)&lib.device_get = dlsym(cuda, "cuDeviceGet");
+    *(void **)&lib.device_get_count = dlsym(cuda, "cuDeviceGetCount");
     *(void **)&lib.primary_ctx_retain = dlsym(cuda, "cuDevicePrimaryCtxRetain");
     *(void **)&lib.ctx_push = dlsym(cuda, "cuCtxPushCurrent_v2");
     *(void **)&lib.ctx_pop = dlsym(cuda, "cuCtxPopCurrent_v2");
@@ -49,10 +50,23 @@ int kvjit_door_resolve(const char *libkvjit_path, kvjit_context *ctx, char *msg,
   return 0;
 }
 
+/* Written and read with relaxed atomics: the doors run under the GIL, the torch op's kernels not. */
+int kvjit_door_device_count(void) {
+  int n = __atomic_load_n(&kvjit_door.device_count, __ATOMIC_RELAXED), asked = 0;
+  if (n == 0 && kvjit_door.device_get_count != NULL && kvjit_door.device_get_count(&asked) == 0 && asked > 0) {
+    n = asked;
+    __atomic_store_n(&kvjit_door.device_count, n, __ATOMIC_RELAXED);
+  }
+  return n;
+}
+
 int kvjit_door_enter(int device, int without_context, kvjit_door_guard *guard, char *msg, size_t msg_size) {
   guard->pushed = 0;
   int current = -1;
   if (device < 0 || kvjit_door.ctx_get_device == NULL) return 0;
+  /* With one device, a current context is on it, and none is left to the library: asking the
+   * driver (a call on every store) could only answer "nothing to do". */
+  if (!without_context && kvjit_door_device_count() == 1) return 0;
   if (kvjit_door.ctx_get_device(&current) != 0 ? !without_context : current == device) return 0;
   int dev = 0;
   void *ctx = NULL;

@@ -10,6 +10,7 @@
 
 #include <stdexcept>
 
+#include "door.h"
 #include "kvjit.h"
 #include "store_args.h"
 
@@ -74,7 +75,7 @@ class CallArgs {
  public:
   CallArgs(StableIValue *stack, uint64_t num_args) : stack_(stack), num_args_(num_args) {}
   ~CallArgs() {
-    for (int i = 0; i < num_tensors_; i++) g_torch.delete_tensor_object(tensors_[i]);
+    if (num_tensors_ > 0) kvjit_door_with_gil(release_tensors, this); /* one GIL round trip, not one per tensor */
     for (int i = 0; i < num_boxes_; i++) delete boxes_[i];
   }
   CallArgs(const CallArgs &) = delete;
@@ -101,6 +102,12 @@ class CallArgs {
   int64_t integer(int i) const { return static_cast<int64_t>(stack_[i]); }
 
  private:
+  /* Under the GIL (kvjit_door_with_gil): torch drops each handle's hold on its Python object. */
+  static void release_tensors(void *self) {
+    CallArgs *call = static_cast<CallArgs *>(self);
+    for (int i = 0; i < call->num_tensors_; i++) g_torch.delete_tensor_object(call->tensors_[i]);
+  }
+
   StableIValue *stack_;
   uint64_t num_args_;
   AtenTensorHandle tensors_[16] = {};
@@ -110,10 +117,12 @@ class CallArgs {
   int num_boxes_ = 0;
 };
 
-/* RAII CUDA device guard, set only when @p device is not already current. */
+/* RAII CUDA device guard, set only when @p device is not already current (with one device it is:
+ * the runtime is not asked). */
 class DeviceGuard {
  public:
   explicit DeviceGuard(int32_t device) {
+    if (kvjit_door_device_count() == 1) return;
     int32_t current = -1;
     if (g_torch.current_device_index(&current) == 0 && current == device) return;
     check(g_torch.create_cuda_guard(device, &guard_), "aoti_torch_create_cuda_guard");

@@ -33,6 +33,16 @@ int door_ready(void) {
   return 0;
 }
 
+void kvjit_door_with_gil(void (*fn)(void *), void *arg) {
+  if (!Py_IsInitialized()) {
+    fn(arg);
+    return;
+  }
+  PyGILState_STATE held = PyGILState_Ensure();
+  fn(arg);
+  PyGILState_Release(held);
+}
+
 int door_int_arg(PyObject *obj, const char *name, int64_t *out) {
   if (!PyLong_Check(obj) || PyBool_Check(obj)) {
     PyErr_Format(PyExc_TypeError, "%s: expected an int, got %s", name, Py_TYPE(obj)->tp_name);

@@ -103,8 +103,9 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
       return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: dim %lld (size %lld) has stride %lld: a broadcast or reversed "
                     "view, whose rows would share bytes (shape %s, strides %s)", name, (long long)j, (long long)s[j],
                     (long long)st[j], dims(a, sizeof a, s, n), dims(b, sizeof b, st, n));
-  memset(out, 0, sizeof *out);
   out->five_dims = d.num_row == 3 && n == 5;
+  out->strided = 0;
+  out->slot_stride = 0;
   /* Slot dims: flat when those over one element flatten into one index, else (pages, page_size). */
   int big[3], num_big = 0;
   int64_t slots = 1;
@@ -118,15 +119,16 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
     int64_t span;
     if (__builtin_mul_overflow(st[big[j + 1]], s[big[j + 1]], &span) || st[big[j]] != span) flat = 0;
   }
-  int64_t slot_dims_ext[3], slot_dims_str[3];
-  for (int j = 0; j < d.num_slot; j++) {
-    slot_dims_ext[j] = s[d.slot[j]];
-    slot_dims_str[j] = st[d.slot[j]];
-  }
-  if (!flat && num_big != 2)
+  if (!flat && num_big != 2) {
+    int64_t slot_dims_ext[3], slot_dims_str[3];
+    for (int j = 0; j < d.num_slot; j++) {
+      slot_dims_ext[j] = s[d.slot[j]];
+      slot_dims_str[j] = st[d.slot[j]];
+    }
     return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: the slot dims %s (strides %s) do not flatten into one slot index "
                   "nor make (pages, page_size)", name, dims(a, sizeof a, slot_dims_ext, d.num_slot),
                   dims(b, sizeof b, slot_dims_str, d.num_slot));
+  }
   /* Row dims: contiguous when those over one element are row-major with unit innermost stride. */
   int64_t elems = 1, packed = 1;
   int contiguous = 1;
@@ -147,6 +149,7 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
   }
   /* A strided view: the library checks it (overlap included) and specializes on its static part. */
   kvjit_layout *l = &out->layout;
+  memset(l, 0, sizeof *l); /* the row dims past num_row_dims included */
   l->version = KVJIT_LAYOUT_VERSION;
   l->element_bytes = eb;
   l->num_row_dims = d.num_row;

@@ -46,7 +46,7 @@ echo "tests: exit $status in $((SECONDS - start)) s"
 echo "== per-call overhead"
 python3 python/tests/bench_overhead.py || echo "bench_overhead: failed"
 
-echo "== binding benchmark (every way into kvjit, one process)"
+echo "== binding benchmark (every way into kvjit, three processes)"
 python3 bench/bench_binding.py --build "$build" --md "$tmp/binding.md" || echo "bench_binding: failed"
 if [ -n "${OUT:-}" ] && [ -f "$tmp/binding.md" ]; then cp "$tmp/binding.md" "$OUT/binding.md"; fi
 
