@@ -10,18 +10,23 @@
  * Public API and test helpers only. Writes OUT/OP.csv per op (bench/ops_table.py renders it).
  *
  *   bench_ops --out DIR [--op NAME] [--where COLUMN=V1|V2 ...] [--reps N] [--deadline S] [--list]
+ *          [--host-only]
  *
  * --list prints every cell with the implementations it times (no GPU needed).
+ * --host-only: only the cells with a host cost, checked, then their host cost (bench_host_cost.h);
+ * no bounds, no device timings, no peers.
  * --where keeps the cells whose column (the op's bench_columns) has one of the values, e.g.
  * --where row_bytes=128|1024|8192 --where batch=1|128|65536 --where index=int64 --where pdl=on.
  */
 #define BENCH_PROGRAM "bench_ops"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "bench_host_cost.h"
 #include "bench_peers.h"
 #include "bench_util.h"
 #include "check/check_run.h"
@@ -35,12 +40,10 @@
 typedef struct options {
   const char *out, *op;
   const char *where[MAX_WHERE];
-  int nwhere, reps, list;
+  int nwhere, reps, list, host_only;
   double deadline;
 } options;
 
-#define HOST_CALLS 128
-#define HOST_GROUPS 41
 #define LINK_BYTES ((size_t)512 << 20)
 #define DTOD_BYTES ((size_t)1 << 30)
 
@@ -274,99 +277,27 @@ static void measure_bounds(kvjit_context *ctx, int reps, bounds *b) {
 
 /* ---- host cost ------------------------------------------------------------------------------------------- */
 
-typedef struct host_cost {
-  bench_stats call_ns, raw_ns;
-  int done;
-} host_cost;
+typedef struct host_self {
+  kvjit_self *k;
+  const void *args;
+  check_launch l;
+} host_self;
 
-/* One eager call for the host cost: the op's bare public call on @p args built once (what
+/* One eager call for the host cost: the op's bare public call on arguments built once (what
  * bench_store timed), or launch() where the op has none. */
-static kvjit_status host_call(kvjit_self *k, const void *args, const check_launch *l) {
-  return args ? k->op->bench_call(k->ctx, args) : launch_kvjit(k, l);
+static kvjit_status host_call(void *self) {
+  host_self *h = self;
+  return h->args ? h->k->op->bench_call(h->k->ctx, h->args) : launch_kvjit(h->k, &h->l);
 }
 
-/* CPU time of one eager call of the cell (prepared) against a raw cuLaunchKernelEx of the very
- * kernel, grid and argument block that call launched, read back from a graph that captured it:
- * HOST_GROUPS groups of HOST_CALLS calls, alternating order so that drift cancels, the stream
- * synchronised between groups (not timed). Medians in ns per call. */
-static host_cost measure_host_cost_of(kvjit_self *k, const void *args, const check_launch *l) {
-  host_cost h;
-  memset(&h, 0, sizeof h);
-  PFN_cuGraphGetNodes_v10000 get_nodes = (PFN_cuGraphGetNodes_v10000)bench_cuda_proc("cuGraphGetNodes", 10000);
-  PFN_cuGraphKernelNodeGetParams_v12000 get_params =
-      (PFN_cuGraphKernelNodeGetParams_v12000)bench_cuda_proc("cuGraphKernelNodeGetParams", 12000);
-  if (!get_nodes || !get_params) {
-    fprintf(stderr, "bench_ops: host cost: cuGraphGetNodes / cuGraphKernelNodeGetParams unavailable\n");
-    return h;
-  }
-  if (host_call(k, args, l) != KVJIT_OK) return h;
-  CU(env->drv->cuStreamSynchronize(stream));
-  CUgraph graph;
-  CU(env->drv->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-  kvjit_status st = host_call(k, args, l);
-  CU(env->drv->cuStreamEndCapture(stream, &graph));
-  CUgraphNode nodes[8];
-  size_t num_nodes = 8, kernels = 0;
-  CUDA_KERNEL_NODE_PARAMS kp, found;
-  memset(&found, 0, sizeof found);
-  if (st == KVJIT_OK) CU(get_nodes(graph, nodes, &num_nodes));
-  for (size_t i = 0; st == KVJIT_OK && i < num_nodes && i < 8; i++)
-    if (get_params(nodes[i], &kp) == CUDA_SUCCESS) {
-      found = kp;
-      kernels++;
-    }
-  if (kernels != 1) {
-    fprintf(stderr, "bench_ops: host cost: the call captured %zu kernel nodes (expected 1)\n", kernels);
-    CU(env->drv->cuGraphDestroy(graph));
-    return h;
-  }
-  CUlaunchAttribute attr;
-  memset(&attr, 0, sizeof attr);
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
-  CUlaunchConfig cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.gridDimX = found.gridDimX;
-  cfg.gridDimY = found.gridDimY;
-  cfg.gridDimZ = found.gridDimZ;
-  cfg.blockDimX = found.blockDimX;
-  cfg.blockDimY = found.blockDimY;
-  cfg.blockDimZ = found.blockDimZ;
-  cfg.sharedMemBytes = found.sharedMemBytes;
-  cfg.hStream = stream;
-  cfg.attrs = l->pdl != KVJIT_PDL_OFF ? &attr : NULL;
-  cfg.numAttrs = l->pdl != KVJIT_PDL_OFF ? 1 : 0;
-  /* The node names the kernel as a CUkernel when it was launched through one (as kvjit does). */
-  const CUfunction fn = found.kern ? (CUfunction)found.kern : found.func;
-  double samples[2][HOST_GROUPS];
-  for (int g = -1; g < HOST_GROUPS; g++)
-    for (int o = 0; o < 2; o++) {
-      const int which = (g & 1) ? 1 - o : o;
-      const uint64_t t0 = bench_now_ns();
-      if (which == 0) {
-        for (int i = 0; i < HOST_CALLS; i++)
-          if (host_call(k, args, l) != KVJIT_OK) st = KVJIT_ERR_INTERNAL;
-      } else {
-        for (int i = 0; i < HOST_CALLS; i++) CU(env->drv->cuLaunchKernelEx(&cfg, fn, found.kernelParams, found.extra));
-      }
-      const uint64_t t1 = bench_now_ns();
-      if (g >= 0) samples[which][g] = (double)(t1 - t0) / HOST_CALLS;
-      CU(env->drv->cuStreamSynchronize(stream));
-    }
-  CU(env->drv->cuGraphDestroy(graph));
-  h.call_ns = bench_summarize(samples[0], HOST_GROUPS);
-  h.raw_ns = bench_summarize(samples[1], HOST_GROUPS);
-  h.done = st == KVJIT_OK;
-  return h;
-}
-
-/* The host cost of cell @p k's call with PDL mode @p pdl (measure_host_cost_of()). */
-static host_cost measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl) {
-  check_launch l = {pdl, (struct CUstream_st *)stream, 0, 0};
-  void *args = k->op->bench_args && k->op->bench_call ? k->op->bench_args(k->c, k->w, &l) : NULL;
-  host_cost h = measure_host_cost_of(k, args, &l);
+/* The host cost of cell @p k's call with PDL mode @p pdl (bench_host_cost.h). */
+static int measure_host_cost(kvjit_self *k, kvjit_pdl_mode pdl, host_cost *out) {
+  host_self h = {k, NULL, {pdl, (struct CUstream_st *)stream, 0, 0}};
+  void *args = k->op->bench_args && k->op->bench_call ? k->op->bench_args(k->c, k->w, &h.l) : NULL;
+  h.args = args;
+  int rc = host_cost_measure(env->drv, stream, host_call, &h, pdl != KVJIT_PDL_OFF, out);
   free(args);
-  return h;
+  return rc;
 }
 
 /* ---- one op ---------------------------------------------------------------------------------------------- */
@@ -395,6 +326,26 @@ static void bounds_rows(FILE *f, const check_op *op, const bounds *b, int reps) 
               &b->empty_us[pdl][g], 0, "ok");
 }
 
+/* The host rows of a cell: every mode and kind; the rows of record (mode cpu: kvjit_call and
+ * raw_cuLaunchKernelEx) as bench_store wrote them. The spread and the paired differences go to
+ * OUT/OP_host.csv (bench/host_cost_table.py reads it). */
+static void host_rows(FILE *csv, FILE *spread, const check_op *op, const char *cell, const host_cost *h) {
+  for (int m = 0; m < HOST_MODES; m++)
+    for (int kind = 0; kind < HOST_KINDS; kind++) {
+      const bench_stats us = host_cost_us(&h->ns[m][kind]);
+      const char *check = !h->done ? "FAIL" : kind == HOST_KVJIT ? "ok" : "same_kernel";
+      csv_row(csv, op, "host", host_kind_names[kind], cell, host_mode_names[m], h->calls[m], h->samples[m], &us, 0,
+              check);
+    }
+  char label[256];
+  snprintf(label, sizeof label, "%s %s", op->name, cell);
+  if (spread) host_cost_csv(spread, cell, h);
+  host_cost_print(stdout, label, h);
+  const double call = h->ns[HOST_MODE_GROUPS][HOST_KVJIT].s.median, raw = h->ns[HOST_MODE_GROUPS][HOST_RAW].s.median;
+  printf("%s %s: host cost: call %.0f ns, raw cuLaunchKernelEx %.0f ns, ratio %.3f (target <= 1.03, issue 17)\n",
+         op->name, cell, call, raw, raw > 0 ? call / raw : 0.0);
+}
+
 /* Time one implementation of a cell, graph then stream, and write its rows. @return 1 when it ran. */
 static int time_impl(FILE *csv, const options *o, const check_op *op, const char *section, const char *impl,
                      const char *cell, launch_fn fn, void *self, kvjit_pdl_mode pdl, int launches, int stream_only,
@@ -418,7 +369,8 @@ static void list_cell(const check_op *op, const void *c, const char *cell) {
   printf("%s: %s: kvjit", op->name, cell);
   for (size_t p = 0; p < bench_num_peers; p++)
     if (peer_applies(&bench_peers[p], op, c)) printf(" %s", bench_peers[p].impl);
-  if (op->bench_host_cost && op->bench_host_cost(c)) printf(" kvjit_call raw_cuLaunchKernelEx");
+  for (int kind = 0; kind < HOST_KINDS && op->bench_host_cost && op->bench_host_cost(c); kind++)
+    printf(" %s", host_kind_names[kind]);
   printf("\n");
 }
 
@@ -434,8 +386,9 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     setvbuf(csv, NULL, _IOLBF, 0); /* a run cut short by a timeout keeps every row it measured */
     fprintf(csv, "section,impl,split,%s,mode,launches,reps,us_median,us_min,us_max,bytes_per_launch,tbps_median,"
                  "check\n", op->bench_columns);
-    bounds_rows(csv, op, b, o->reps);
+    if (!o->host_only) bounds_rows(csv, op, b, o->reps);
   }
+  FILE *spread = NULL; /* OUT/OP_host.csv, from the first cell with a host cost */
   size_t count = op->bench_count(), failures = 0;
   void *c = malloc(op->case_size), *small = malloc(op->case_size);
   if (c == NULL || small == NULL) abort();
@@ -445,6 +398,8 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     char cell[128];
     op->bench_cell(c, cell, sizeof cell);
     if (!selected(o, op, cell)) continue;
+    const int host = op->bench_host_cost && op->bench_host_cost(c);
+    if (o->host_only && !host) continue;
     if (o->list) {
       list_cell(op, c, cell);
       continue;
@@ -479,21 +434,19 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     int launches = (int)(TARGET_LOOP_US / est_us);
     launches = launches < MIN_LAUNCHES ? MIN_LAUNCHES : launches > max_launches ? max_launches : launches;
     ok = ok && op->launch(ctx, c, w, &prep) == KVJIT_OK;
-    ok = time_impl(csv, o, op, "cell", "kvjit", cell, launch_kvjit, &ks, pdl, launches, 0, bytes, ok);
+    if (!o->host_only) ok = time_impl(csv, o, op, "cell", "kvjit", cell, launch_kvjit, &ks, pdl, launches, 0, bytes, ok);
     failures += !ok;
-    if (ok && op->bench_host_cost && op->bench_host_cost(c)) {
-      host_cost h = measure_host_cost(&ks, pdl);
-      /* In microseconds like every other row; the raw launch used the kernel the call's node named. */
-      bench_stats cu = {h.call_ns.median / 1e3, h.call_ns.min / 1e3, h.call_ns.max / 1e3, h.call_ns.count};
-      bench_stats ru = {h.raw_ns.median / 1e3, h.raw_ns.min / 1e3, h.raw_ns.max / 1e3, h.raw_ns.count};
-      csv_row(csv, op, "host", "kvjit_call", cell, "cpu", HOST_CALLS, HOST_GROUPS, &cu, 0, h.done ? "ok" : "FAIL");
-      csv_row(csv, op, "host", "raw_cuLaunchKernelEx", cell, "cpu", HOST_CALLS, HOST_GROUPS, &ru, 0,
-              h.done ? "same_kernel" : "FAIL");
-      printf("%s %s: host cost: call %.0f ns, raw cuLaunchKernelEx %.0f ns, ratio %.3f (target <= 1.03, issue 17)\n",
-             op->name, cell, h.call_ns.median, h.raw_ns.median,
-             h.raw_ns.median > 0 ? h.call_ns.median / h.raw_ns.median : 0.0);
+    if (ok && host) {
+      if (spread == NULL) {
+        snprintf(path, sizeof path, "%s/%s_host.csv", o->out, op->name);
+        if ((spread = fopen(path, "w")) != NULL) fprintf(spread, "%s,%s\n", op->bench_columns, HOST_COST_CSV_COLUMNS);
+        else perror(path);
+      }
+      host_cost h;
+      measure_host_cost(&ks, pdl, &h);
+      host_rows(csv, spread, op, cell, &h);
     }
-    for (size_t p = 0; p < bench_num_peers; p++) {
+    for (size_t p = 0; p < bench_num_peers && !o->host_only; p++) {
       const bench_peer *peer = &bench_peers[p];
       if (!peer_applies(peer, op, c)) continue;
       peer_self ps = {peer, peer->prepare(peer, ctx, c, w), c, w};
@@ -515,6 +468,7 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
     printf("%s %s: done at %.1f s\n", op->name, cell, now_s() - t_start);
   }
   if (csv) fclose(csv);
+  if (spread) fclose(spread);
   free(c);
   free(small);
   return failures != 0;
@@ -522,7 +476,7 @@ static int run_op(const options *o, const check_op *op, kvjit_context *ctx, cons
 
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_ops --out DIR [--op NAME] [--where COLUMN=V1|V2 ...] [--reps N] [--deadline S] "
-             "[--list]\n");
+             "[--list] [--host-only]\n");
 }
 
 int main(int argc, char **argv) {
@@ -532,6 +486,8 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--list") == 0) {
       o.list = 1;
+    } else if (strcmp(a, "--host-only") == 0) {
+      o.host_only = 1;
     } else if (v == NULL) {
       usage(stderr);
       return 2;
@@ -566,10 +522,12 @@ int main(int argc, char **argv) {
   CU(env->drv->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   for (int i = 0; i <= MAX_REPS; i++) CU(env->drv->cuEventCreate(&ev[i], CU_EVENT_DEFAULT));
   printf("bench_ops: %s, sm_%d, %d reps\n", env->name, env->sm, o.reps);
+  Dl_info lib; /* which libkvjit ran: a before/after run may swap it under the same driver (LD_PRELOAD) */
+  if (dladdr((void *)kvjit_last_error, &lib) && lib.dli_fname) printf("bench_ops: library %s\n", lib.dli_fname);
   bounds b;
   memset(&b, 0, sizeof b);
-  measure_bounds(ctx, o.reps, &b);
-  printf("bounds: memcpy %.3f TB/s, host link %.1f / %.1f GB/s, empty kernel %.3f us (graph) %.3f us (stream)\n",
+  if (!o.host_only) measure_bounds(ctx, o.reps, &b);
+  if (!o.host_only) printf("bounds: memcpy %.3f TB/s, host link %.1f / %.1f GB/s, empty kernel %.3f us (graph) %.3f us (stream)\n",
          2.0 * (double)DTOD_BYTES / (b.dtod_us.median * 1e6), (double)LINK_BYTES / (b.h2d_us.median * 1e3),
          (double)LINK_BYTES / (b.d2h_us.median * 1e3), b.empty_us[0][1].median, b.empty_us[0][0].median);
   int failed = 0;

@@ -45,7 +45,7 @@ static void plant(kvjit_context *ctx, const kvjit_op *op, const int64_t *request
   if (op->plan(values, (int)values[0], batch_class, plan.bytes) != KVJIT_OK) exit(2);
   kvjit_op_entry *e = malloc(sizeof *e);
   if (e == NULL) exit(2);
-  e->kernel = &fake_kernel;
+  kvjit_op_entry_init(e, &fake_kernel);
   op->geometry(plan.bytes, &e->geo);
   const kvjit_fast_key key = op->key(request, batch_class);
   if (kvjit_fast_map_insert(kvjit_op_tables_of(ctx)->variants, &key, e, NULL, NULL) != KVJIT_OK)

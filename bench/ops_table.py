@@ -99,7 +99,8 @@ def main():
     dtod = bounds.get(("memcpy_dtod", "stream"))
     memcpy_tbps = float(dtod["tbps_median"]) if dtod else 0.0
 
-    host = [r for r in rows if r["section"] == "host"]
+    # The rows of record (mode cpu); the other modes' spread is in OUT/OP_host.csv (bench_host_cost.h).
+    host = [r for r in rows if r["section"] == "host" and r["mode"] == "cpu"]
     if host:
         out += ["", "## Host cost of one eager call (ns)", "",
                 "The whole call against a raw `cuLaunchKernelEx` of the kernel, grid and arguments it launched "

@@ -19,6 +19,7 @@
   X(cuDeviceGetAttribute, 2000)                                                                  \
   X(cuCtxGetCurrent, 4000)                                                                       \
   X(cuCtxGetDevice, 2000)                                                                        \
+  X(cuCtxGetId, 12000)                                                                           \
   X(cuCtxSetCurrent, 4000)                                                                       \
   X(cuDevicePrimaryCtxRetain, 7000)                                                              \
   X(cuStreamGetCtx, 9020)                                                                        \
@@ -26,6 +27,7 @@
   X(cuLibraryLoadData, 12000)                                                                    \
   X(cuLibraryUnload, 12000)                                                                      \
   X(cuLibraryGetKernel, 12000)                                                                   \
+  X(cuKernelGetFunction, 12000)                                                                  \
   X(cuLibraryGetGlobal, 12000)                                                                   \
   X(cuKernelGetAttribute, 12000)                                                                 \
   X(cuLaunchKernelEx, 11060)                                                                     \

@@ -20,6 +20,7 @@ typedef struct kvjit_driver {
   PFN_cuDeviceGetAttribute_v2000 cuDeviceGetAttribute;
   PFN_cuCtxGetCurrent_v4000 cuCtxGetCurrent;
   PFN_cuCtxGetDevice_v2000 cuCtxGetDevice;
+  PFN_cuCtxGetId_v12000 cuCtxGetId;
   PFN_cuCtxSetCurrent_v4000 cuCtxSetCurrent;
   PFN_cuDevicePrimaryCtxRetain_v7000 cuDevicePrimaryCtxRetain;
   PFN_cuStreamGetCtx_v9020 cuStreamGetCtx;
@@ -27,6 +28,7 @@ typedef struct kvjit_driver {
   PFN_cuLibraryLoadData_v12000 cuLibraryLoadData;
   PFN_cuLibraryUnload_v12000 cuLibraryUnload;
   PFN_cuLibraryGetKernel_v12000 cuLibraryGetKernel;
+  PFN_cuKernelGetFunction_v12000 cuKernelGetFunction;
   PFN_cuLibraryGetGlobal_v12000 cuLibraryGetGlobal;
   PFN_cuKernelGetAttribute_v12000 cuKernelGetAttribute;
   PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx;

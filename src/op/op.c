@@ -10,58 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
 #include "launch.h"
 #include "loader.h"
 #include "status.h"
 #include "variant.h"
-
-/* ---- current device ---------------------------------------------------------------------------- */
-
-#define MAX_DEVICES 64
-/* Compute capability per device ordinal, 0 until first asked: a device's capability never changes,
- * so a relaxed load suffices and a race only repeats the query. */
-static _Atomic int device_sm[MAX_DEVICES];
-
-/* In a process that sees one device, every current context is that device's: its capability is
- * known without asking the driver which device is current (a call that showed in the host cost,
- * bench_ops' host-cost rows). 0 until known, -1 with several devices. */
-static _Atomic int only_device_sm;
-
-static kvjit_status device_sm_of(const kvjit_driver *drv, CUdevice dev, int *sm) {
-  if (dev >= 0 && dev < MAX_DEVICES) {
-    int known = atomic_load_explicit(&device_sm[dev], memory_order_relaxed);
-    if (known > 0) {
-      *sm = known;
-      return KVJIT_OK;
-    }
-  }
-  int major = 0, minor = 0;
-  CUresult res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGetAttribute(COMPUTE_CAPABILITY)");
-  *sm = major * 10 + minor;
-  if (dev >= 0 && dev < MAX_DEVICES) atomic_store_explicit(&device_sm[dev], *sm, memory_order_relaxed);
-  return KVJIT_OK;
-}
-
-kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm) {
-  int only = atomic_load_explicit(&only_device_sm, memory_order_relaxed);
-  if (only > 0) {
-    /* Without a current context the launch itself fails (CUDA_ERROR_INVALID_CONTEXT). */
-    *sm = only;
-    return KVJIT_OK;
-  }
-  CUdevice dev = 0;
-  CUresult res = drv->cuCtxGetDevice(&dev);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxGetDevice (no current CUDA context?)");
-  kvjit_status st = device_sm_of(drv, dev, sm);
-  if (st == KVJIT_OK && only == 0) {
-    int count = 0;
-    int value = drv->cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1 ? *sm : -1;
-    atomic_store_explicit(&only_device_sm, value, memory_order_relaxed);
-  }
-  return st;
-}
 
 /* ---- the context's op tables ------------------------------------------------------------------- */
 
@@ -142,7 +95,7 @@ kvjit_status kvjit_op_load(kvjit_context *ctx, const kvjit_op *op, const int64_t
   if ((st = kvjit_program_kernel(program, &kernel, prog.kernel, 0)) != KVJIT_OK) return st;
   kvjit_op_entry *entry = malloc(sizeof *entry);
   if (entry == NULL) return kvjit_fail(KVJIT_ERR_OUT_OF_MEMORY, "%s: out of memory", op->info.name);
-  entry->kernel = kernel;
+  kvjit_op_entry_init(entry, kernel);
   memset(&entry->geo, 0, sizeof entry->geo); /* what an op's geometry leaves alone is 0 (no loops) */
   op->geometry(plan.bytes, &entry->geo);
   kvjit_op_tables *tables = kvjit_op_tables_of(ctx);
@@ -191,6 +144,42 @@ uint64_t kvjit_op_blocks(const kvjit_op_geometry *geo, int64_t items) {
   return blocks > (uint64_t)INT32_MAX ? 0 : blocks;
 }
 
+/* The handle to launch: the kernel's CUfunction in the context the launch runs in when the entry
+ * holds it, else the CUkernel (the driver finds the function from it on every launch). A CUkernel
+ * runs in its stream's context (the current one for the NULL, legacy and per-thread streams); a
+ * context is named by its cuCtxGetId, which no later context reuses (its address may be), so a
+ * dead context's function is never launched. The first launch in a context fills a free slot,
+ * when that context is current (cuKernelGetFunction's); without one the CUkernel serves. */
+static CUfunction launch_handle(const kvjit_driver *drv, const kvjit_op_entry *entry, struct CUstream_st *stream) {
+  kvjit_op_function *slots = ((kvjit_op_entry *)(uintptr_t)entry)->functions; /* the cache only */
+  const CUfunction kernel = (CUfunction)entry->kernel->handle;
+  CUcontext ctx = NULL, cur = NULL;
+  unsigned long long id = 0;
+  const int named = stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
+  CUresult res = named ? drv->cuStreamGetCtx((CUstream)stream, &ctx) : drv->cuCtxGetCurrent(&ctx);
+  /* ids the slots cannot tell from their own marks (0, ~0) get the CUkernel */
+  if (res != CUDA_SUCCESS || ctx == NULL || drv->cuCtxGetId(ctx, &id) != CUDA_SUCCESS || id >= ~0ull - 1) return kernel;
+  int free_slot = -1;
+  for (int i = 0; i < KVJIT_OP_FUNCTION_SLOTS; i++) {
+    const unsigned long long have = atomic_load_explicit(&slots[i].ctx, memory_order_acquire);
+    if (have == id + 1) return atomic_load_explicit(&slots[i].fn, memory_order_relaxed);
+    if (have == 0) {
+      free_slot = i;
+      break; /* slots fill in order: none after a free one is taken */
+    }
+  }
+  if (free_slot < 0 || drv->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != ctx) return kernel;
+  kvjit_op_function *slot = &slots[free_slot];
+  unsigned long long expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&slot->ctx, &expected, ~0ull, memory_order_acq_rel, memory_order_relaxed))
+    return kernel; /* another thread took it: a later launch finds what it put there */
+  CUfunction fn = NULL;
+  if (drv->cuKernelGetFunction(&fn, entry->kernel->handle) != CUDA_SUCCESS || fn == NULL) return kernel; /* stays ~0 */
+  atomic_store_explicit(&slot->fn, fn, memory_order_relaxed);
+  atomic_store_explicit(&slot->ctx, id + 1, memory_order_release);
+  return fn;
+}
+
 kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entry, uint64_t blocks, unsigned grid_y,
                              struct CUstream_st *stream, void *params) {
   CUlaunchAttribute attr;
@@ -213,7 +202,7 @@ kvjit_status kvjit_op_launch(const kvjit_driver *drv, const kvjit_op_entry *entr
       .numAttrs = entry->geo.pdl ? 1 : 0,
   };
   void *args[] = {params};
-  CUresult res = drv->cuLaunchKernelEx(&lc, (CUfunction)entry->kernel->handle, args, NULL);
+  CUresult res = drv->cuLaunchKernelEx(&lc, launch_handle(drv, entry, stream), args, NULL);
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuLaunchKernelEx");
   return KVJIT_OK;
 }
@@ -259,7 +248,7 @@ static kvjit_status op_call(const kvjit_driver *drv, kvjit_context *ctx, const k
                             struct CUstream_st *stream, void *params) {
   kvjit_status st;
   int sm = 0;
-  if ((st = kvjit_op_current_sm(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
+  if ((st = kvjit_arch_current(drv, &sm)) != KVJIT_OK) return kvjit_op_variant_error_or(op, values, st);
   if (sm > op->max_arch) return kvjit_fail(KVJIT_ERR_UNSUPPORTED, "device: sm_%d is past sm_%d", sm, op->max_arch);
   values[0] = sm;
   const kvjit_op_entry *e;
@@ -335,7 +324,7 @@ kvjit_status kvjit_op_counters(kvjit_context *ctx, const kvjit_op *op, uint64_t 
   kvjit_status st = kvjit_driver_get(&drv);
   if (st != KVJIT_OK) return st;
   program_list list = {NULL, 0, 0, op->kernel, 0, 0};
-  if ((st = kvjit_op_current_sm(drv, &list.sm)) != KVJIT_OK) return st;
+  if ((st = kvjit_arch_current(drv, &list.sm)) != KVJIT_OK) return st;
   CUresult res = drv->cuCtxSynchronize();
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuCtxSynchronize");
   kvjit_op_tables *tables = kvjit_op_tables_of(ctx);

@@ -8,6 +8,7 @@
 #ifndef KVJIT_OP_H
 #define KVJIT_OP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,11 +19,32 @@
 #include "kvjit_tools.h"
 #include "program.h"
 
-/** What a hit returns: immutable, owned by the context's tables. */
+/** Contexts per entry whose CUfunction of the kernel it remembers (a process of 8 GPUs). */
+#define KVJIT_OP_FUNCTION_SLOTS 8
+
+/** The kernel's CUfunction in one context: ctx is 1 + its cuCtxGetId, 0 while free, ~0 while set. */
+typedef struct kvjit_op_function {
+  _Atomic unsigned long long ctx;
+  _Atomic(CUfunction) fn;
+} kvjit_op_function;
+
+/** What a hit returns: owned by the context's tables; immutable but for the function cache. */
 typedef struct kvjit_op_entry {
   const kvjit_kernel *kernel;
   kvjit_op_geometry geo;
+  /* A launch through a CUfunction costs the driver ~230 ns less than through the CUkernel (the
+   * H200 host, driver 580; bench_ops' host rows, raw_cuFunction): kvjit_op_launch() fills them. */
+  kvjit_op_function functions[KVJIT_OP_FUNCTION_SLOTS];
 } kvjit_op_entry;
+
+/** An entry of @p kernel with no function remembered (its geometry left to the caller). */
+static inline void kvjit_op_entry_init(kvjit_op_entry *e, const kvjit_kernel *kernel) {
+  e->kernel = kernel;
+  for (int i = 0; i < KVJIT_OP_FUNCTION_SLOTS; i++) {
+    atomic_init(&e->functions[i].ctx, 0);
+    atomic_init(&e->functions[i].fn, NULL);
+  }
+}
 
 /**
  * What a context holds for its ops (its extension slot, context.h): the table of loaded variants
@@ -56,9 +78,6 @@ typedef union kvjit_op_plan_buffer {
 /** The plan of checked @p values for their arch (values[0] > 0) and @p batch_class, zeroed first so
  *  that plans compare with memcmp. */
 kvjit_status kvjit_op_make_plan(const kvjit_op *op, const int64_t *values, int batch_class, kvjit_op_plan_buffer *plan);
-
-/** Compute capability of the calling thread's current CUDA context (a per-device cache behind it). */
-kvjit_status kvjit_op_current_sm(const kvjit_driver *drv, int *sm);
 
 /**
  * The miss path: check @p values (values[0] = the device's arch), plan @p batch_class, get the
