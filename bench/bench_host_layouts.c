@@ -3,7 +3,8 @@
  * layer) and SGLang's paged host layouts page_first_direct ([pages, L, page, H, D]) and page_head
  * ([pages, H, page, L, D]) in both directions (issue 29), against the link's bound and against
  * what SGLang's "direct" backend does for them: per-page copies (page_first_direct: one
- * cuMemcpyAsync of a page's rows per layer and K/V; page_head, where a head's D bytes of a page's
+ * cuMemcpyAsync of a page's rows per layer and K/V; --layouts layer_first ([L, size, H, D]), the
+ * reference beside them, the same; page_head, where a head's D bytes of a page's
  * slots are strided on both sides: one cuMemcpy2DAsync per layer, page, head and K/V). Items are
  * whole pages, page-aligned on both sides, as SGLang moves them; kvjit
  * makes one launch per layer (--layers 1) or one for every layer (--layers N: pointer tables).
@@ -13,7 +14,7 @@
  * the cell's own bytes (what the copy engine does with a call of that size, its start included).
  * --max-ctas, --split and --pdl pass the call's arguments of those names (the plan's shape).
  *
- *   usage: bench_host_layouts [--layouts page_first_direct,page_head] [--dirs d2h,h2d]
+ *   usage: bench_host_layouts [--layouts page_first_direct,page_head,layer_first] [--dirs d2h,h2d]
  *          [--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N]
  *          [--max-ctas N] [--split N] [--pdl auto|on|off] [--cold-start] [--csv FILE] [--md FILE]
  */
@@ -35,7 +36,7 @@ typedef CUresult (*memcpy2d_async_fn)(const CUDA_MEMCPY2D *copy, CUstream stream
 static memcpy2d_async_fn memcpy2d_async;
 
 typedef struct options {
-  int kinds[2], dirs[2]; /* [page_first_direct, page_head], [d2h, h2d] */
+  int kinds[3], dirs[2]; /* [page_first_direct, page_head, layer_first], [d2h, h2d] */
   int64_t head_bytes[MAX_LIST], batches[MAX_LIST];
   size_t nhead_bytes, nbatches;
   int64_t heads, page;
@@ -154,7 +155,7 @@ static void launch_per_page(const cell *c, CUstream stream) {
     for (int t = 0; t < 2; t++)
       for (int64_t i = 0; i < pages; i++) {
         const CUdeviceptr dev = c->dev[t][l] + (CUdeviceptr)(c->pages_dev[i] * P * c->row);
-        if (c->host.kind == KVJIT_HOST_PAGE_FIRST_DIRECT) {
+        if (c->host.kind != KVJIT_HOST_PAGE_HEAD) { /* a page's rows are contiguous on the host */
           const CUdeviceptr host =
               hp(c->host_buf[t]) + (CUdeviceptr)kvjit_host_layout_offset(&c->host, l, c->pages_host[i] * P, 0);
           CU(env->drv->cuMemcpyAsync(c->d2h ? host : dev, c->d2h ? dev : host, (size_t)(P * c->row), stream));
@@ -242,7 +243,7 @@ static void link_bounds(CUstream stream, CUevent *ev, size_t bytes, double gbps[
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: bench_host_layouts [--layouts page_first_direct,page_head] [--dirs d2h,h2d] "
+  fprintf(stderr, "usage: bench_host_layouts [--layouts page_first_direct,page_head,layer_first] [--dirs d2h,h2d] "
                   "[--head-bytes LIST] [--heads N] [--page N] [--batches LIST] [--layers N] [--reps N] [--max-ctas N] "
                   "[--split N] [--pdl auto|on|off] [--cold-start] [--csv FILE] [--md FILE]\n");
   exit(2);
@@ -263,6 +264,7 @@ int main(int argc, char **argv) {
     if (strcmp(a, "--layouts") == 0) {
       o.kinds[0] = strstr(v, "page_first_direct") != NULL;
       o.kinds[1] = strstr(v, "page_head") != NULL;
+      o.kinds[2] = strstr(v, "layer_first") != NULL;
     } else if (strcmp(a, "--dirs") == 0) {
       o.dirs[0] = strstr(v, "d2h") != NULL;
       o.dirs[1] = strstr(v, "h2d") != NULL;
@@ -325,7 +327,9 @@ int main(int argc, char **argv) {
   uint64_t rng = 0x1234567;
   int failures = 0;
   double worst_pct = 1e9, worst_speedup = 1e9;
-  for (int k = 0; k < 2; k++)
+  static const kvjit_host_layout_kind kinds[3] = {KVJIT_HOST_PAGE_FIRST_DIRECT, KVJIT_HOST_PAGE_HEAD,
+                                                  KVJIT_HOST_LAYER_FIRST};
+  for (int k = 0; k < 3; k++)
     for (int d = 0; d < 2; d++)
       for (size_t r = 0; r < o.nhead_bytes; r++)
         for (size_t b = 0; b < o.nbatches; b++) {
@@ -337,15 +341,14 @@ int main(int argc, char **argv) {
           c.batch = o.batches[b] / o.page * o.page;
           c.row = o.heads * o.head_bytes[r];
           c.slots = 2 * c.batch;
-          const kvjit_host_layout h = {k ? KVJIT_HOST_PAGE_HEAD : KVJIT_HOST_PAGE_FIRST_DIRECT, o.heads, o.head_bytes[r],
-                                       o.page, o.layers, c.slots};
+          const kvjit_host_layout h = {kinds[k], o.heads, o.head_bytes[r], o.page, o.layers, c.slots};
           c.host = h;
           if (c.batch <= 0) continue;
           cell_make(&c, &rng);
           const double kv = time_calls(ctx, &c, stream, ev, 0, 4, o.reps);
           const int ok = kv > 0 && check_cell(&c);
           failures += !ok;
-          const double pp = k && !memcpy2d_async ? 0 : time_calls(ctx, &c, stream, ev, 1, 1, o.reps > 3 ? 3 : o.reps);
+          const double pp = h.kind == KVJIT_HOST_PAGE_HEAD && !memcpy2d_async ? 0 : time_calls(ctx, &c, stream, ev, 1, 1, o.reps > 3 ? 3 : o.reps);
           const double bytes = 2.0 * (double)c.batch * (double)c.row * c.layers;
           const double gbps = kv > 0 ? bytes / kv * 1e-3 : 0, pct = 100.0 * gbps / bound[d];
           double same[2];

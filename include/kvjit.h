@@ -601,7 +601,7 @@ typedef enum kvjit_location {
 
 /** max_ctas: no cap, the grid the batch needs (the all-SM plan), over the host link too. */
 #define KVJIT_TRANSFER_KV_ALL_CTAS (-1)
-/** max_ctas 0 over the host link: this many CTAs at most reading host memory, each holding ~64 KiB of
+/** max_ctas 0 over the host link: this many CTAs at most reading host memory, each holding ~128 KiB of
  *  rows in flight (the link, not the SMs, is the bound) ... */
 #define KVJIT_TRANSFER_KV_HOST_CTAS 4
 /** ... and this many writing it (device to host, host to host): posted writes need fewer bytes in

@@ -103,14 +103,15 @@ static void shapes_make(size_t i, transfer_case *c) {
   }
 }
 
-/* Padding and out-of-range ids on both sides, and a NULL table entry. */
-static size_t bad_count(void) { return 4 * 3; }
+/* Padding and out-of-range ids on both sides, and a NULL table entry; then 2 KiB rows (SGLang's
+ * host pool's, where the host-link plans take other shapes) with both and a NULL entry. */
+static size_t bad_count(void) { return 4 * 4; }
 static void bad_make(size_t i, transfer_case *c) {
-  int d = (int)(i / 3), k = (int)(i % 3);
-  *c = base("bad_slots", 2000, 512, d);
+  int d = (int)(i / 4), k = (int)(i % 4);
+  *c = base("bad_slots", 2000, k == 3 ? 2048 : 512, d);
   c->bad = 1;
-  c->layers = k == 0 ? 0 : 4;
-  if (k == 2) c->bad_layer = 2;
+  c->layers = k == 0 ? 0 : k == 3 ? 3 : 4;
+  if (k >= 2) c->bad_layer = k == 3 ? 1 : 2;
 }
 
 /* Conversions on the way, in every direction: {source dtype, destination dtype, scale, heads, row

@@ -12,9 +12,10 @@
  *  - over the host link (either side pinned host memory): at most KVJIT_TRANSFER_KV_HOST_CTAS
  *    CTAs, KVJIT_TRANSFER_KV_HOST_WRITE_CTAS writing host memory (or the caller's max_ctas; the
  *    launch's cap, not the binary's) that stride over the batch, up to 8 accesses per lane per
- *    slice, at least a 128-byte line per group and instruction, and as many threads as hold 64 KiB
- *    in flight per CTA: the link, not the SMs, is the bound, and the model running beside a
- *    transfer keeps its SMs and its memory system (issue 29; bench/bench_overlap.c). The
+ *    slice (4 reading host memory), at least a 128-byte line per group and instruction, and as
+ *    many threads as hold 64 KiB in flight per CTA (128 KiB reading host memory): the link, not
+ *    the SMs, is the bound, and the model running beside a transfer keeps its SMs and its memory
+ *    system (issue 29; bench/bench_overlap.c). The
  *    all-SM plan (max_ctas KVJIT_TRANSFER_KV_ALL_CTAS): two accesses per lane from batch 65 up,
  *    the grid the batch needs. Either way cache-streaming accesses (kernel_src/transfer_kv.cuh).
  *  - converting (fp8 <-> f16/bf16/f32): the same, in source bytes; a dequantizing access reads at
@@ -48,26 +49,34 @@ static int chunks_per_lane(int host_link, int batch_class) {
  * store; the template's most) ... */
 #define FEW_CHUNKS_PER_LANE 8
 /* ... and as many threads as hold this many bytes of rows in flight per CTA (a power of two,
- * 128..1024): reading host memory, 4 CTAs keep 256 KiB in flight, what PCIe reads of ~55 GB/s need
- * at a few microseconds each (>= 98.8 % of the all-SM plan's bandwidth at 0.5-16 KiB rows, run
- * xfer29-3 on the H200; 3 CTAs: 87-95 % at 512 B rows); writing it, 3 CTAs (192 KiB) keep >= 98.9 %.
+ * 128..1024): reading host memory, 4 CTAs of 64 KiB kept >= 98.8 % of the all-SM plan's bandwidth at
+ * 0.5-16 KiB rows (run xfer29-3 on the H200; 3 CTAs: 87-95 % at 512 B rows: PCIe reads of ~55 GB/s
+ * take a few microseconds each), and reads now take 128 KiB (below); writing it, 3 CTAs (192 KiB)
+ * keep >= 98.9 %.
  * A cuBLAS GEMM beside the copy (bench/bench_overlap.c): holding SMs at all costs it ~0-15 %
  * (its 132 persistent CTAs); the plan before (4 x 1024 threads x 128 B, 512 KiB, PDL triggered at
  * the start) added 40-130 points d2h by pushing host-bound stores into the GPU faster than the
  * link drains them; 4 CTAs of 64 KiB d2h +11/+26 %, 3 CTAs +3/+8 % (SGLang's 2 blocks -5/+4 %). */
 #define FEW_BYTES_PER_CTA (64 << 10)
+/* Reading host memory (host to device, host to host), 4 accesses per lane and 128 KiB per CTA
+ * instead: the 4 MiB of a 1024 x 2 KiB load take 84.8-85.4 us on 1024-thread CTAs of 32 lanes x 4
+ * accesses (runs xfer29-2, -3, tma29-2 on the H200) against 85.6-86.3 us on 256 threads x 16 lanes
+ * x 8, the start of every copy being shorter with more warps issuing the first requests; the
+ * steady rate is the same (~51.2 GB/s at 16384 rows either way; TMA bulk copies too, run tma29). */
+#define FEW_READ_CHUNKS_PER_LANE 4
+#define FEW_READ_BYTES_PER_CTA (128 << 10)
 /* ... and at least a 128-byte line per instruction and group: with 4 lanes of 16 B (512 B rows at 8
  * accesses per lane, run D of issue 29) each request over the link carried 64 bytes, and the plan
  * reached 88-90 % of the all-SM plan's bandwidth; 16 lanes (2 KiB rows) reached 99.5-100 %. */
 #define FEW_LINE_BYTES 128
 
-/* Threads per CTA of a few-CTA plan: FEW_BYTES_PER_CTA over the bytes a thread holds in flight (its
+/* Threads per CTA of a few-CTA plan: @p per_cta bytes over the bytes a thread holds in flight (its
  * K and V accesses of a slice, all of them up to the template's 16, else a round of 8). */
-static int few_block(int64_t k_row, int64_t v_row, int split, int vec, int lanes) {
+static int few_block(int64_t k_row, int64_t v_row, int split, int vec, int lanes, int64_t per_cta) {
   const int64_t per_lane = ((k_row / split / vec + lanes - 1) / lanes) + ((v_row / split / vec + lanes - 1) / lanes);
   const int64_t bytes = (per_lane <= 16 ? per_lane : 8) * vec;
   int block = KVJIT_TRANSFER_KV_FEW_BLOCK;
-  while (block > 128 && (int64_t)block * bytes > FEW_BYTES_PER_CTA) block /= 2;
+  while (block > 128 && (int64_t)block * bytes > per_cta) block /= 2;
   return block;
 }
 
@@ -186,7 +195,10 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
     kvjit_status st = check_elements(shape, es, &k_head, &v_head);
     if (st != KVJIT_OK) return st;
   }
-  const int cpl = few ? FEW_CHUNKS_PER_LANE : chunks_per_lane(host_link, batch_class);
+  const int reads_host = few && shape->src == KVJIT_LOCATION_HOST;
+  const int cpl = reads_host ? FEW_READ_CHUNKS_PER_LANE
+                  : few      ? FEW_CHUNKS_PER_LANE
+                             : chunks_per_lane(host_link, batch_class);
   /* A view's accesses stay inside its runs: the source's in source bytes, the destination's in
    * destination bytes (converting, as many source bytes as its elements). */
   const int src_laid = !kvjit_view_is_flat(&shape->src_view), dst_laid = !kvjit_view_is_flat(&shape->dst_view);
@@ -225,7 +237,9 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
     const int line = FEW_LINE_BYTES / vec < whole ? FEW_LINE_BYTES / vec : whole;
     if (out->lanes < line) out->lanes = line;
   }
-  out->block = few ? few_block(k_row_bytes, v_row_bytes, split, vec, out->lanes) : KVJIT_TRANSFER_KV_BLOCK;
+  out->block = few ? few_block(k_row_bytes, v_row_bytes, split, vec, out->lanes,
+                               reads_host ? FEW_READ_BYTES_PER_CTA : FEW_BYTES_PER_CTA)
+                   : KVJIT_TRANSFER_KV_BLOCK;
   const int one_access = (widest / split / vec + out->lanes - 1) / out->lanes <= 1;
   out->items = !few && !host_link && !src_laid && !dst_laid && batch_class == KVJIT_TRANSFER_KV_CLASS_LARGE &&
                        out->lanes <= 8 && one_access
