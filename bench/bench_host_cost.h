@@ -51,7 +51,7 @@ enum {
   HOST_RAW_STREAM_ID_FUNCTION,
   HOST_KINDS
 };
-enum { HOST_MODE_GROUPS, HOST_MODE_GROUPS16, HOST_MODE_SYNC8, HOST_MODE_SYNC128, HOST_MODES };
+enum { HOST_MODE_GROUPS, HOST_MODE_GROUPS16, HOST_MODE_SYNC10, HOST_MODE_SYNC125, HOST_MODES };
 
 /** The CSV impl of each kind and the CSV mode of each way of timing. */
 extern const char *const host_kind_names[HOST_KINDS];

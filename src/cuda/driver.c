@@ -206,8 +206,7 @@ kvjit_status kvjit_driver_adopt_context(const kvjit_driver *drv, struct CUstream
   CUcontext cur = NULL, ctx = NULL;
   if (drv->cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != NULL) return KVJIT_ERR_NO_DEVICE;
   /* The legacy and per-thread default streams name no context of their own. */
-  int named = stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
-  if (!named || drv->cuStreamGetCtx((CUstream)stream, &ctx) != CUDA_SUCCESS || ctx == NULL) {
+  if (!kvjit_stream_is_named(stream) || drv->cuStreamGetCtx((CUstream)stream, &ctx) != CUDA_SUCCESS || ctx == NULL) {
     CUdevice dev = 0;
     if (drv->cuDeviceGet(&dev, 0) != CUDA_SUCCESS || drv->cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
       return KVJIT_ERR_NO_DEVICE;

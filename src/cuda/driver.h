@@ -58,6 +58,18 @@ kvjit_status kvjit_cuda_fail(const kvjit_driver *drv, CUresult res, const char *
 /** Compute capability (e.g. 90) of the current context's device, or device 0 without one. */
 kvjit_status kvjit_driver_current_sm(const kvjit_driver *drv, int *sm, CUdevice *device);
 
+/** Whether @p stream names a context of its own: not NULL, the legacy or the per-thread default stream. */
+static inline int kvjit_stream_is_named(struct CUstream_st *stream) {
+  return stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
+}
+
+/** The context a launch on @p stream runs in: the stream's own (cuStreamGetCtx), else the thread's
+ *  current one (cuCtxGetCurrent; NULL when it has none). The driver's answer, unrecorded. */
+static inline CUresult kvjit_driver_launch_context(const kvjit_driver *drv, struct CUstream_st *stream,
+                                                   CUcontext *out) {
+  return kvjit_stream_is_named(stream) ? drv->cuStreamGetCtx((CUstream)stream, out) : drv->cuCtxGetCurrent(out);
+}
+
 /**
  * For a call that found no current context: make @p stream's context current, else device 0's
  * primary one, once for this thread. KVJIT_OK when one was made current; KVJIT_ERR_NO_DEVICE when

@@ -5,9 +5,9 @@
 
 /* The context a launch on @p stream runs in: the stream's own, else the thread's current one. */
 static kvjit_status launch_context(const kvjit_driver *drv, struct CUstream_st *stream, CUcontext *out) {
-  int named = stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
-  CUresult res = named ? drv->cuStreamGetCtx((CUstream)stream, out) : drv->cuCtxGetCurrent(out);
-  if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, named ? "stream: cuStreamGetCtx" : "cuCtxGetCurrent");
+  CUresult res = kvjit_driver_launch_context(drv, stream, out);
+  if (res != CUDA_SUCCESS)
+    return kvjit_cuda_fail(drv, res, kvjit_stream_is_named(stream) ? "stream: cuStreamGetCtx" : "cuCtxGetCurrent");
   if (*out == NULL) return kvjit_fail(KVJIT_ERR_NO_DEVICE, "stream: NULL and the thread has no current CUDA context");
   return KVJIT_OK;
 }

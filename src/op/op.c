@@ -155,8 +155,7 @@ static CUfunction launch_handle(const kvjit_driver *drv, const kvjit_op_entry *e
   const CUfunction kernel = (CUfunction)entry->kernel->handle;
   CUcontext ctx = NULL, cur = NULL;
   unsigned long long id = 0;
-  const int named = stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD;
-  CUresult res = named ? drv->cuStreamGetCtx((CUstream)stream, &ctx) : drv->cuCtxGetCurrent(&ctx);
+  CUresult res = kvjit_driver_launch_context(drv, stream, &ctx);
   /* ids the slots cannot tell from their own marks (0, ~0) get the CUkernel */
   if (res != CUDA_SUCCESS || ctx == NULL || drv->cuCtxGetId(ctx, &id) != CUDA_SUCCESS || id >= ~0ull - 1) return kernel;
   int free_slot = -1;
