@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # EXPERIMENT (h2d29, not for main): `sass DIR` counts the global load/store forms in the cubins of a
 # kvjit cache dir; `pivot CSV...` prints bench_host_layouts --variants results as one line per cell.
-import collections, glob, os, re, shutil, struct, subprocess, sys, tempfile
+import collections, glob, re, shutil, subprocess, sys, tempfile
 
 
 def sass(d):
@@ -12,17 +12,9 @@ def sass(d):
         i = b.find(b"\x7fELF")
         if i < 0:
             continue
-        e = b[i:]
-        shoff = struct.unpack_from("<Q", e, 0x28)[0]
-        shentsize, shnum = struct.unpack_from("<HH", e, 0x3A)
-        end = shoff + shentsize * shnum
-        for k in range(shnum):
-            off, size = struct.unpack_from("<QQ", e, shoff + k * shentsize + 0x18)
-            typ = struct.unpack_from("<I", e, shoff + k * shentsize + 4)[0]
-            if typ != 8:
-                end = max(end, off + size)
+        e = b[i:]  # the cubin runs to the end of the entry
         with tempfile.NamedTemporaryFile(suffix=".cubin") as t:
-            t.write(e[:end])
+            t.write(e)
             t.flush()
             out = subprocess.run([tool, "-sass", t.name], capture_output=True, text=True).stdout
         cnt.update(re.findall(r"\b((?:LDG|STG|LD|ST)\.[A-Z0-9_.]+)", out))
