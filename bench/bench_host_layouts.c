@@ -48,24 +48,6 @@ typedef struct options {
 } options;
 static options opt;
 
-/* EXPERIMENT (h2d29): --variants LD:PDL,... timed alternately on each cell's buffers (LD: KVJIT_EXP_LD;
- * PDL: -1 off, 0 the plan's, 1..3 KVJIT_EXP_PDL), each checked once after its destination is poisoned. */
-#define MAX_VARIANTS 16
-typedef struct variant {
-  int ld, pdl;
-} variant;
-static variant variants[MAX_VARIANTS];
-static int nvariants;
-
-static void variant_set(const variant *v) {
-  char b[16];
-  snprintf(b, sizeof b, "%d", v->ld);
-  setenv("KVJIT_EXP_LD", b, 1);
-  snprintf(b, sizeof b, "%d", v->pdl > 0 ? v->pdl : 0);
-  setenv("KVJIT_EXP_PDL", b, 1);
-  opt.pdl = v->pdl < 0 ? KVJIT_PDL_OFF : KVJIT_PDL_AUTO;
-}
-
 /* One cell's buffers: device K/V per layer (flat rows), the host K/V tensors, ids, tables. */
 typedef struct cell {
   kvjit_host_layout host;
@@ -237,43 +219,6 @@ static double time_calls(kvjit_context *ctx, const cell *c, CUstream stream, CUe
   return bench_summarize(us, (size_t)reps).median;
 }
 
-/* EXPERIMENT (h2d29): every variant on one cell, alternately; @return the failed checks. */
-static int run_variants(kvjit_context *ctx, const cell *c, CUstream stream, CUevent *ev, double bound, FILE *csv) {
-  static double us[MAX_VARIANTS][MAX_REPS];
-  int fails = 0, ok[MAX_VARIANTS];
-  const size_t dev_bytes = (size_t)(c->slots * c->row), host_bytes = (size_t)kvjit_host_layout_bytes(&c->host);
-  for (int v = 0; v < nvariants; v++) {
-    variant_set(&variants[v]);
-    for (int t = 0; t < 2; t++) {
-      if (c->d2h) memset(c->host_buf[t], 0xa5, host_bytes);
-      else
-        for (int l = 0; l < c->layers; l++) CU(env->drv->cuMemsetD8(c->dev[t][l], 0xa5, dev_bytes));
-    }
-    ok[v] = launch_kvjit(ctx, c, stream) == KVJIT_OK;
-    CU(env->drv->cuStreamSynchronize(stream));
-    ok[v] = ok[v] && check_cell(c);
-    fails += !ok[v];
-  }
-  for (int r = 0; r < opt.reps; r++)
-    for (int v = 0; v < nvariants; v++) {
-      variant_set(&variants[v]);
-      us[v][r] = time_calls(ctx, c, stream, ev, 0, 4, 1);
-    }
-  const double bytes = 2.0 * (double)c->batch * (double)c->row * c->layers;
-  for (int v = 0; v < nvariants; v++) {
-    const bench_stats st = bench_summarize(us[v], (size_t)opt.reps);
-    const double gbps = st.median > 0 ? bytes / st.median * 1e-3 : 0, pct = 100.0 * gbps / bound;
-    const char *name = kvjit_host_layout_name(c->host.kind), *dname = c->d2h ? "d2h" : "h2d";
-    printf("VAR ld%d pdl%-2d %-17s %s row %5lld batch %6lld: %9.2f us (min %9.2f) %6.1f GB/s %5.1f %% %s\n",
-           variants[v].ld, variants[v].pdl, name, dname, (long long)c->row, (long long)c->batch, st.median, st.min,
-           gbps, pct, ok[v] ? "ok" : "CHECK FAILED");
-    if (csv)
-      fprintf(csv, "%d,%d,%s,%s,%lld,%lld,%.3f,%.3f,%.2f,%.2f,%s\n", variants[v].ld, variants[v].pdl, name, dname,
-              (long long)c->row, (long long)c->batch, st.median, st.min, gbps, pct, ok[v] ? "ok" : "FAIL");
-  }
-  return fails;
-}
-
 /* One pinned copy of @p bytes each way, GB/s: of 256 MiB, the link's bound. */
 static void link_bounds(CUstream stream, CUevent *ev, size_t bytes, double gbps[2]) {
   CUdeviceptr d;
@@ -341,14 +286,6 @@ int main(int argc, char **argv) {
       o.split = atoi(v);
     } else if (strcmp(a, "--pdl") == 0 && (!strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "off"))) {
       o.pdl = !strcmp(v, "on") ? KVJIT_PDL_ON : !strcmp(v, "off") ? KVJIT_PDL_OFF : KVJIT_PDL_AUTO;
-    } else if (strcmp(a, "--variants") == 0) {
-      char buf[256];
-      snprintf(buf, sizeof buf, "%s", v);
-      for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (nvariants == MAX_VARIANTS || sscanf(tok, "%d:%d", &variants[nvariants].ld, &variants[nvariants].pdl) != 2)
-          usage();
-        nvariants++;
-      }
     } else if (strcmp(a, "--csv") == 0) {
       o.csv = v;
     } else if (strcmp(a, "--md") == 0) {
@@ -376,8 +313,7 @@ int main(int argc, char **argv) {
          "split %d pdl %d\n",
          env->name, env->sm, bound[0], bound[1], o.layers, o.max_ctas, o.split, (int)o.pdl);
   FILE *csv = o.csv ? fopen(o.csv, "w") : NULL, *md = o.md ? fopen(o.md, "w") : NULL;
-  if (csv && nvariants > 0) fprintf(csv, "ld,pdl,layout,direction,row_bytes,batch,us,min_us,gbps,pct_of_link,check\n");
-  else if (csv)
+  if (csv)
     fprintf(csv, "layout,direction,row_bytes,batch,layers,kvjit_us,kvjit_gbps,pct_of_link,per_page_us,check,"
                  "same_size_memcpy_gbps\n");
   if (md)
@@ -409,11 +345,6 @@ int main(int argc, char **argv) {
           c.host = h;
           if (c.batch <= 0) continue;
           cell_make(&c, &rng);
-          if (nvariants > 0) {
-            failures += run_variants(ctx, &c, stream, ev, bound[d], csv);
-            cell_free(&c);
-            continue;
-          }
           const double kv = time_calls(ctx, &c, stream, ev, 0, 4, o.reps);
           const int ok = kv > 0 && check_cell(&c);
           failures += !ok;

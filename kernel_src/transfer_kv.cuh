@@ -172,16 +172,16 @@ __device__ __forceinline__ constexpr int kvjit_t_elem_bytes(int dtype) { return 
   kvjit_i64 KRowBytes, kvjit_i64 VRowBytes, int Split, int Vec, int Lanes, int Block, int Items, int Index64, int Pdl, \
       int Table, int SrcDtype, int DstDtype, int Scale, kvjit_i64 KHeadBytes, kvjit_i64 VHeadBytes, int Fp8Soft,      \
       int Loop, kvjit_i64 SPage, kvjit_i64 SAtom, kvjit_i64 SE0, kvjit_i64 SE1, kvjit_i64 SE2, kvjit_i64 DPage,         \
-      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2, int Stream, int Ld = 0
+      kvjit_i64 DAtom, kvjit_i64 DE0, kvjit_i64 DE1, kvjit_i64 DE2, int Stream
 #define KVJIT_TRANSFER_ARGS                                                                                           \
   KRowBytes, VRowBytes, Split, Vec, Lanes, Block, Items, Index64, Pdl, Table, SrcDtype, DstDtype, Scale, KHeadBytes,   \
-      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2, Stream, Ld
+      VHeadBytes, Fp8Soft, Loop, SPage, SAtom, SE0, SE1, SE2, DPage, DAtom, DE0, DE1, DE2, Stream
 
 template <KVJIT_TRANSFER_PARAMS>
 struct kvjit_transfer_cfg {
   typedef typename kvjit_tvec<Vec>::type chunk;
   static constexpr kvjit_i64 kVRowBytes = VRowBytes;
-  static constexpr int kIndex64 = Index64, kPdl = Pdl, kTable = Table, kLoop = Loop, kStream = Stream, kLd = Ld;
+  static constexpr int kIndex64 = Index64, kPdl = Pdl, kTable = Table, kLoop = Loop, kStream = Stream;
   static constexpr kvjit_i64 kSplit = Split;
   static constexpr int kLanes = Lanes;
   static constexpr int kVec = Vec;
@@ -370,38 +370,9 @@ __device__ __forceinline__ void kvjit_t_st_cs(unsigned char *p, unsigned char v)
   asm volatile("st.global.cs.u8 [%0], %1;" ::"l"(p), "h"((unsigned short)v) : "memory");
 }
 
-// EXPERIMENT (h2d29): the load flavours of host reads, Ld 1..5.
-#define KVJIT_T_LD_X(N, Q)                                                                          \
-  __device__ __forceinline__ void kvjit_t_ld_x##N(kvjit_tvec<16>::type &d, const unsigned char *p) { \
-    asm volatile("ld.global" Q ".v2.u64 {%0, %1}, [%2];" : "=l"(d.lo), "=l"(d.hi) : "l"(p));        \
-  }                                                                                                 \
-  __device__ __forceinline__ void kvjit_t_ld_x##N(kvjit_u64 &d, const unsigned char *p) {           \
-    asm volatile("ld.global" Q ".u64 %0, [%1];" : "=l"(d) : "l"(p));                                \
-  }                                                                                                 \
-  __device__ __forceinline__ void kvjit_t_ld_x##N(unsigned int &d, const unsigned char *p) {        \
-    asm volatile("ld.global" Q ".u32 %0, [%1];" : "=r"(d) : "l"(p));                                \
-  }                                                                                                 \
-  __device__ __forceinline__ void kvjit_t_ld_x##N(unsigned short &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); } \
-  __device__ __forceinline__ void kvjit_t_ld_x##N(unsigned char &d, const unsigned char *p) { kvjit_t_ld_cs(d, p); }
-KVJIT_T_LD_X(1, ".cs.L2::256B")
-KVJIT_T_LD_X(2, ".cs.L2::128B")
-KVJIT_T_LD_X(3, ".nc.L1::no_allocate.L2::256B")
-KVJIT_T_LD_X(4, ".nc.L1::no_allocate")
-KVJIT_T_LD_X(5, ".L1::no_allocate.L2::256B")
-
 // One access of a row: plain, or cache-streaming (Stream).
 template <class C, typename T> __device__ __forceinline__ void kvjit_t_read(T &d, const unsigned char *p) {
-  if constexpr (C::kStream && C::kLd == 1) {
-    kvjit_t_ld_x1(d, p);
-  } else if constexpr (C::kStream && C::kLd == 2) {
-    kvjit_t_ld_x2(d, p);
-  } else if constexpr (C::kStream && C::kLd == 3) {
-    kvjit_t_ld_x3(d, p);
-  } else if constexpr (C::kStream && C::kLd == 4) {
-    kvjit_t_ld_x4(d, p);
-  } else if constexpr (C::kStream && C::kLd == 5) {
-    kvjit_t_ld_x5(d, p);
-  } else if constexpr (C::kStream) {
+  if constexpr (C::kStream) {
     kvjit_t_ld_cs(d, p);
   } else {
     d = *reinterpret_cast<const T *>(p);
@@ -501,10 +472,8 @@ struct kvjit_t_layer_view {
 // every store.
 template <class C>
 __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p, const kvjit_t_layer_view &l,
-                                              kvjit_u64 first, kvjit_u64 groups, kvjit_u64 units, int lane,
-                                              bool last) {
+                                              kvjit_u64 first, kvjit_u64 groups, kvjit_u64 units, int lane) {
   constexpr int kItems = C::kItems;
-  (void)last;
   constexpr kvjit_i64 kSplit = C::kSplit, kKSlice = C::kKSlice, kVSlice = C::kVSlice;
   constexpr kvjit_i64 kKSliceOut = C::kKSliceOut, kVSliceOut = C::kVSliceOut;
   constexpr kvjit_i64 kKChunks = C::kKChunks, kVChunks = C::kVChunks, kKPerLane = C::kKPerLane,
@@ -552,10 +521,6 @@ __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p,
         kvjit_t_load<C, kVChunks, kVPerLane, C::kVHeadBytes>(vbuf[j], sv, l.v_scale, slice[j] * kVSlice, lane);
       }
     }
-    // EXPERIMENT (h2d29) Pdl 3: the next grid may launch once the CTA has issued its last loads.
-    if constexpr (C::kPdl == 3) {
-      if (last) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    }
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if (!ok[j]) continue;
@@ -568,9 +533,6 @@ __device__ __forceinline__ void kvjit_t_units(const kvjit_transfer_kv_params &p,
     }
   } else {
     // Wide slices (a small explicit split): round by round, K then V.
-    if constexpr (C::kPdl == 3) {
-      if (last) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    }
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if (!ok[j]) continue;
@@ -630,9 +592,9 @@ __global__ void __launch_bounds__(Block) kvjit_transfer_kv(const __grid_constant
 
   if constexpr (C::kLoop) {
     const kvjit_u64 stride = (kvjit_u64)gridDim.x * groups * kItems;
-    for (kvjit_u64 u = first; u < units; u += stride) kvjit_t_units<C>(p, l, u, groups, units, lane, u + stride >= units);
+    for (kvjit_u64 u = first; u < units; u += stride) kvjit_t_units<C>(p, l, u, groups, units, lane);
   } else {
-    kvjit_t_units<C>(p, l, first, groups, units, lane, true);
+    kvjit_t_units<C>(p, l, first, groups, units, lane);
   }
   if constexpr (C::kPdl == 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }

@@ -4,7 +4,6 @@
  * -> current device's arch -> request key -> lock-free lookup -> launch (grid.y = layers).
  */
 #include <stddef.h>
-#include <stdlib.h>
 
 #include "driver.h"
 #include "dtype.h"
@@ -229,9 +228,6 @@ static kvjit_fast_key transfer_key(const int64_t *v, int batch_class) {
         (uint64_t)v[TRANSFER_F_SRC_DTYPE] << 58 | (uint64_t)v[TRANSFER_F_DST_DTYPE] << 61;
   } else {
     b = (uint64_t)v[TRANSFER_F_V_ROW] | (uint64_t)v[TRANSFER_F_SPLIT] << 31;
-    /* EXPERIMENT (h2d29): the plan's knobs (transfer_kv_plan.c) in bits 52..59. */
-    const char *exp_pdl = getenv("KVJIT_EXP_PDL"), *exp_ld = getenv("KVJIT_EXP_LD");
-    b |= (uint64_t)(exp_pdl ? atoi(exp_pdl) & 15 : 0) << 52 | (uint64_t)(exp_ld ? atoi(exp_ld) & 15 : 0) << 56;
   }
   /* Words c and d: the static parts of the source's and the destination's views (0: flat). */
   return kvjit_fast_key_make_wide(KVJIT_OP_FAMILY, a, b, kvjit_view_values_word(v + TRANSFER_F_SRC_PAGE),

@@ -251,11 +251,6 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   /* Few CTAs: the next grid launches when this one's CTAs are done, not while they copy (the
    * template's Pdl 2; why: kernel_src/transfer_kv.cuh). */
   if (few && out->pdl) out->pdl = 2;
-  /* EXPERIMENT (h2d29): KVJIT_EXP_PDL (1..3) on few-CTA plans, KVJIT_EXP_LD (1..5) on plans reading
-   * host memory; both in the request key (transfer_kv.c). */
-  const char *exp_pdl = getenv("KVJIT_EXP_PDL"), *exp_ld = getenv("KVJIT_EXP_LD");
-  if (!converting && few && out->pdl && exp_pdl && atoi(exp_pdl) >= 1 && atoi(exp_pdl) <= 3) out->pdl = atoi(exp_pdl);
-  if (!converting && reads_host && arch >= 80 && exp_ld && atoi(exp_ld) >= 1 && atoi(exp_ld) <= 5) out->ld = atoi(exp_ld);
   out->table = shape->table != 0;
   out->host_link = host_link;
   out->src_dtype = shape->src_dtype;
@@ -277,13 +272,13 @@ int kvjit_transfer_kv_kernel_name(const kvjit_transfer_kv_plan *plan, char *out,
   const int64_t *sv = plan->src_view, *dv = plan->dst_view;
   int n = snprintf(out, capacity,
                    KVJIT_TRANSFER_KV_KERNEL "<%lld,%lld,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%lld,%lld,%d,%d,%lld,%lld,%lld,"
-                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d%s>",
+                                            "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%d>",
                    (long long)plan->k_row_bytes, (long long)plan->v_row_bytes, plan->split, plan->vec, plan->lanes,
                    plan->block, plan->items, plan->index64 ? 1 : 0, plan->pdl, plan->table ? 1 : 0,
                    plan->src_dtype, plan->dst_dtype, plan->scale, (long long)plan->k_head_bytes,
                    (long long)plan->v_head_bytes, plan->fp8_soft, plan->loop, (long long)sv[0], (long long)sv[1],
                    (long long)sv[2], (long long)sv[3], (long long)sv[4], (long long)dv[0], (long long)dv[1],
-                   (long long)dv[2], (long long)dv[3], (long long)dv[4], plan->stream, plan->ld == 1 ? ",1" : plan->ld == 2 ? ",2" : plan->ld == 3 ? ",3" : plan->ld == 4 ? ",4" : plan->ld == 5 ? ",5" : "");
+                   (long long)dv[2], (long long)dv[3], (long long)dv[4], plan->stream);
   return n < 0 || (size_t)n >= capacity ? -1 : n;
 }
 

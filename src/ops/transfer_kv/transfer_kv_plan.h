@@ -100,7 +100,6 @@ typedef struct kvjit_transfer_kv_plan {
   int fp8_soft;        /* 1: quantizing with the integer encoding (before sm_89) */
   int loop;            /* 1: few CTAs that stride over the batch (the launch's grid is capped) */
   int stream;          /* 1: cache-streaming row accesses (over the host link) */
-  int ld;              /* EXPERIMENT (h2d29): the template's Ld, KVJIT_EXP_LD on plans reading host memory */
   /* The views' static parts: page size, run bytes, the three extents (all 0: flat; both flat:
    * today's addressing) -- the template's SPage .. SE2 and DPage .. DE2. */
   int64_t src_view[5], dst_view[5];
