@@ -461,7 +461,7 @@ static double bench_bytes(const void *cv) {
 /* Inputs rotate through their pools and ids through 4 Mi slot ids (bench_store's). */
 static int bench_sets(const void *cv, int launches) {
   const store_case *c = cv;
-  int64_t in_fit = (int64_t)(CHECK_STORE_INPUT_ROWS / (uint64_t)(c->batch * c->k_row));
+  int64_t in_fit = (int64_t)(CHECK_STORE_INPUT_POOL / (uint64_t)(c->batch * c->k_row));
   int64_t ids = num_slots(c) < ((int64_t)4 << 20) ? num_slots(c) : ((int64_t)4 << 20), id_fit = ids / c->batch;
   int64_t sets = in_fit < id_fit ? in_fit : id_fit;
   return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
@@ -471,8 +471,8 @@ static int bench_sets(const void *cv, int launches) {
  * graph's rows are what one replay leaves in L2 for the next: at 2048 B x 16 tokens, 256 launches
  * read and write 24 MiB, 320 launches 30 MiB, and the 50 MiB L2 of an H200 holds less of them
  * (one run, 2026-12-02, buffers sized to the rows: kvjit 0.87 us per launch at 256, 1.04 at 320;
- * its plain bf16 peer 0.76, 0.91). The cell sits on that edge, where the pools' placement moves it
- * too (check_store.h: CHECK_STORE_*_POOL). */
+ * its plain bf16 peer 0.76, 0.91). The cell sits on that edge, where the placement of its rows
+ * moves it too (check_store.h: CHECK_STORE_*_POOL). */
 static int bench_max_launches(const void *cv) {
   const store_case *c = cv;
   return quantizing(c) && !c->layout ? 256 : 320;

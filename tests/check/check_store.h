@@ -58,18 +58,16 @@ float check_store_source_value(kvjit_dtype d, const unsigned char *p);
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
 
-/** The bench driver's pools (check_buf_pool()): the old benches' sizes, one 2 MiB page longer.
- *  Each input tensor's rows rotate within 512 MiB (bench_store's pools, 8x the H200's L2) at the
- *  front of a pool of 514 MiB; each cache is an allocation of 2050 MiB (bench_store's 2 GiB caches;
- *  bench_fp8 wrote its fp8 rows at the front of 2 GiB caches sized for bf16 ones). Where the rows
- *  land moves a cell that touches about what L2 holds: at fp8 2048 B x 16 tokens the driver ran
- *  7-9 % faster than bench_fp8 with its buffers sized to the rows or exactly 512 MiB / 2 GiB long,
- *  and within 1 % of bench_fp8 with them one page longer (bench/BASELINE.md, "The bench driver
- *  against the benchmarks it replaces"). An engine sizes its caches from its free memory: not a
- *  power of two either. */
-#define CHECK_STORE_INPUT_ROWS ((size_t)512 << 20)
-#define CHECK_STORE_INPUT_POOL (CHECK_STORE_INPUT_ROWS + ((size_t)2 << 20))
-#define CHECK_STORE_CACHE_POOL (((size_t)2 << 30) + ((size_t)2 << 20))
+/** The bench driver's pools (check_buf_pool()), the old benches' sizes: each input tensor's rows
+ *  rotate within 512 MiB at the front of a 512 MiB pool (bench_store's pools, 8x the H200's L2),
+ *  each cache is an allocation of 2 GiB (bench_store's; bench_fp8 wrote its fp8 rows at the front
+ *  of 2 GiB caches sized for bf16 ones). For bench_fp8's 2048 B x 16 cell this gives the driver
+ *  bench_fp8's layout of virtual addresses (caches 2.5 and 4.5 GiB below the K rows, V 512 MiB
+ *  from them). That cell, at the edge of L2, still moves 5-10 % with where its input rows land in
+ *  physical memory, which neither bench controls (bench/BASELINE.md, "The bench driver against the
+ *  benchmarks it replaces"). */
+#define CHECK_STORE_INPUT_POOL ((size_t)512 << 20)
+#define CHECK_STORE_CACHE_POOL ((size_t)2 << 30)
 
 /** The bench driver's cells: rows x batches x index x PDL, plain copies (inputs from DRAM, and
  *  decode cells with L2-hot inputs) and quantizing (check_store_cases.c). */
