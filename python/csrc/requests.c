@@ -92,15 +92,20 @@ static PyObject *call_result(kvjit_status s) {
 }
 
 /* Read @p n tensors (None allowed where @p optional) into @p views, naming the devices a protocol
- * left unnamed; *n_read: how many were read (each to be released). 0, or -1 with an exception set. */
+ * left unnamed; *n_kept: how many to release (each read when one keeps a __dlpack__ capsule, else
+ * none). 0, or -1 with an exception set. */
 static int read_tensors(PyObject *const *objs, const char *const *names, const int *optional, int n,
-                        kvjit_door_tensor *t, kvjit_tensor_view *const *views, int *n_read) {
-  for (*n_read = 0; *n_read < n; (*n_read)++) {
-    int i = *n_read;
-    if (kvjit_door_read(objs[i], names[i], optional[i], &t[i])) return -1;
+                        kvjit_door_tensor *t, kvjit_tensor_view *const *views, int *n_kept) {
+  int unnamed = 0, kept = 0, i;
+  for (i = 0; i < n; i++) {
+    if (kvjit_door_read(objs[i], names[i], optional[i], &t[i])) break;
     *views[i] = t[i].buf.view;
+    unnamed |= views[i]->device_index < 0;
+    kept |= t[i].keep != NULL;
   }
-  kvjit_door_fill_devices(views, n);
+  *n_kept = i < n ? i + 1 : kept ? n : 0; /* a failed read may have kept its capsule too */
+  if (i < n) return -1;
+  if (unnamed) kvjit_door_fill_devices(views, n);
   return 0;
 }
 
@@ -119,8 +124,8 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
   kvjit_tensor_view *views[7] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
                                  &req.v_scale};
   PyObject *result = NULL;
-  int n_read = 0;
-  if (read_tensors(objs, kStoreTensorNames, optional, 7, t, views, &n_read)) goto done;
+  int n_kept = 0;
+  if (read_tensors(objs, kStoreTensorNames, optional, 7, t, views, &n_kept)) goto done;
   req.num_slots = scalars[0];
   req.skip_slot = scalars[1];
   req.split = scalars[2];
@@ -185,7 +190,7 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
   kvjit_door_leave(&guard);
   result = call_result(s);
 done:
-  for (int i = 0; i < n_read; i++) kvjit_door_release(&t[i]);
+  for (int i = 0; i < n_kept; i++) kvjit_door_release(&t[i]);
   return result;
 }
 
@@ -210,8 +215,8 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   PyObject *result = NULL;
   PyObject *objs[TRANSFER_TENSORS];
   for (int i = 0; i < TRANSFER_TENSORS; i++) objs[i] = args[kTransferArg[i]];
-  int n_read = 0;
-  if (read_tensors(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, t, views, &n_read)) goto done;
+  int n_kept = 0;
+  if (read_tensors(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, t, views, &n_kept)) goto done;
   req.src_num_slots = scalars[0];
   req.dst_num_slots = scalars[1];
   req.split = scalars[2];
@@ -292,7 +297,7 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   kvjit_door_leave(&guard);
   result = call_result(s);
 done:
-  for (int i = 0; i < n_read; i++) kvjit_door_release(&t[i]);
+  for (int i = 0; i < n_kept; i++) kvjit_door_release(&t[i]);
   return result;
 }
 

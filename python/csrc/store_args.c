@@ -204,7 +204,7 @@ static kvjit_request_error v_side(request_error *e, const kvjit_store_request *r
   return KVJIT_REQUEST_OK;
 }
 
-static kvjit_request_error indices_of(request_error *e, const kvjit_store_request *req, int64_t batch,
+static kvjit_request_error store_indices_of(request_error *e, const kvjit_store_request *req, int64_t batch,
                                       kvjit_store_kv_args *args) {
   char a[96];
   const kvjit_tensor_view *t = &req->indices;
@@ -229,7 +229,7 @@ static kvjit_request_error indices_of(request_error *e, const kvjit_store_reques
 }
 
 /* Scales of a quantizing store: none, per tensor (1 each) or per head (H each). */
-static kvjit_request_error scales_of(request_error *e, const kvjit_store_request *req, const input_rows *k_rows,
+static kvjit_request_error store_scales_of(request_error *e, const kvjit_store_request *req, const input_rows *k_rows,
                                      int64_t v_row_elems, kvjit_store_kv_args *args) {
   const kvjit_tensor_view *ks = &req->k_scale, *vs = &req->v_scale;
   int has_v = req->v.present;
@@ -293,7 +293,7 @@ static kvjit_request_error k_dtypes(request_error *e, const kvjit_store_request 
 }
 
 /* num_slots, skip_slot, split and pdl against the caches' @p slots. */
-static kvjit_request_error scalars_of(request_error *e, const kvjit_store_request *req, int64_t slots,
+static kvjit_request_error store_scalars_of(request_error *e, const kvjit_store_request *req, int64_t slots,
                                       kvjit_store_kv_args *args) {
   if (req->num_slots == -1)
     args->num_slots = slots;
@@ -321,8 +321,7 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
                                              kvjit_store_layouts *layouts, char *msg, size_t msg_size) {
   request_error e = {msg, msg_size};
   if (msg_size) msg[0] = '\0';
-  kvjit_store_kv_args init = KVJIT_STORE_KV_ARGS_INIT;
-  *args = init;
+  *args = (kvjit_store_kv_args)KVJIT_STORE_KV_ARGS_INIT;
   kvjit_request_error r = check_present(&e, req);
   if (r) return r;
   input_rows k_rows;
@@ -347,12 +346,12 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
   set_cache(&k_view, &layouts->k, &args->k_cache_stride, &args->k_cache_layout);
   int64_t slots = k_view.slots;
   if ((r = v_side(&e, req, &k_rows, quant, cache_kind, &slots, args, layouts, k_view.five_dims, &v_row_elems)) ||
-      (r = indices_of(&e, req, k_rows.batch, args)) || (r = scalars_of(&e, req, slots, args)))
+      (r = store_indices_of(&e, req, k_rows.batch, args)) || (r = store_scalars_of(&e, req, slots, args)))
     return r;
   if (quant) {
     args->dtype = source_dtype(req->k.kind);
     args->cache_dtype = cache_kind == KVJIT_TENSOR_FP8_E4M3 ? KVJIT_DTYPE_FP8_E4M3 : KVJIT_DTYPE_FP8_E5M2;
-    return scales_of(&e, req, &k_rows, v_row_elems, args);
+    return store_scales_of(&e, req, &k_rows, v_row_elems, args);
   }
   if (req->k_scale.present || req->v_scale.present)
     return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: scales need an fp8 cache (float8 k_cache, or cache_dtype= with a "

@@ -197,8 +197,7 @@ kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *re
                                                 int32_t *device, char *msg, size_t msg_size) {
   kvjit_request_msg e = {msg, msg_size};
   if (msg_size) msg[0] = '\0';
-  kvjit_transfer_kv_args init = KVJIT_TRANSFER_KV_ARGS_INIT;
-  *args = init;
+  *args = (kvjit_transfer_kv_args)KVJIT_TRANSFER_KV_ARGS_INIT;
   kvjit_request_error r;
   if (!req->src_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_k: expected a tensor, got None");
   if (!req->dst_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "dst_k: expected a tensor, got None");
