@@ -76,8 +76,8 @@ int kvjit_view_check_extent(kvjit_tensor_view *v, const char *name, char *msg, s
 /* The sizes and strides of a producer kvjit does not trust, copied into @p out and checked (out of
  * line: the trusted path stays a few loads and stores). */
 __attribute__((noinline)) static int copy_checked(const kvjit_dl_tensor *t, const char *name,
-                                                  kvjit_dl_view_buf *out, char *msg, size_t msg_size) {
-  kvjit_tensor_view *v = &out->view;
+                                                  kvjit_tensor_view *v, kvjit_dl_dims *out, char *msg,
+                                                  size_t msg_size) {
   memcpy(out->sizes, t->shape, (size_t)t->ndim * sizeof out->sizes[0]);
   for (int i = 0; i < t->ndim; i++) {
     if (out->sizes[i] < 0) {
@@ -107,10 +107,10 @@ __attribute__((noinline)) static int copy_checked(const kvjit_dl_tensor *t, cons
   return 0;
 }
 
-int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
-                  size_t msg_size) {
+int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_tensor_view *v,
+                  kvjit_dl_dims *dims, char *msg, size_t msg_size) {
   if (t == NULL) {
-    memset(&out->view, 0, sizeof out->view);
+    memset(v, 0, sizeof *v);
     return 0;
   }
   if (t->ndim < 0 || t->ndim > KVJIT_DL_MAX_DIMS) {
@@ -121,7 +121,7 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     snprintf(msg, msg_size, "%s: DLPack shape is NULL for %d dims", name, (int)t->ndim);
     return -1;
   }
-  kvjit_tensor_view *v = &out->view; /* every field is set below (no memset: a call reads five of these) */
+  /* Every field of *v is set below (no memset: a call reads five of these). */
   v->present = 1;
   v->ndim = t->ndim;
   v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;
@@ -140,5 +140,5 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     v->data = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
     return 0;
   }
-  return copy_checked(t, name, out, msg, msg_size);
+  return copy_checked(t, name, v, dims, msg, msg_size);
 }

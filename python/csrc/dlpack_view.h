@@ -59,26 +59,26 @@ typedef struct {
 
 enum { KVJIT_DL_CPU = 1, KVJIT_DL_CUDA = 2, KVJIT_DL_CUDA_HOST = 3, KVJIT_DL_CUDA_MANAGED = 13, KVJIT_DL_MAX_DIMS = 8 };
 
-/** A view plus its own copy of the sizes and strides (a producer's arrays may go away). */
+/** A view's own copy of its sizes and strides, where a producer's arrays may go away. */
 typedef struct {
-  kvjit_tensor_view view;
   int64_t sizes[KVJIT_DL_MAX_DIMS];
   int64_t strides[KVJIT_DL_MAX_DIMS];
-} kvjit_dl_view_buf;
+} kvjit_dl_dims;
 
 /** What kvjit calls a DLPack dtype (KVJIT_TENSOR_OTHER for one it cannot name). */
 kvjit_tensor_kind kvjit_dl_kind(kvjit_dl_dtype t);
 
 /**
- * Fill @p out from @p t (NULL: an absent argument). 0, or -1 with a one-line message naming
- * @p name in @p msg: more than KVJIT_DL_MAX_DIMS dims, a NULL shape, a negative size, or sizes,
- * strides or a byte offset whose byte extent does not fit in 62 bits. CUDA-managed memory is
- * reported as CUDA, pinned host memory (kDLCUDAHost) as CPU. @p trusted: the producer's arrays
- * outlive the call and describe a real allocation (torch's exchange API): they are borrowed,
- * and only ndim is checked.
+ * Fill @p out from @p t (NULL: an absent argument), its sizes and strides copied into @p dims
+ * (which must then outlive @p out's use). 0, or -1 with a one-line message naming @p name in
+ * @p msg: more than KVJIT_DL_MAX_DIMS dims, a NULL shape, a negative size, or sizes, strides or a
+ * byte offset whose byte extent does not fit in 62 bits. CUDA-managed memory is reported as
+ * CUDA, pinned host memory (kDLCUDAHost) as CPU. @p trusted: the producer's arrays outlive the
+ * call and describe a real allocation (torch's exchange API): they are borrowed (@p dims is left
+ * alone), and only ndim is checked.
  */
-int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
-                  size_t msg_size);
+int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_tensor_view *out,
+                  kvjit_dl_dims *dims, char *msg, size_t msg_size);
 
 /**
  * The same checks for a view whose sizes and strides (elements) are already in @p out: 0, or -1

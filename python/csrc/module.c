@@ -165,8 +165,11 @@ static PyObject *c_describe(PyObject *self, PyObject *const *args, Py_ssize_t na
   const char *name = PyUnicode_AsUTF8(args[1]);
   if (name == NULL) return NULL;
   kvjit_door_tensor t;
-  if (kvjit_door_read(args[0], name, 0, &t)) return NULL;
-  const kvjit_tensor_view *v = &t.buf.view;
+  kvjit_tensor_view view, *v = &view;
+  if (kvjit_door_read(args[0], name, 0, v, &t)) {
+    kvjit_door_release(&t);
+    return NULL;
+  }
   PyObject *shape = PyTuple_New(v->ndim), *strides = PyTuple_New(v->ndim), *out = NULL;
   if (shape && strides) {
     int ok = 1;
@@ -177,7 +180,7 @@ static PyObject *c_describe(PyObject *self, PyObject *const *args, Py_ssize_t na
       if (b) PyTuple_SET_ITEM(strides, i, b);
     }
     void *stream = NULL;
-    if (ok && (v->device_type != KVJIT_DL_CUDA || kvjit_door_default_stream(&t, &stream) == 0))
+    if (ok && (v->device_type != KVJIT_DL_CUDA || kvjit_door_default_stream(&t, v->device_index, &stream) == 0))
       out = Py_BuildValue("(KOOLsiiK)", (unsigned long long)v->data, shape, strides, (long long)v->itemsize,
                           kvjit_tensor_kind_name(v->kind), (int)v->device_type, (int)v->device_index,
                           (unsigned long long)(uintptr_t)stream);

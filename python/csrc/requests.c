@@ -98,8 +98,7 @@ static int read_tensors(PyObject *const *objs, const char *const *names, const i
                         kvjit_door_tensor *t, kvjit_tensor_view *const *views, int *n_kept) {
   int unnamed = 0, kept = 0, i;
   for (i = 0; i < n; i++) {
-    if (kvjit_door_read(objs[i], names[i], optional[i], &t[i])) break;
-    *views[i] = t[i].buf.view;
+    if (kvjit_door_read(objs[i], names[i], optional[i], views[i], &t[i])) break;
     unnamed |= views[i]->device_index < 0;
     kept |= t[i].keep != NULL;
   }
@@ -161,7 +160,7 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
     result = call_result(KVJIT_OK);
     goto done;
   }
-  if (!x->has_stream && on_cuda && kvjit_door_default_stream(&t[0], &stream)) goto done;
+  if (!x->has_stream && on_cuda && kvjit_door_default_stream(&t[0], req.k.device_index, &stream)) goto done;
   a.stream = stream;
   if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && door_int_arg(x->batch, "batch", &a.batch))
     goto done;
@@ -239,7 +238,7 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   int first = -1; /* the first device tensor: its framework's stream is the default */
   for (int i = 0; i < TRANSFER_TENSORS && first < 0; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
-  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], &stream)) goto done;
+  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], views[first]->device_index, &stream)) goto done;
   a.stream = stream;
   if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && door_int_arg(x->batch, "batch", &a.batch))
     goto done;
