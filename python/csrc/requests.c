@@ -235,9 +235,12 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
     raise_refusal(refused, msg);
     goto done;
   }
-  int first = -1; /* the first device tensor: its framework's stream is the default */
-  for (int i = 0; i < TRANSFER_TENSORS && first < 0; i++)
-    if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
+  int first = -1, host = 0; /* the first device tensor (its framework's stream is the default); any host one */
+  for (int i = TRANSFER_TENSORS - 1; i >= 0; i--) {
+    if (!views[i]->present) continue;
+    if (views[i]->device_type == KVJIT_DL_CUDA) first = i;
+    else host = 1;
+  }
   if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], views[first]->device_index, &stream)) goto done;
   a.stream = stream;
   if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && door_int_arg(x->batch, "batch", &a.batch))
@@ -269,8 +272,6 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
       result = call_result(KVJIT_OK);
     goto done;
   }
-  int host = 0;
-  for (int i = 0; i < TRANSFER_TENSORS; i++) host |= views[i]->present && views[i]->device_type != KVJIT_DL_CUDA;
   kvjit_door_guard guard;
   if (kvjit_door_enter(device, host, &guard, msg, sizeof msg)) {
     PyErr_SetString(PyExc_RuntimeError, msg);
