@@ -21,13 +21,15 @@ static const uint8_t kKindByCodeBits[15][5] = {
     [14] = {KVJIT_TENSOR_FP8_E8M0FNU, 0, 0, 0, 0},
 };
 
+/* A lane width's column in kKindByCodeBits plus one (8 .. 128 bits, powers of two), else 0. */
+static const uint8_t kColumnOfBits[256] = {[8] = 1, [16] = 2, [32] = 3, [64] = 4, [128] = 5};
+
 kvjit_tensor_kind kvjit_dl_kind(kvjit_dl_dtype t) {
+  unsigned column = kColumnOfBits[t.bits];
+  if (t.lanes == 1 && t.code < 15 && column) return (kvjit_tensor_kind)kKindByCodeBits[t.code][column - 1];
   /* torch's float4_e2m1fn_x2 goes out as two 4-bit lanes (kDLFloat4_e2m1fn 17). */
   if (t.code == 17 && t.bits == 4 && t.lanes == 2) return KVJIT_TENSOR_FP4_E2M1FN_X2;
-  /* One lane of 8 .. 128 bits, a power of two: its column is log2(bits) - 3. */
-  if (t.lanes != 1 || t.code >= 15 || t.bits < 8 || t.bits > 128 || (t.bits & (t.bits - 1)) != 0)
-    return KVJIT_TENSOR_OTHER;
-  return (kvjit_tensor_kind)kKindByCodeBits[t.code][__builtin_ctz(t.bits) - 3];
+  return KVJIT_TENSOR_OTHER;
 }
 
 /* Any byte extent the layout rules compute stays below 2^62: they multiply sizes, strides and
@@ -124,7 +126,7 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
   /* Every field of *v is set below (no memset: a call reads five of these). */
   v->present = 1;
   v->ndim = t->ndim;
-  v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;
+  v->itemsize = ((unsigned)t->dtype.bits * t->dtype.lanes + 7u) / 8u;
   v->kind = kvjit_dl_kind(t->dtype);
   v->code = (int32_t)(t->dtype.code * 65536 + t->dtype.bits * 256 + t->dtype.lanes);
   v->device_type = t->device.device_type == KVJIT_DL_CUDA_MANAGED ? KVJIT_DL_CUDA

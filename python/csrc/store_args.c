@@ -1,6 +1,7 @@
 /* Tensor shapes -> kvjit_store_kv_args, with the Python binding's rules and messages. */
 #include "store_args.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "view_rules.h"
@@ -359,15 +360,27 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
   return KVJIT_REQUEST_OK;
 }
 
+/* The request's tensors in argument order (a table: nothing is built per call). */
+static const struct {
+  size_t offset;
+  const char *name;
+} kStoreTensors[] = {{offsetof(kvjit_store_request, k), "k"},
+                     {offsetof(kvjit_store_request, v), "v"},
+                     {offsetof(kvjit_store_request, k_cache), "k_cache"},
+                     {offsetof(kvjit_store_request, v_cache), "v_cache"},
+                     {offsetof(kvjit_store_request, indices), "indices"},
+                     {offsetof(kvjit_store_request, k_scale), "k_scale"},
+                     {offsetof(kvjit_store_request, v_scale), "v_scale"}};
+
 kvjit_request_error kvjit_store_request_on_device(const kvjit_store_request *req, int32_t device_type,
                                                   const char *device_name, char *msg, size_t msg_size) {
-  request_error e = {msg, msg_size};
-  const kvjit_tensor_view *tensors[] = {&req->k, &req->v, &req->k_cache, &req->v_cache,
-                                        &req->indices, &req->k_scale, &req->v_scale};
-  static const char *names[] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
-  for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
-    if (tensors[i]->present && tensors[i]->device_type != device_type)
-      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: must be a %s tensor, got one on device type %d", names[i],
-                    device_name, (int)tensors[i]->device_type);
+  for (size_t i = 0; i < sizeof kStoreTensors / sizeof kStoreTensors[0]; i++) {
+    const kvjit_tensor_view *t = (const kvjit_tensor_view *)((const char *)req + kStoreTensors[i].offset);
+    if (t->present && t->device_type != device_type) {
+      request_error e = {msg, msg_size};
+      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: must be a %s tensor, got one on device type %d",
+                    kStoreTensors[i].name, device_name, (int)t->device_type);
+    }
+  }
   return KVJIT_REQUEST_OK;
 }
