@@ -39,7 +39,7 @@ floor are registered for CPU under the namespace kvjit_bench, and every call goe
 its argument handling and the library's validation but launches nothing: the relative costs, not
 a result of record.
 
-usage: python3 bench/bench_binding.py [--build BUILD_DIR] [--calls N] [--repeats N] [--rounds N]
+usage: python3 bench/bench_binding.py [--build BUILD_DIR] [--calls N] [--repeats N] [--rounds N] [--deadline S]
                                      [--cpu auto|none|N] [--old TREE [--old-build DIR]] [--md F] [--csv F]
 """
 
@@ -70,6 +70,8 @@ def parse_args():
                    "alternation with this one, one process each per round")
     p.add_argument("--old-build", default="build-old", help="its build dir (relative to --old; default build-old)")
     p.add_argument("--round-timeout", type=float, default=120, help="seconds one process may take (default 120)")
+    p.add_argument("--deadline", type=float, default=0, help="start no process that would end after this many "
+                   "seconds (judged by the longest so far) and report the processes that ran (default: no limit)")
     p.add_argument("--md", help="write the table as Markdown here")
     p.add_argument("--csv", help="write every round's numbers here")
     p.add_argument("--child", help=argparse.SUPPRESS)  # one process's numbers, as JSON, into this file
@@ -517,11 +519,16 @@ def main():
     cpu = pick_cpu(args.cpu)
     args.pinned = f"each pinned to CPU {cpu}" if cpu is not None else "not pinned"
     runs, paired_runs, old_runs, data = [], [], [], None
+    start, longest = time.perf_counter(), 0.0
     with tempfile.TemporaryDirectory(prefix="bench_binding.") as tmp:
         old_cache = os.path.join(tmp, "old-cache")
         for r in range(args.rounds):
             order = ("new", "old") if r % 2 == 0 else ("old", "new")
+            if args.deadline and time.perf_counter() - start + longest * (1 + bool(args.old)) > args.deadline:
+                print(f"(--deadline {args.deadline:g} s: stopped after {r} processes of each door)")
+                break
             for who in order:
+                began = time.perf_counter()
                 if who == "new":
                     got = run_child(args, os.path.join(tmp, f"new{r}.json"), cpu)
                     if got is not None:
@@ -532,6 +539,7 @@ def main():
                     got = run_old(args, os.path.join(tmp, f"old{r}.csv"), old_cache, cpu)
                     if got is not None:
                         old_runs.append(got)
+                longest = max(longest, time.perf_counter() - began)
     if not runs:
         sys.exit("bench_binding: no round of this door finished")
     for note in NOTES:
