@@ -62,7 +62,12 @@ static int chunks_per_lane(int host_link, int batch_class) {
  * instead: the 4 MiB of a 1024 x 2 KiB load take 84.8-85.4 us on 1024-thread CTAs of 32 lanes x 4
  * accesses (runs xfer29-2, -3, tma29-2 on the H200) against 85.6-86.3 us on 256 threads x 16 lanes
  * x 8, the start of every copy being shorter with more warps issuing the first requests; the
- * steady rate is the same (~51.2 GB/s at 16384 rows either way; TMA bulk copies too, run tma29). */
+ * steady rate is the same (~51.2 GB/s at 16384 rows either way; TMA bulk copies too, run tma29).
+ * Nor does the load's form move it (run h2d29-Q1, bench/results/2026-12-02-h200-h2d29, every form
+ * alternated on the same buffers): with an L2 prefetch size of 128 or 256 bytes (ld.global.cs.L2::128B,
+ * ::256B) or L1 not allocated, the 4 MiB load takes the same 85.0-85.5 us (min) and 16384 x 2 KiB the
+ * same ~1312 us; the read-only path (ld.global.nc.L1::no_allocate) is 7-9 % slower. The copy engine
+ * streams at ~55.2 GB/s. */
 #define FEW_READ_CHUNKS_PER_LANE 4
 #define FEW_READ_BYTES_PER_CTA (128 << 10)
 /* ... and at least a 128-byte line per instruction and group: with 4 lanes of 16 B (512 B rows at 8
@@ -249,7 +254,10 @@ kvjit_status kvjit_transfer_kv_plan_make(kvjit_transfer_kv_plan *out, int arch, 
   const kvjit_pdl_mode pdl = shape->pdl;
   out->pdl = pdl == KVJIT_PDL_AUTO ? arch >= 90 : pdl == KVJIT_PDL_ON;
   /* Few CTAs: the next grid launches when this one's CTAs are done, not while they copy (the
-   * template's Pdl 2; why: kernel_src/transfer_kv.cuh). */
+   * template's Pdl 2; why: kernel_src/transfer_kv.cuh). Reading host memory, triggering at the start
+   * (Pdl 1) or once a CTA has issued its last loads took the same time per back-to-back call, within
+   * 0.5 us of Pdl 2 (run h2d29-Q1: the ~3 us a call costs beyond its bytes is not the next launch);
+   * pdl off, 0.5-0.9 us more. */
   if (few && out->pdl) out->pdl = 2;
   out->table = shape->table != 0;
   out->host_link = host_link;
