@@ -421,8 +421,8 @@ def report(args, data, runs, paired_runs, old_runs):
              "median: the median of the processes' medians; - C call: in each process the median over rounds of the "
              "candidate's loop less the loop of its own C call (store or transfer) run beside it, the median over "
              "processes", "",
-             "| way into kvjit | best us | median us | - C call us | (- C call) / no-op op | each process's median us | "
-             "each process's - C call us |",
+             "| way into kvjit | best us | median us | - C call us | (- C call) / no-op op | "
+             "each process's median us | each process's - C call us |",
              "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for name, kind in names_kinds:
         if name not in st:
@@ -559,7 +559,8 @@ def main():
                     for name, values in run.items():
                         minus = paired.get(name, [])
                         for i, us in enumerate(values):
-                            f.write(f"{door},{p},\"{name}\",{i},{us:.4f},{f'{minus[i]:.4f}' if i < len(minus) else ''}\n")
+                            less_c = f"{minus[i]:.4f}" if i < len(minus) else ""
+                            f.write(f"{door},{p},\"{name}\",{i},{us:.4f},{less_c}\n")
 
 
 if __name__ == "__main__":

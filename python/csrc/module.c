@@ -135,8 +135,8 @@ static PyObject *c_transfer_kv(PyObject *self, PyObject *const *args, Py_ssize_t
   (void)self;
   if (!door_ready()) return NULL;
   door_extra x = {0, NULL, kvjit_door.ctx, NULL};
-  /* transfer_run reads the op's argument list: the six tensors, then k_scale, v_scale at 11, 12. */
-  /* The common call: the tensors by position, every keyword left to its default. */
+  /* transfer_run reads the op's argument list: the six tensors, then k_scale, v_scale at 11, 12. The
+   * common call: the tensors by position, every keyword left to its default. */
   if (nargs == transfer_spec.required && kwnames == NULL) {
     PyObject *const op_args[14] = {args[0], args[1], args[2],  args[3], args[4], args[5], Py_None,
                                    Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None};

@@ -241,7 +241,8 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
     if (views[i]->device_type == KVJIT_DL_CUDA) first = i;
     else host = 1;
   }
-  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], views[first]->device_index, &stream)) goto done;
+  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], views[first]->device_index, &stream))
+    goto done;
   a.stream = stream;
   if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && door_int_arg(x->batch, "batch", &a.batch))
     goto done;
