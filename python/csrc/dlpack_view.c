@@ -115,6 +115,7 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     memset(v, 0, sizeof *v);
     return 0;
   }
+  if (trusted && kvjit_dl_view_borrowed(t, v)) return 0;
   if (t->ndim < 0 || t->ndim > KVJIT_DL_MAX_DIMS) {
     snprintf(msg, msg_size, "%s: DLPack ndim %d is outside 0..%d", name, (int)t->ndim, KVJIT_DL_MAX_DIMS);
     return -1;
@@ -123,24 +124,6 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     snprintf(msg, msg_size, "%s: DLPack shape is NULL for %d dims", name, (int)t->ndim);
     return -1;
   }
-  /* Every field of *v is set below (no memset: a call reads five of these). */
-  v->present = 1;
-  v->ndim = t->ndim;
-  v->itemsize = ((unsigned)t->dtype.bits * t->dtype.lanes + 7u) / 8u;
-  v->kind = kvjit_dl_kind(t->dtype);
-  v->code = (int32_t)(t->dtype.code * 65536 + t->dtype.bits * 256 + t->dtype.lanes);
-  v->device_type = t->device.device_type == KVJIT_DL_CUDA_MANAGED ? KVJIT_DL_CUDA
-                   : t->device.device_type == KVJIT_DL_CUDA_HOST  ? KVJIT_DL_CPU
-                                                                  : t->device.device_type;
-  v->device_index = t->device.device_id;
-  if (v->itemsize == 0) v->itemsize = 1; /* a sub-byte type: refused by the rules, by name */
-  if (trusted && t->strides != NULL) {
-    /* A producer whose arrays outlive the call and whose sizes describe a real allocation (torch
-     * through its exchange API: as_strided checks the storage's bounds). */
-    v->sizes = t->shape;
-    v->strides = t->strides;
-    v->data = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    return 0;
-  }
+  kvjit_dl_view_fields(t, v); /* every field is set (no memset: a call reads five of these) */
   return copy_checked(t, name, v, dims, msg, msg_size);
 }

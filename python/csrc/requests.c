@@ -91,23 +91,6 @@ static PyObject *call_result(kvjit_status s) {
   return Py_None;
 }
 
-/* Read @p n tensors (None allowed where @p optional) into @p views, naming the devices a protocol
- * left unnamed; *n_kept: how many to release (each read when one keeps a __dlpack__ capsule, else
- * none). 0, or -1 with an exception set. */
-static int read_tensors(PyObject *const *objs, const char *const *names, const int *optional, int n,
-                        kvjit_door_tensor *t, kvjit_tensor_view *const *views, int *n_kept) {
-  int unnamed = 0, kept = 0, i;
-  for (i = 0; i < n; i++) {
-    if (kvjit_door_read(objs[i], names[i], optional[i], views[i], &t[i])) break;
-    unnamed |= views[i]->device_index < 0;
-    kept |= t[i].keep != NULL;
-  }
-  *n_kept = i < n ? i + 1 : kept ? n : 0; /* a failed read may have kept its capsule too */
-  if (i < n) return -1;
-  if (unnamed) kvjit_door_fill_devices(views, n);
-  return 0;
-}
-
 /* ---- store_kv_cache ------------------------------------------------------------------------- */
 
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
@@ -124,7 +107,7 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
                                  &req.v_scale};
   PyObject *result = NULL;
   int n_kept = 0;
-  if (read_tensors(objs, kStoreTensorNames, optional, 7, t, views, &n_kept)) goto done;
+  if (kvjit_door_read_all(objs, kStoreTensorNames, optional, 7, views, t, &n_kept)) goto done;
   req.num_slots = scalars[0];
   req.skip_slot = scalars[1];
   req.split = scalars[2];
@@ -215,7 +198,7 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   PyObject *objs[TRANSFER_TENSORS];
   for (int i = 0; i < TRANSFER_TENSORS; i++) objs[i] = args[kTransferArg[i]];
   int n_kept = 0;
-  if (read_tensors(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, t, views, &n_kept)) goto done;
+  if (kvjit_door_read_all(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, views, t, &n_kept)) goto done;
   req.src_num_slots = scalars[0];
   req.dst_num_slots = scalars[1];
   req.split = scalars[2];

@@ -308,25 +308,33 @@ __attribute__((noinline)) static int read_protocol(PyObject *obj, const char *na
   return -1;
 }
 
-int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_tensor_view *view, kvjit_door_tensor *out) {
+/* One tensor argument: a torch tensor through its exchange API inline (most of a call's reading),
+ * None and the protocols out of line. */
+__attribute__((always_inline)) static inline int read_one(PyObject *obj, const char *name, int optional,
+                                                          kvjit_tensor_view *view, kvjit_door_tensor *out) {
   out->keep = NULL;
   out->stream_hint = NULL;
-  if (obj == Py_None && optional) {
-    out->exchange_api = NULL;
+  const dl_exchange_api *api = obj != Py_None ? exchange_api_of(Py_TYPE(obj)) : NULL;
+  out->exchange_api = api;
+  if (api == NULL) {
+    if (obj != Py_None || !optional) return read_protocol(obj, name, view, out);
     memset(view, 0, sizeof *view);
     return 0;
   }
-  const dl_exchange_api *api = exchange_api_of(Py_TYPE(obj));
-  out->exchange_api = api;
-  if (api == NULL) return read_protocol(obj, name, view, out);
   kvjit_dl_tensor dl;
   if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) return exchange_failed(name);
+  if (kvjit_dl_view_borrowed(&dl, view)) return 0;
   return read_dl(&dl, name, 1, view, out);
+}
+
+int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_tensor_view *view, kvjit_door_tensor *out) {
+  return read_one(obj, name, optional, view, out);
 }
 
 void kvjit_door_release(kvjit_door_tensor *t) { Py_CLEAR(t->keep); }
 
-void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n) {
+/* A CUDA tensor whose protocol names no device (__cuda_array_interface__) is on the others' one. */
+static void fill_devices(kvjit_tensor_view *const *views, int n) {
   int32_t known = -1;
   int unknown = 0; /* only __cuda_array_interface__ leaves a device unnamed: most calls stop after one pass */
   for (int i = 0; i < n; i++) {
@@ -337,6 +345,20 @@ void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n) {
   for (int i = 0; i < n && unknown; i++)
     if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA && views[i]->device_index < 0)
       views[i]->device_index = known;
+}
+
+int kvjit_door_read_all(PyObject *const *objs, const char *const *names, const int *optional, int n,
+                        kvjit_tensor_view *const *views, kvjit_door_tensor *t, int *n_kept) {
+  int unnamed = 0, kept = 0, i;
+  for (i = 0; i < n; i++) {
+    if (read_one(objs[i], names[i], optional[i], views[i], &t[i])) break;
+    unnamed |= views[i]->device_index < 0;
+    kept |= t[i].keep != NULL;
+  }
+  *n_kept = i < n ? i + 1 : kept ? n : 0; /* a failed read may have kept its capsule too */
+  if (i < n) return -1;
+  if (unnamed) fill_devices(views, n);
+  return 0;
 }
 
 int kvjit_door_default_stream(const kvjit_door_tensor *t, int32_t device, void **stream) {

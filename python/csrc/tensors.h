@@ -29,8 +29,14 @@ int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_tensor_
 /** Release what kvjit_door_read() kept. */
 void kvjit_door_release(kvjit_door_tensor *t);
 
-/** A CUDA tensor whose protocol names no device (__cuda_array_interface__) is on the others' one. */
-void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n);
+/**
+ * Read a call's @p n tensors (kvjit_door_read() each, torch's inline), then name the device a
+ * protocol left unnamed (__cuda_array_interface__) after the other CUDA tensors'. *@p n_kept: how
+ * many of @p t to release (each read when one keeps a __dlpack__ capsule, else none). 0, or -1
+ * with an exception set.
+ */
+int kvjit_door_read_all(PyObject *const *objs, const char *const *names, const int *optional, int n,
+                        kvjit_tensor_view *const *views, kvjit_door_tensor *t, int *n_kept);
 
 /**
  * The stream a call on @p t's framework goes to: torch's current stream of @p device (the
