@@ -4,12 +4,17 @@
 Every candidate stores the same tensors (decode size: batch 16, 8 x 128 bf16 rows, int64 slot
 ids, a 4096-slot cache) in an eager loop of --calls calls; launches queue on torch's current
 stream and one sync follows each loop, so what is timed is host time per call. Within a process,
-rounds alternate the candidates (--repeats rounds); --rounds processes run one after another
-(a host's state drifts from one process to the next: one process is not a measurement). A
-candidate's cost is its median round less its C call's median round in the same process; the
-table gives every process's median and the median over processes. With --old TREE, the old
-door's own bench (TREE/bench/bench_binding.py over TREE/--old-build) runs in a process of its
-own beside each of this door's, the order flipping every round, and the key rows are compared.
+rounds alternate the candidates (--repeats rounds), and every candidate's loop is paired with a
+loop of its own C call right beside it (the order flipping every round), so that both see the
+same host state; --rounds processes run one after another (a host's state drifts from one
+process to the next: one process is not a measurement), each pinned to one CPU (--cpu; by
+default one on the GPU's NUMA node), so that neither a migration nor a remote node lands in one
+candidate's loop and not in its C call's. A candidate's cost in a process is the median over
+rounds of its loop less its paired C loop; the table gives every process's cost and the median
+over processes. With --old TREE, the old door's own bench (TREE/bench/bench_binding.py over
+TREE/--old-build) runs in a process of its own beside each of this door's, pinned alike, the
+order flipping every round, and the key rows are compared (its rounds have no pairs: there a
+cost is each round's loop less the same round's C loop, the median over rounds).
 
   the bound:     kvjit_store_kv_cache in a C loop, prepared args (kvjit's own call)
   candidates:    ctypes with prepared args; torch.ops.kvjit.store_kv_cache (stable-ABI kernel)
@@ -34,8 +39,8 @@ floor are registered for CPU under the namespace kvjit_bench, and every call goe
 its argument handling and the library's validation but launches nothing: the relative costs, not
 a result of record.
 
-usage: python3 bench/bench_binding.py [--build BUILD_DIR] [--calls N] [--repeats N] [--rounds N]
-                                     [--old TREE [--old-build DIR]] [--md F] [--csv F]
+usage: python3 bench/bench_binding.py [--build BUILD_DIR] [--calls N] [--repeats N] [--rounds N] [--deadline S]
+                                     [--cpu auto|none|N] [--old TREE [--old-build DIR]] [--md F] [--csv F]
 """
 
 import argparse
@@ -58,11 +63,15 @@ def parse_args():
     p.add_argument("--build", default=None, help="meson build dir (default: build-gpu, else build)")
     p.add_argument("--calls", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=9)
-    p.add_argument("--rounds", type=int, default=3, help="processes, each --repeats rounds (default 3)")
+    p.add_argument("--rounds", type=int, default=5, help="processes, each --repeats rounds (default 5)")
+    p.add_argument("--cpu", default="auto", help="the CPU every process is pinned to: auto (one on the GPU's NUMA "
+                   "node), none (no pinning) or a CPU number (default auto)")
     p.add_argument("--old", help="another tree (e.g. the old door's) whose bench/bench_binding.py runs in "
                    "alternation with this one, one process each per round")
     p.add_argument("--old-build", default="build-old", help="its build dir (relative to --old; default build-old)")
     p.add_argument("--round-timeout", type=float, default=120, help="seconds one process may take (default 120)")
+    p.add_argument("--deadline", type=float, default=0, help="start no process that would end after this many "
+                   "seconds (judged by the longest so far) and report the processes that ran (default: no limit)")
     p.add_argument("--md", help="write the table as Markdown here")
     p.add_argument("--csv", help="write every round's numbers here")
     p.add_argument("--child", help=argparse.SUPPRESS)  # one process's numbers, as JSON, into this file
@@ -246,16 +255,30 @@ def measure(args):
                 fn()
     sync()
 
+    # Every candidate's loop beside a loop of its own C call (store or transfer), C first in even
+    # rounds and second in odd ones: a pair sees one host state, and neither order is favoured.
+    bound_name = {kind: name for name, kind, fn in candidates if fn is None}
     rounds = {name: [] for name, _, _ in candidates}
-    for _ in range(args.repeats):
+    paired = {name: [] for name, _, fn in candidates if fn is not None}
+
+    def c_block(kind):
+        sync()
+        us = c_loop(kind, args.calls)
+        sync()
+        rounds[bound_name[kind]].append(us)
+        return us
+
+    for r in range(args.repeats):
         for name, kind, fn in candidates:
             if fn is None:
-                sync()
-                us = c_loop(kind, args.calls)
-                sync()
-            else:
-                us = time_loop(fn, args.calls, sync)
+                continue
+            bound = "tbound" if kind in TRANSFER_KINDS else "bound"
+            c_us = c_block(bound) if r % 2 == 0 else None
+            us = time_loop(fn, args.calls, sync)
+            if c_us is None:
+                c_us = c_block(bound)
             rounds[name].append(us)
+            paired[name].append(us - c_us)
 
     if gpu:  # every candidate stored the same rows: check them once
         assert torch.equal(kc[loc], k) and torch.equal(vc[loc], v), "a candidate stored wrong bytes"
@@ -265,17 +288,47 @@ def measure(args):
              else "CPU mode (no GPU): batch 0, CPU tensors, nothing launched; relative costs only")
     return {"where": where, "gpu": gpu, "versions": f"torch {torch.__version__}, Python {sys.version.split()[0]}, "
             f"kvjit {kvjit.version()}", "candidates": [[name, kind] for name, kind, _ in candidates],
-            "rounds": rounds}
+            "rounds": rounds, "paired": paired}
 
 
 # ---- rounds: one process each, alternated with the old door's when --old is given ----------------
 
 
-def run_child(args, out_json):
+def pick_cpu(spec):
+    """The CPU the processes run on: a number, None for "none", or (auto) the last CPU this process
+    may use on the NUMA node of GPU 0 (nvidia-smi's bus id -> the device's local_cpulist in sysfs);
+    any allowed CPU when that cannot be read (no GPU, no sysfs)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if spec == "none":
+        return None
+    if spec != "auto":
+        if int(spec) not in allowed:
+            sys.exit(f"bench_binding: --cpu {spec}: not among this process's CPUs {allowed}")
+        return int(spec)
+    local = set()
+    try:
+        bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", "0"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        domain, rest = bus.split(":", 1)  # 00000000:18:00.0 -> 0000:18:00.0
+        with open(f"/sys/bus/pci/devices/{domain[-4:]}:{rest}".lower() + "/local_cpulist") as f:
+            for part in f.read().strip().split(","):
+                low, _, high = part.partition("-")
+                local.update(range(int(low), int(high or low) + 1))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return max(set(allowed) & local or set(allowed))
+
+
+def pinned_to(cpu):
+    """A child's preexec_fn: the whole process (every thread it starts) on @p cpu."""
+    return None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+
+
+def run_child(args, out_json, cpu):
     """One round: this bench in a fresh process (torch, CUDA and kvjit set up anew)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", out_json, "--build", args.build_dir,
            "--calls", str(args.calls), "--repeats", str(args.repeats)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.round_timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.round_timeout, preexec_fn=pinned_to(cpu))
     if r.returncode != 0 or not os.path.exists(out_json):
         print(f"(a round of this door failed, exit {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]})")
         return None
@@ -290,14 +343,15 @@ def run_child(args, out_json):
 NOTES = []  # the children's "(... not available ...)" lines, once each
 
 
-def run_old(args, out_csv, cache_dir):
+def run_old(args, out_csv, cache_dir, cpu):
     """One round of the old door: its own tree's bench_binding.py over its own build and library."""
     tree = os.path.abspath(args.old)
     build = args.old_build if os.path.isabs(args.old_build) else os.path.join(tree, args.old_build)
     env = dict(os.environ, KVJIT_LIB=os.path.join(build, "src", "libkvjit.so"), KVJIT_CACHE_DIR=cache_dir)
     cmd = [sys.executable, os.path.join(tree, "bench", "bench_binding.py"), "--build", build, "--calls",
            str(args.calls), "--repeats", str(args.repeats), "--csv", out_csv]
-    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=args.round_timeout)
+    r = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=args.round_timeout,
+                       preexec_fn=pinned_to(cpu))
     if r.returncode != 0 or not os.path.exists(out_csv):
         print(f"(a round of the old door failed, exit {r.returncode}: {(r.stdout + r.stderr).strip()[-600:]})")
         return None
@@ -318,10 +372,21 @@ def old_kind(name):
     return None
 
 
-def stats(runs, names_kinds):
-    """Per candidate: every round's median, their median, the best call, and the cost: each
-    round's median less its own C call's (store or transfer) in that round, median over rounds."""
-    transfer_kinds = ("tbound", "tshipped", "text", "top")
+TRANSFER_KINDS = ("tbound", "tshipped", "text", "top")
+
+
+def round_costs(run, paired, name, bound):
+    """A candidate's cost in each round of one process: its loop less its paired C loop, or (the
+    old door's bench, which has no pairs) less the same round's C loop."""
+    if paired is not None and name in paired:
+        return paired[name]
+    return [us - c_us for us, c_us in zip(run[name], run[bound])]
+
+
+def stats(runs, names_kinds, paired_runs=None):
+    """Per candidate: every process's median round, their median, the best call, and the cost:
+    in each process the median over rounds of (its loop - its C call's loop, store or transfer),
+    then the median over processes."""
     bound_of = {}
     for name, kind in names_kinds:
         bound_of.setdefault(kind, name)
@@ -330,17 +395,19 @@ def stats(runs, names_kinds):
         if not all(name in run for run in runs):
             continue
         meds = [statistics.median(run[name]) for run in runs]
-        bound = bound_of.get("tbound" if kind in transfer_kinds else "bound")
-        costs = [m - statistics.median(run[bound]) for m, run in zip(meds, runs)] if bound else []
+        bound = bound_of.get("tbound" if kind in TRANSFER_KINDS else "bound")
+        paired = paired_runs or [None] * len(runs)
+        costs = ([statistics.median(round_costs(run, p, name, bound)) for run, p in zip(runs, paired)]
+                 if bound and name != bound else [0.0] * len(runs) if bound else [])
         out[name] = {"kind": kind, "meds": meds, "median": statistics.median(meds),
                      "best": min(min(run[name]) for run in runs),
                      "cost": statistics.median(costs) if costs else None, "costs": costs}
     return out
 
 
-def report(args, data, runs, old_runs):
+def report(args, data, runs, paired_runs, old_runs):
     names_kinds = [tuple(c) for c in data["candidates"]]
-    st = stats(runs, names_kinds)
+    st = stats(runs, names_kinds, paired_runs)
     by_kind = {}
     for name, kind in names_kinds:
         if name in st:
@@ -349,17 +416,21 @@ def report(args, data, runs, old_runs):
     noop_us = noop["median"]
     fmt = lambda values: " / ".join(f"{v:.2f}" for v in values)  # noqa: E731
     lines = [f"Host cost per call, eager loop of {args.calls} calls x {args.repeats} rounds in each of {len(runs)} "
-             f"processes{' alternated with the old door' if old_runs else ''}; {data['where']}; {data['versions']}",
-             "median: the median of the processes' medians; - C call: each process's median less its own C call's "
-             "(store or transfer), the median of those", "",
-             "| way into kvjit | best us | median us | - C call us | (- C call) / no-op op | each process's median us |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+             f"processes{' alternated with the old door' if old_runs else ''}, {args.pinned}; {data['where']}; "
+             f"{data['versions']}",
+             "median: the median of the processes' medians; - C call: in each process the median over rounds of the "
+             "candidate's loop less the loop of its own C call (store or transfer) run beside it, the median over "
+             "processes", "",
+             "| way into kvjit | best us | median us | - C call us | (- C call) / no-op op | "
+             "each process's median us | each process's - C call us |",
+             "| --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for name, kind in names_kinds:
         if name not in st:
             continue
         s = st[name]
         over = "" if kind in ("noop", "floor", "scale") else f"{s['cost'] / noop_us:.2f}"
-        lines.append(f"| {name} | {s['best']:.2f} | {s['median']:.2f} | {s['cost']:+.2f} | {over} | {fmt(s['meds'])} |")
+        lines.append(f"| {name} | {s['best']:.2f} | {s['median']:.2f} | {s['cost']:+.2f} | {over} | {fmt(s['meds'])} | "
+                     f"{fmt(s['costs'])} |")
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     lines += ["", f"Targets (issue 18): a binding's cost is its time over kvjit's C call ({c_call['median']:.2f} us); "
               f"the yardstick, a registered no-op op with a Python implementation, costs {noop_us:.2f} us."]
@@ -445,38 +516,51 @@ def main():
     args.build_dir = find_build(args.build)
     if args.old and not os.path.exists(os.path.join(args.old, "bench", "bench_binding.py")):
         sys.exit(f"bench_binding: --old {args.old}: no bench/bench_binding.py there")
-    runs, old_runs, data = [], [], None
+    cpu = pick_cpu(args.cpu)
+    args.pinned = f"each pinned to CPU {cpu}" if cpu is not None else "not pinned"
+    runs, paired_runs, old_runs, data = [], [], [], None
+    start, longest = time.perf_counter(), 0.0
     with tempfile.TemporaryDirectory(prefix="bench_binding.") as tmp:
         old_cache = os.path.join(tmp, "old-cache")
         for r in range(args.rounds):
             order = ("new", "old") if r % 2 == 0 else ("old", "new")
+            if args.deadline and time.perf_counter() - start + longest * (1 + bool(args.old)) > args.deadline:
+                print(f"(--deadline {args.deadline:g} s: stopped after {r} processes of each door)")
+                break
             for who in order:
+                began = time.perf_counter()
                 if who == "new":
-                    got = run_child(args, os.path.join(tmp, f"new{r}.json"))
+                    got = run_child(args, os.path.join(tmp, f"new{r}.json"), cpu)
                     if got is not None:
                         data = data or got
                         runs.append(got["rounds"])
+                        paired_runs.append(got["paired"])
                 elif args.old:
-                    got = run_old(args, os.path.join(tmp, f"old{r}.csv"), old_cache)
+                    got = run_old(args, os.path.join(tmp, f"old{r}.csv"), old_cache, cpu)
                     if got is not None:
                         old_runs.append(got)
+                longest = max(longest, time.perf_counter() - began)
     if not runs:
         sys.exit("bench_binding: no round of this door finished")
     for note in NOTES:
         print(note)
-    text = report(args, data, runs, old_runs)
+    text = report(args, data, runs, paired_runs, old_runs)
     print(text)
     if args.md:
         with open(args.md, "w") as f:
             f.write(text + "\n")
     if args.csv:
         with open(args.csv, "w") as f:
-            f.write("door,process,candidate,round,us_per_call\n")
-            for door, door_runs in (("this", runs), ("old", old_runs)):
-                for p, run in enumerate(door_runs):
+            # A candidate's rounds, then (this door) each round's loop less its paired C loop; the C
+            # calls' own rows hold every loop they ran, one beside each candidate's.
+            f.write("door,process,candidate,round,us_per_call,minus_paired_c_us\n")
+            for door, door_runs, pairs in (("this", runs, paired_runs), ("old", old_runs, [{}] * len(old_runs))):
+                for p, (run, paired) in enumerate(zip(door_runs, pairs)):
                     for name, values in run.items():
+                        minus = paired.get(name, [])
                         for i, us in enumerate(values):
-                            f.write(f"{door},{p},\"{name}\",{i},{us:.4f}\n")
+                            less_c = f"{minus[i]:.4f}" if i < len(minus) else ""
+                            f.write(f"{door},{p},\"{name}\",{i},{us:.4f},{less_c}\n")
 
 
 if __name__ == "__main__":

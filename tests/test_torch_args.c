@@ -422,38 +422,39 @@ static void test_lying_dlpack_tensors(void **state) {
   (void)state;
   int64_t shape[3] = {4, 8, 128}, strides[3] = {1024, 128, 1};
   kvjit_dl_tensor t = {(void *)0x10000, {KVJIT_DL_CUDA, 0}, 3, {4, 16, 1}, shape, strides, 0};
-  kvjit_dl_view_buf out;
+  kvjit_tensor_view out;
+  kvjit_dl_dims dims;
   char msg[256];
-  assert_int_equal(kvjit_dl_view(&t, "k", 0, &out, msg, sizeof msg), 0);
-  assert_int_equal(out.view.kind, KVJIT_TENSOR_BF16);
-  assert_true(out.view.sizes == out.sizes && out.sizes[2] == 128); /* copied: the capsule may go */
+  assert_int_equal(kvjit_dl_view(&t, "k", 0, &out, &dims, msg, sizeof msg), 0);
+  assert_int_equal(out.kind, KVJIT_TENSOR_BF16);
+  assert_true(out.sizes == dims.sizes && dims.sizes[2] == 128); /* copied: the capsule may go */
   kvjit_dl_tensor bad = t;
   bad.ndim = INT32_MAX; /* with a shape array of 3 */
-  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, msg, sizeof msg), -1);
+  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, &dims, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "k: DLPack ndim"));
   bad = t;
   bad.shape = NULL;
-  assert_int_equal(kvjit_dl_view(&bad, "v", 0, &out, msg, sizeof msg), -1);
+  assert_int_equal(kvjit_dl_view(&bad, "v", 0, &out, &dims, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "v: DLPack shape is NULL"));
   int64_t huge_strides[3] = {INT64_C(1) << 62, 128, 1};
   bad = t;
   bad.strides = huge_strides;
-  assert_int_equal(kvjit_dl_view(&bad, "k_cache", 0, &out, msg, sizeof msg), -1);
+  assert_int_equal(kvjit_dl_view(&bad, "k_cache", 0, &out, &dims, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "k_cache: stride"));
   bad = t;
   bad.byte_offset = UINT64_MAX;
-  assert_int_equal(kvjit_dl_view(&bad, "indices", 0, &out, msg, sizeof msg), -1);
+  assert_int_equal(kvjit_dl_view(&bad, "indices", 0, &out, &dims, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "indices: DLPack byte_offset"));
   int64_t big_shape[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 128};
   bad = t;
   bad.shape = big_shape;
   bad.strides = NULL;
-  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, msg, sizeof msg), -1);
+  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, &dims, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "larger than 2^62"));
   int64_t negative[3] = {4, -8, 128};
   bad = t;
   bad.shape = negative;
-  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, msg, sizeof msg), -1);
+  assert_int_equal(kvjit_dl_view(&bad, "k", 0, &out, &dims, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "negative"));
 }
 

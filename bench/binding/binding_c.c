@@ -99,7 +99,8 @@ BENCH_API int __tvm_ffi_store_kv_cache(void *self, const tvm_ffi_any *args, int3
     tvm_set_error("TypeError", "store_kv_cache takes k, v, k_cache, v_cache, indices");
     return -1;
   }
-  kvjit_dl_view_buf views[5];
+  kvjit_tensor_view views[5];
+  kvjit_dl_dims dims[5];
   static const char *const names[5] = {"k", "v", "k_cache", "v_cache", "indices"};
   char msg[512];
   for (int i = 0; i < 5; i++) {
@@ -108,12 +109,12 @@ BENCH_API int __tvm_ffi_store_kv_cache(void *self, const tvm_ffi_any *args, int3
       tvm_set_error("TypeError", "store_kv_cache: every argument must be a tensor");
       return -1;
     }
-    if (kvjit_dl_view(t, names[i], 1, &views[i], msg, sizeof msg) != 0) { /* tvm-ffi's tensors: real ones */
+    if (kvjit_dl_view(t, names[i], 1, &views[i], &dims[i], msg, sizeof msg) != 0) { /* tvm-ffi's tensors: real ones */
       tvm_set_error("ValueError", msg);
       return -1;
     }
   }
-  kvjit_store_request req = {views[0].view, views[1].view, views[2].view, views[3].view, views[4].view,
+  kvjit_store_request req = {views[0], views[1], views[2], views[3], views[4],
                              {0},           {0},           -1,            -1,            0, KVJIT_PDL_AUTO, 0,
                              KVJIT_STORE_LAYOUT_AUTO};
   kvjit_store_kv_args a;

@@ -21,13 +21,15 @@ static const uint8_t kKindByCodeBits[15][5] = {
     [14] = {KVJIT_TENSOR_FP8_E8M0FNU, 0, 0, 0, 0},
 };
 
+/* A lane width's column in kKindByCodeBits plus one (8 .. 128 bits, powers of two), else 0. */
+static const uint8_t kColumnOfBits[256] = {[8] = 1, [16] = 2, [32] = 3, [64] = 4, [128] = 5};
+
 kvjit_tensor_kind kvjit_dl_kind(kvjit_dl_dtype t) {
+  unsigned column = kColumnOfBits[t.bits];
+  if (t.lanes == 1 && t.code < 15 && column) return (kvjit_tensor_kind)kKindByCodeBits[t.code][column - 1];
   /* torch's float4_e2m1fn_x2 goes out as two 4-bit lanes (kDLFloat4_e2m1fn 17). */
   if (t.code == 17 && t.bits == 4 && t.lanes == 2) return KVJIT_TENSOR_FP4_E2M1FN_X2;
-  /* One lane of 8 .. 128 bits, a power of two: its column is log2(bits) - 3. */
-  if (t.lanes != 1 || t.code >= 15 || t.bits < 8 || t.bits > 128 || (t.bits & (t.bits - 1)) != 0)
-    return KVJIT_TENSOR_OTHER;
-  return (kvjit_tensor_kind)kKindByCodeBits[t.code][__builtin_ctz(t.bits) - 3];
+  return KVJIT_TENSOR_OTHER;
 }
 
 /* Any byte extent the layout rules compute stays below 2^62: they multiply sizes, strides and
@@ -76,8 +78,8 @@ int kvjit_view_check_extent(kvjit_tensor_view *v, const char *name, char *msg, s
 /* The sizes and strides of a producer kvjit does not trust, copied into @p out and checked (out of
  * line: the trusted path stays a few loads and stores). */
 __attribute__((noinline)) static int copy_checked(const kvjit_dl_tensor *t, const char *name,
-                                                  kvjit_dl_view_buf *out, char *msg, size_t msg_size) {
-  kvjit_tensor_view *v = &out->view;
+                                                  kvjit_tensor_view *v, kvjit_dl_dims *out, char *msg,
+                                                  size_t msg_size) {
   memcpy(out->sizes, t->shape, (size_t)t->ndim * sizeof out->sizes[0]);
   for (int i = 0; i < t->ndim; i++) {
     if (out->sizes[i] < 0) {
@@ -107,12 +109,13 @@ __attribute__((noinline)) static int copy_checked(const kvjit_dl_tensor *t, cons
   return 0;
 }
 
-int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_dl_view_buf *out, char *msg,
-                  size_t msg_size) {
+int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit_tensor_view *v,
+                  kvjit_dl_dims *dims, char *msg, size_t msg_size) {
   if (t == NULL) {
-    memset(&out->view, 0, sizeof out->view);
+    memset(v, 0, sizeof *v);
     return 0;
   }
+  if (trusted && kvjit_dl_view_borrowed(t, v)) return 0;
   if (t->ndim < 0 || t->ndim > KVJIT_DL_MAX_DIMS) {
     snprintf(msg, msg_size, "%s: DLPack ndim %d is outside 0..%d", name, (int)t->ndim, KVJIT_DL_MAX_DIMS);
     return -1;
@@ -121,24 +124,6 @@ int kvjit_dl_view(const kvjit_dl_tensor *t, const char *name, int trusted, kvjit
     snprintf(msg, msg_size, "%s: DLPack shape is NULL for %d dims", name, (int)t->ndim);
     return -1;
   }
-  kvjit_tensor_view *v = &out->view; /* every field is set below (no memset: a call reads five of these) */
-  v->present = 1;
-  v->ndim = t->ndim;
-  v->itemsize = (t->dtype.bits * t->dtype.lanes + 7) / 8;
-  v->kind = kvjit_dl_kind(t->dtype);
-  v->code = (int32_t)(t->dtype.code * 65536 + t->dtype.bits * 256 + t->dtype.lanes);
-  v->device_type = t->device.device_type == KVJIT_DL_CUDA_MANAGED ? KVJIT_DL_CUDA
-                   : t->device.device_type == KVJIT_DL_CUDA_HOST  ? KVJIT_DL_CPU
-                                                                  : t->device.device_type;
-  v->device_index = t->device.device_id;
-  if (v->itemsize == 0) v->itemsize = 1; /* a sub-byte type: refused by the rules, by name */
-  if (trusted && t->strides != NULL) {
-    /* A producer whose arrays outlive the call and whose sizes describe a real allocation (torch
-     * through its exchange API: as_strided checks the storage's bounds). */
-    v->sizes = t->shape;
-    v->strides = t->strides;
-    v->data = (uintptr_t)t->data + (uintptr_t)t->byte_offset;
-    return 0;
-  }
-  return copy_checked(t, name, out, msg, msg_size);
+  kvjit_dl_view_fields(t, v); /* every field is set (no memset: a call reads five of these) */
+  return copy_checked(t, name, v, dims, msg, msg_size);
 }

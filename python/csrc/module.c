@@ -68,7 +68,7 @@ static int plain_scalar(const scalar_keywords *k, int i, PyObject *given, int64_
  * anything else goes through the package's one normaliser, which returns the six ints, the
  * stream handle and the context handle (or None), or raises naming the keyword.
  */
-static int scalars_of(const scalar_keywords *k, PyObject *const given[8], int64_t scalars[6], door_extra *x) {
+static int keyword_scalars(const scalar_keywords *k, PyObject *const given[8], int64_t scalars[6], door_extra *x) {
   int plain = (given[6] == NULL || given[6] == Py_None) && (given[7] == NULL || given[7] == Py_None);
   for (int i = 0; i < 6 && plain > 0; i++) plain = plain_scalar(k, i, given[i], &scalars[i]);
   if (plain < 0) return -1;
@@ -102,13 +102,19 @@ static const scalar_keywords store_keywords = {
 
 static PyObject *c_store_kv_cache(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   (void)self;
+  if (!door_ready()) return NULL;
+  door_extra x = {0, NULL, kvjit_door.ctx, NULL};
+  /* The common call: the tensors by position, every keyword left to its default. */
+  if (nargs == store_spec.required && kwnames == NULL) {
+    PyObject *const objs[7] = {args[0], args[1], args[2], args[3], args[4], Py_None, Py_None};
+    return door_store_run(objs, store_keywords.defaults, &x, MODE_CALL);
+  }
   PyObject *a[15];
-  if (!door_ready() || kvjit_call_bind(&store_spec, args, nargs, kwnames, a)) return NULL;
+  if (kvjit_call_bind(&store_spec, args, nargs, kwnames, a)) return NULL;
   PyObject *const objs[7] = {a[0], a[1], a[2], a[3], a[4], a[9] ? a[9] : Py_None, a[10] ? a[10] : Py_None};
   PyObject *const given[8] = {a[5], a[6], a[7], a[8], a[11], a[12], a[13], a[14]};
   int64_t scalars[6];
-  door_extra x = {0, NULL, NULL, NULL};
-  if (scalars_of(&store_keywords, given, scalars, &x)) return NULL;
+  if (keyword_scalars(&store_keywords, given, scalars, &x)) return NULL;
   return door_store_run(objs, scalars, &x, MODE_CALL);
 }
 
@@ -127,15 +133,22 @@ static const scalar_keywords transfer_keywords = {
 
 static PyObject *c_transfer_kv(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
   (void)self;
+  if (!door_ready()) return NULL;
+  door_extra x = {0, NULL, kvjit_door.ctx, NULL};
+  /* transfer_run reads the op's argument list: the six tensors, then k_scale, v_scale at 11, 12. The
+   * common call: the tensors by position, every keyword left to its default. */
+  if (nargs == transfer_spec.required && kwnames == NULL) {
+    PyObject *const op_args[14] = {args[0], args[1], args[2],  args[3], args[4], args[5], Py_None,
+                                   Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None};
+    return door_transfer_run(op_args, transfer_keywords.defaults, &x, MODE_CALL);
+  }
   PyObject *a[16];
-  if (!door_ready() || kvjit_call_bind(&transfer_spec, args, nargs, kwnames, a)) return NULL;
-  /* transfer_run reads the op's argument list: the six tensors, then k_scale, v_scale at 11, 12. */
+  if (kvjit_call_bind(&transfer_spec, args, nargs, kwnames, a)) return NULL;
   PyObject *op_args[14] = {a[0], a[1], a[2], a[3], a[4], a[5], Py_None, Py_None, Py_None, Py_None, Py_None,
                            a[11] ? a[11] : Py_None, a[12] ? a[12] : Py_None, Py_None};
   PyObject *const given[8] = {a[6], a[7], a[8], a[9], a[10], a[13], a[14], a[15]};
   int64_t scalars[6];
-  door_extra x = {0, NULL, NULL, NULL};
-  if (scalars_of(&transfer_keywords, given, scalars, &x)) return NULL;
+  if (keyword_scalars(&transfer_keywords, given, scalars, &x)) return NULL;
   return door_transfer_run(op_args, scalars, &x, MODE_CALL);
 }
 
@@ -152,8 +165,11 @@ static PyObject *c_describe(PyObject *self, PyObject *const *args, Py_ssize_t na
   const char *name = PyUnicode_AsUTF8(args[1]);
   if (name == NULL) return NULL;
   kvjit_door_tensor t;
-  if (kvjit_door_read(args[0], name, 0, &t)) return NULL;
-  const kvjit_tensor_view *v = &t.buf.view;
+  kvjit_tensor_view view, *v = &view;
+  if (kvjit_door_read(args[0], name, 0, v, &t)) {
+    kvjit_door_release(&t);
+    return NULL;
+  }
   PyObject *shape = PyTuple_New(v->ndim), *strides = PyTuple_New(v->ndim), *out = NULL;
   if (shape && strides) {
     int ok = 1;
@@ -164,7 +180,7 @@ static PyObject *c_describe(PyObject *self, PyObject *const *args, Py_ssize_t na
       if (b) PyTuple_SET_ITEM(strides, i, b);
     }
     void *stream = NULL;
-    if (ok && (v->device_type != KVJIT_DL_CUDA || kvjit_door_default_stream(&t, &stream) == 0))
+    if (ok && (v->device_type != KVJIT_DL_CUDA || kvjit_door_default_stream(&t, v->device_index, &stream) == 0))
       out = Py_BuildValue("(KOOLsiiK)", (unsigned long long)v->data, shape, strides, (long long)v->itemsize,
                           kvjit_tensor_kind_name(v->kind), (int)v->device_type, (int)v->device_index,
                           (unsigned long long)(uintptr_t)stream);

@@ -21,13 +21,15 @@ namespace {
 /* Schema: (Tensor src_k, Tensor? src_v, Tensor(a!) dst_k, Tensor(b!)? dst_v, Tensor src_indices,
  *          Tensor dst_indices, int src_num_slots, int dst_num_slots, int split, int pdl,
  *          int row_elements, Tensor? k_scale, Tensor? v_scale, int max_ctas) -> () */
+namespace transfer_arg { /* named: op.cpp's store arguments share the module (a unity build) */
 enum {
-  ARG_SRC_K, ARG_SRC_V, ARG_DST_K, ARG_DST_V, ARG_SRC_INDICES, ARG_DST_INDICES, ARG_SRC_NUM_SLOTS,
-  ARG_DST_NUM_SLOTS, ARG_SPLIT, ARG_PDL, ARG_ROW_ELEMENTS, ARG_K_SCALE, ARG_V_SCALE, ARG_MAX_CTAS, NUM_TRANSFER_ARGS
+  SRC_K, SRC_V, DST_K, DST_V, SRC_INDICES, DST_INDICES, SRC_NUM_SLOTS, DST_NUM_SLOTS, SPLIT, PDL, ROW_ELEMENTS,
+  K_SCALE, V_SCALE, MAX_CTAS, COUNT
 };
-const bool kIsTensor[NUM_TRANSFER_ARGS] = {true,  true,  true,  true,  true, true, false,
+}  // namespace transfer_arg
+const bool kIsTensor[transfer_arg::COUNT] = {true,  true,  true,  true,  true, true, false,
                                            false, false, false, false, true, true, false};
-const bool kIsOptional[NUM_TRANSFER_ARGS] = {false, true,  false, true,  false, false, false,
+const bool kIsOptional[transfer_arg::COUNT] = {false, true,  false, true,  false, false, false,
                                              false, false, false, false, true,  true,  false};
 
 /* kvjit_door_enter() / kvjit_door_leave() on every exit. */
@@ -48,26 +50,26 @@ class ContextGuard {
 }  // namespace
 
 void transfer_kv_kernel(StableIValue *stack, uint64_t num_args, uint64_t num_outputs) {
-  if (num_args != NUM_TRANSFER_ARGS || num_outputs != 0)
+  if (num_args != transfer_arg::COUNT || num_outputs != 0)
     throw std::runtime_error("kvjit: transfer_kv kernel registered under a schema of " + std::to_string(num_args) +
                              " arguments and " + std::to_string(num_outputs) + " returns; it takes 14 and 0");
   CallArgs call(stack, num_args);
   call.adopt(kIsTensor, kIsOptional);
   kvjit_transfer_request req;
-  view_of(call.tensor(ARG_SRC_K), &req.src_k);
-  view_of(call.tensor(ARG_SRC_V), &req.src_v);
-  view_of(call.tensor(ARG_DST_K), &req.dst_k);
-  view_of(call.tensor(ARG_DST_V), &req.dst_v);
-  view_of(call.tensor(ARG_SRC_INDICES), &req.src_indices);
-  view_of(call.tensor(ARG_DST_INDICES), &req.dst_indices);
-  req.src_num_slots = call.integer(ARG_SRC_NUM_SLOTS);
-  req.dst_num_slots = call.integer(ARG_DST_NUM_SLOTS);
-  req.split = call.integer(ARG_SPLIT);
-  req.pdl = call.integer(ARG_PDL);
-  req.row_elements = call.integer(ARG_ROW_ELEMENTS);
-  view_of(call.tensor(ARG_K_SCALE), &req.k_scale);
-  view_of(call.tensor(ARG_V_SCALE), &req.v_scale);
-  req.max_ctas = call.integer(ARG_MAX_CTAS);
+  view_of(call.tensor(transfer_arg::SRC_K), &req.src_k);
+  view_of(call.tensor(transfer_arg::SRC_V), &req.src_v);
+  view_of(call.tensor(transfer_arg::DST_K), &req.dst_k);
+  view_of(call.tensor(transfer_arg::DST_V), &req.dst_v);
+  view_of(call.tensor(transfer_arg::SRC_INDICES), &req.src_indices);
+  view_of(call.tensor(transfer_arg::DST_INDICES), &req.dst_indices);
+  req.src_num_slots = call.integer(transfer_arg::SRC_NUM_SLOTS);
+  req.dst_num_slots = call.integer(transfer_arg::DST_NUM_SLOTS);
+  req.split = call.integer(transfer_arg::SPLIT);
+  req.pdl = call.integer(transfer_arg::PDL);
+  req.row_elements = call.integer(transfer_arg::ROW_ELEMENTS);
+  view_of(call.tensor(transfer_arg::K_SCALE), &req.k_scale);
+  view_of(call.tensor(transfer_arg::V_SCALE), &req.v_scale);
+  req.max_ctas = call.integer(transfer_arg::MAX_CTAS);
 
   kvjit_transfer_kv_args args;
   kvjit_transfer_layouts layouts; /* what args' layout pointers point at */

@@ -91,19 +91,6 @@ static PyObject *call_result(kvjit_status s) {
   return Py_None;
 }
 
-/* Read @p n tensors (None allowed where @p optional) into @p views, naming the devices a protocol
- * left unnamed; *n_read: how many were read (each to be released). 0, or -1 with an exception set. */
-static int read_tensors(PyObject *const *objs, const char *const *names, const int *optional, int n,
-                        kvjit_door_tensor *t, kvjit_tensor_view *const *views, int *n_read) {
-  for (*n_read = 0; *n_read < n; (*n_read)++) {
-    int i = *n_read;
-    if (kvjit_door_read(objs[i], names[i], optional[i], &t[i])) return -1;
-    *views[i] = t[i].buf.view;
-  }
-  kvjit_door_fill_devices(views, n);
-  return 0;
-}
-
 /* ---- store_kv_cache ------------------------------------------------------------------------- */
 
 static const char *const kStoreTensorNames[7] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
@@ -119,8 +106,8 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
   kvjit_tensor_view *views[7] = {&req.k, &req.v, &req.k_cache, &req.v_cache, &req.indices, &req.k_scale,
                                  &req.v_scale};
   PyObject *result = NULL;
-  int n_read = 0;
-  if (read_tensors(objs, kStoreTensorNames, optional, 7, t, views, &n_read)) goto done;
+  int n_kept = 0;
+  if (kvjit_door_read_all(objs, kStoreTensorNames, optional, 7, views, t, &n_kept)) goto done;
   req.num_slots = scalars[0];
   req.skip_slot = scalars[1];
   req.split = scalars[2];
@@ -156,7 +143,7 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
     result = call_result(KVJIT_OK);
     goto done;
   }
-  if (!x->has_stream && on_cuda && kvjit_door_default_stream(&t[0], &stream)) goto done;
+  if (!x->has_stream && on_cuda && kvjit_door_default_stream(&t[0], req.k.device_index, &stream)) goto done;
   a.stream = stream;
   if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && door_int_arg(x->batch, "batch", &a.batch))
     goto done;
@@ -185,7 +172,7 @@ PyObject *door_store_run(PyObject *const objs[7], const int64_t scalars[6], cons
   kvjit_door_leave(&guard);
   result = call_result(s);
 done:
-  for (int i = 0; i < n_read; i++) kvjit_door_release(&t[i]);
+  for (int i = 0; i < n_kept; i++) kvjit_door_release(&t[i]);
   return result;
 }
 
@@ -210,8 +197,8 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   PyObject *result = NULL;
   PyObject *objs[TRANSFER_TENSORS];
   for (int i = 0; i < TRANSFER_TENSORS; i++) objs[i] = args[kTransferArg[i]];
-  int n_read = 0;
-  if (read_tensors(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, t, views, &n_read)) goto done;
+  int n_kept = 0;
+  if (kvjit_door_read_all(objs, kTransferTensorNames, optional, TRANSFER_TENSORS, views, t, &n_kept)) goto done;
   req.src_num_slots = scalars[0];
   req.dst_num_slots = scalars[1];
   req.split = scalars[2];
@@ -231,10 +218,14 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
     raise_refusal(refused, msg);
     goto done;
   }
-  int first = -1; /* the first device tensor: its framework's stream is the default */
-  for (int i = 0; i < TRANSFER_TENSORS && first < 0; i++)
-    if (views[i]->present && views[i]->device_type == KVJIT_DL_CUDA) first = i;
-  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], &stream)) goto done;
+  int first = -1, host = 0; /* the first device tensor (its framework's stream is the default); any host one */
+  for (int i = TRANSFER_TENSORS - 1; i >= 0; i--) {
+    if (!views[i]->present) continue;
+    if (views[i]->device_type == KVJIT_DL_CUDA) first = i;
+    else host = 1;
+  }
+  if (!x->has_stream && first >= 0 && kvjit_door_default_stream(&t[first], views[first]->device_index, &stream))
+    goto done;
   a.stream = stream;
   if (mode == MODE_PREPARE && x->batch != NULL && x->batch != Py_None && door_int_arg(x->batch, "batch", &a.batch))
     goto done;
@@ -265,8 +256,6 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
       result = call_result(KVJIT_OK);
     goto done;
   }
-  int host = 0;
-  for (int i = 0; i < TRANSFER_TENSORS; i++) host |= views[i]->present && views[i]->device_type != KVJIT_DL_CUDA;
   kvjit_door_guard guard;
   if (kvjit_door_enter(device, host, &guard, msg, sizeof msg)) {
     PyErr_SetString(PyExc_RuntimeError, msg);
@@ -292,7 +281,7 @@ PyObject *door_transfer_run(PyObject *const *args, const int64_t scalars[6], con
   kvjit_door_leave(&guard);
   result = call_result(s);
 done:
-  for (int i = 0; i < n_read; i++) kvjit_door_release(&t[i]);
+  for (int i = 0; i < n_kept; i++) kvjit_door_release(&t[i]);
   return result;
 }
 

@@ -1,6 +1,7 @@
 /* Tensor shapes -> kvjit_store_kv_args, with the Python binding's rules and messages. */
 #include "store_args.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "view_rules.h"
@@ -204,7 +205,7 @@ static kvjit_request_error v_side(request_error *e, const kvjit_store_request *r
   return KVJIT_REQUEST_OK;
 }
 
-static kvjit_request_error indices_of(request_error *e, const kvjit_store_request *req, int64_t batch,
+static kvjit_request_error store_indices_of(request_error *e, const kvjit_store_request *req, int64_t batch,
                                       kvjit_store_kv_args *args) {
   char a[96];
   const kvjit_tensor_view *t = &req->indices;
@@ -229,7 +230,7 @@ static kvjit_request_error indices_of(request_error *e, const kvjit_store_reques
 }
 
 /* Scales of a quantizing store: none, per tensor (1 each) or per head (H each). */
-static kvjit_request_error scales_of(request_error *e, const kvjit_store_request *req, const input_rows *k_rows,
+static kvjit_request_error store_scales_of(request_error *e, const kvjit_store_request *req, const input_rows *k_rows,
                                      int64_t v_row_elems, kvjit_store_kv_args *args) {
   const kvjit_tensor_view *ks = &req->k_scale, *vs = &req->v_scale;
   int has_v = req->v.present;
@@ -293,7 +294,7 @@ static kvjit_request_error k_dtypes(request_error *e, const kvjit_store_request 
 }
 
 /* num_slots, skip_slot, split and pdl against the caches' @p slots. */
-static kvjit_request_error scalars_of(request_error *e, const kvjit_store_request *req, int64_t slots,
+static kvjit_request_error store_scalars_of(request_error *e, const kvjit_store_request *req, int64_t slots,
                                       kvjit_store_kv_args *args) {
   if (req->num_slots == -1)
     args->num_slots = slots;
@@ -321,8 +322,7 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
                                              kvjit_store_layouts *layouts, char *msg, size_t msg_size) {
   request_error e = {msg, msg_size};
   if (msg_size) msg[0] = '\0';
-  kvjit_store_kv_args init = KVJIT_STORE_KV_ARGS_INIT;
-  *args = init;
+  *args = (kvjit_store_kv_args)KVJIT_STORE_KV_ARGS_INIT;
   kvjit_request_error r = check_present(&e, req);
   if (r) return r;
   input_rows k_rows;
@@ -347,12 +347,12 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
   set_cache(&k_view, &layouts->k, &args->k_cache_stride, &args->k_cache_layout);
   int64_t slots = k_view.slots;
   if ((r = v_side(&e, req, &k_rows, quant, cache_kind, &slots, args, layouts, k_view.five_dims, &v_row_elems)) ||
-      (r = indices_of(&e, req, k_rows.batch, args)) || (r = scalars_of(&e, req, slots, args)))
+      (r = store_indices_of(&e, req, k_rows.batch, args)) || (r = store_scalars_of(&e, req, slots, args)))
     return r;
   if (quant) {
     args->dtype = source_dtype(req->k.kind);
     args->cache_dtype = cache_kind == KVJIT_TENSOR_FP8_E4M3 ? KVJIT_DTYPE_FP8_E4M3 : KVJIT_DTYPE_FP8_E5M2;
-    return scales_of(&e, req, &k_rows, v_row_elems, args);
+    return store_scales_of(&e, req, &k_rows, v_row_elems, args);
   }
   if (req->k_scale.present || req->v_scale.present)
     return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: scales need an fp8 cache (float8 k_cache, or cache_dtype= with a "
@@ -360,15 +360,27 @@ kvjit_request_error kvjit_store_request_args(const kvjit_store_request *req, kvj
   return KVJIT_REQUEST_OK;
 }
 
+/* The request's tensors in argument order (a table: nothing is built per call). */
+static const struct {
+  size_t offset;
+  const char *name;
+} kStoreTensors[] = {{offsetof(kvjit_store_request, k), "k"},
+                     {offsetof(kvjit_store_request, v), "v"},
+                     {offsetof(kvjit_store_request, k_cache), "k_cache"},
+                     {offsetof(kvjit_store_request, v_cache), "v_cache"},
+                     {offsetof(kvjit_store_request, indices), "indices"},
+                     {offsetof(kvjit_store_request, k_scale), "k_scale"},
+                     {offsetof(kvjit_store_request, v_scale), "v_scale"}};
+
 kvjit_request_error kvjit_store_request_on_device(const kvjit_store_request *req, int32_t device_type,
                                                   const char *device_name, char *msg, size_t msg_size) {
-  request_error e = {msg, msg_size};
-  const kvjit_tensor_view *tensors[] = {&req->k, &req->v, &req->k_cache, &req->v_cache,
-                                        &req->indices, &req->k_scale, &req->v_scale};
-  static const char *names[] = {"k", "v", "k_cache", "v_cache", "indices", "k_scale", "v_scale"};
-  for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
-    if (tensors[i]->present && tensors[i]->device_type != device_type)
-      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: must be a %s tensor, got one on device type %d", names[i],
-                    device_name, (int)tensors[i]->device_type);
+  for (size_t i = 0; i < sizeof kStoreTensors / sizeof kStoreTensors[0]; i++) {
+    const kvjit_tensor_view *t = (const kvjit_tensor_view *)((const char *)req + kStoreTensors[i].offset);
+    if (t->present && t->device_type != device_type) {
+      request_error e = {msg, msg_size};
+      return refuse(&e, KVJIT_REQUEST_VALUE_ERROR, "%s: must be a %s tensor, got one on device type %d",
+                    kStoreTensors[i].name, device_name, (int)t->device_type);
+    }
+  }
   return KVJIT_REQUEST_OK;
 }

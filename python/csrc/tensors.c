@@ -30,9 +30,8 @@ static struct {
   const dl_exchange_api *api;
 } g_apis[API_CACHE];
 
-static const dl_exchange_api *exchange_api_of(PyTypeObject *type) {
-  for (int i = 0; i < API_CACHE && g_apis[i].type; i++)
-    if (g_apis[i].type == type) return g_apis[i].api;
+/* A type not seen yet: its API (or none), remembered (out of line: the call after is a compare). */
+__attribute__((noinline)) static const dl_exchange_api *first_exchange_api_of(PyTypeObject *type) {
   const dl_exchange_api *api = NULL;
   PyObject *capsule = PyObject_GetAttrString((PyObject *)type, "__dlpack_c_exchange_api__");
   if (capsule != NULL) {
@@ -54,9 +53,16 @@ static const dl_exchange_api *exchange_api_of(PyTypeObject *type) {
   return api;
 }
 
-static int read_dl(const kvjit_dl_tensor *dl, const char *name, int trusted, kvjit_door_tensor *out) {
+static const dl_exchange_api *exchange_api_of(PyTypeObject *type) {
+  for (int i = 0; i < API_CACHE && g_apis[i].type; i++)
+    if (g_apis[i].type == type) return g_apis[i].api;
+  return first_exchange_api_of(type);
+}
+
+static int read_dl(const kvjit_dl_tensor *dl, const char *name, int trusted, kvjit_tensor_view *view,
+                   kvjit_door_tensor *out) {
   char msg[256];
-  if (kvjit_dl_view(dl, name, trusted, &out->buf, msg, sizeof msg)) {
+  if (kvjit_dl_view(dl, name, trusted, view, &out->dims, msg, sizeof msg)) {
     PyErr_SetString(PyExc_ValueError, msg);
     return -1;
   }
@@ -145,8 +151,7 @@ static int cai_int(PyObject *item, long long low, unsigned long long high, unsig
   return 0;
 }
 
-static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
-  kvjit_tensor_view *v = &out->buf.view;
+static int read_cai(PyObject *cai, const char *name, kvjit_tensor_view *v, kvjit_door_tensor *out) {
   memset(v, 0, sizeof *v);
   PyObject *shape = PyDict_Check(cai) ? item(cai, s_shape) : NULL;
   PyObject *typestr = PyDict_Check(cai) ? item(cai, s_typestr) : NULL;
@@ -175,7 +180,7 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
       PyErr_Format(PyExc_ValueError, "%s: shape %R: each size must be an int 0..2**63-1", name, shape);
       return -1;
     }
-    out->buf.sizes[i] = (int64_t)size;
+    out->dims.sizes[i] = (int64_t)size;
   }
   const char *ts = PyUnicode_AsUTF8(typestr);
   if (ts == NULL || cai_type(ts, name, v)) return -1;
@@ -188,8 +193,8 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
   if (strides == NULL || strides == Py_None) {
     int64_t step = 1;
     for (Py_ssize_t i = ndim - 1; i >= 0; i--) {
-      out->buf.strides[i] = step;
-      if (out->buf.sizes[i] > 1 && __builtin_mul_overflow(step, out->buf.sizes[i], &step)) step = INT64_MAX;
+      out->dims.strides[i] = step;
+      if (out->dims.sizes[i] > 1 && __builtin_mul_overflow(step, out->dims.sizes[i], &step)) step = INT64_MAX;
     }
   } else {
     if (!PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != ndim) {
@@ -211,7 +216,7 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
                      (long long)v->itemsize);
         return -1;
       }
-      out->buf.strides[i] = s / v->itemsize;
+      out->dims.strides[i] = s / v->itemsize;
     }
   }
   PyObject *stream = item(cai, s_stream);
@@ -226,8 +231,8 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
   v->present = 1;
   v->data = (uintptr_t)ptr;
   v->ndim = ndim;
-  v->sizes = out->buf.sizes;
-  v->strides = out->buf.strides;
+  v->sizes = out->dims.sizes;
+  v->strides = out->dims.strides;
   v->device_type = KVJIT_DL_CUDA;
   v->device_index = -1; /* the protocol does not say: the other tensors' device */
   char msg[256];
@@ -240,7 +245,7 @@ static int read_cai(PyObject *cai, const char *name, kvjit_door_tensor *out) {
 
 /* ---- __dlpack__ ----------------------------------------------------------------------------- */
 
-static int read_dlpack(PyObject *obj, const char *name, kvjit_door_tensor *out) {
+static int read_dlpack(PyObject *obj, const char *name, kvjit_tensor_view *view, kvjit_door_tensor *out) {
   /* The capsule is not consumed (not renamed "used_dltensor"): releasing it runs the producer's
    * deleter, while obj itself keeps the memory alive for the call. */
   PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
@@ -269,42 +274,33 @@ static int read_dlpack(PyObject *obj, const char *name, kvjit_door_tensor *out) 
                  (int)dl->dtype.code, (int)dl->dtype.bits, (int)dl->dtype.lanes);
     return -1;
   }
-  return read_dl(dl, name, 0, out);
+  return read_dl(dl, name, 0, view, out);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
-int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_door_tensor *out) {
-  out->keep = NULL;
-  out->exchange_api = NULL;
-  out->stream_hint = NULL;
-  if (obj == Py_None && optional) {
-    memset(&out->buf.view, 0, sizeof out->buf.view);
-    return 0;
-  }
-  const dl_exchange_api *api = exchange_api_of(Py_TYPE(obj));
-  if (api != NULL) {
-    kvjit_dl_tensor dl;
-    if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
-      PyObject *type, *value, *tb;
-      PyErr_Fetch(&type, &value, &tb);
-      PyErr_Format(PyExc_TypeError, "%s: cannot be read through DLPack (%S)", name, value ? value : Py_None);
-      Py_XDECREF(type);
-      Py_XDECREF(value);
-      Py_XDECREF(tb);
-      return -1;
-    }
-    out->exchange_api = api;
-    return read_dl(&dl, name, 1, out);
-  }
+/* The exchange API failed to read a tensor of its own type: its error, as a TypeError naming it. */
+__attribute__((noinline)) static int exchange_failed(const char *name) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_Format(PyExc_TypeError, "%s: cannot be read through DLPack (%S)", name, value ? value : Py_None);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  return -1;
+}
+
+/* An object of a type without the exchange API: __cuda_array_interface__, else __dlpack__. */
+__attribute__((noinline)) static int read_protocol(PyObject *obj, const char *name, kvjit_tensor_view *view,
+                                                   kvjit_door_tensor *out) {
   PyObject *cai = NULL;
   if (intern_names() || optional_attr(obj, s_cai, &cai) < 0) return -1;
   if (cai != NULL) {
-    int r = read_cai(cai, name, out);
+    int r = read_cai(cai, name, view, out);
     Py_DECREF(cai);
     return r;
   }
-  if (PyObject_HasAttrString(obj, "__dlpack__")) return read_dlpack(obj, name, out);
+  if (PyObject_HasAttrString(obj, "__dlpack__")) return read_dlpack(obj, name, view, out);
   PyErr_Format(PyExc_TypeError,
                "%s: expected a CUDA tensor (torch.Tensor, or an object with __cuda_array_interface__ or "
                "__dlpack__), got %s",
@@ -312,9 +308,33 @@ int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_door_te
   return -1;
 }
 
+/* One tensor argument: a torch tensor through its exchange API inline (most of a call's reading),
+ * None and the protocols out of line. */
+__attribute__((always_inline)) static inline int read_one(PyObject *obj, const char *name, int optional,
+                                                          kvjit_tensor_view *view, kvjit_door_tensor *out) {
+  out->keep = NULL;
+  out->stream_hint = NULL;
+  const dl_exchange_api *api = obj != Py_None ? exchange_api_of(Py_TYPE(obj)) : NULL;
+  out->exchange_api = api;
+  if (api == NULL) {
+    if (obj != Py_None || !optional) return read_protocol(obj, name, view, out);
+    memset(view, 0, sizeof *view);
+    return 0;
+  }
+  kvjit_dl_tensor dl;
+  if (api->dltensor_from_py_object_no_sync(obj, &dl) != 0) return exchange_failed(name);
+  if (kvjit_dl_view_borrowed(&dl, view)) return 0;
+  return read_dl(&dl, name, 1, view, out);
+}
+
+int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_tensor_view *view, kvjit_door_tensor *out) {
+  return read_one(obj, name, optional, view, out);
+}
+
 void kvjit_door_release(kvjit_door_tensor *t) { Py_CLEAR(t->keep); }
 
-void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n) {
+/* A CUDA tensor whose protocol names no device (__cuda_array_interface__) is on the others' one. */
+static void fill_devices(kvjit_tensor_view *const *views, int n) {
   int32_t known = -1;
   int unknown = 0; /* only __cuda_array_interface__ leaves a device unnamed: most calls stop after one pass */
   for (int i = 0; i < n; i++) {
@@ -327,9 +347,23 @@ void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n) {
       views[i]->device_index = known;
 }
 
-int kvjit_door_default_stream(const kvjit_door_tensor *t, void **stream) {
+int kvjit_door_read_all(PyObject *const *objs, const char *const *names, const int *optional, int n,
+                        kvjit_tensor_view *const *views, kvjit_door_tensor *t, int *n_kept) {
+  int unnamed = 0, kept = 0, i;
+  for (i = 0; i < n; i++) {
+    if (read_one(objs[i], names[i], optional[i], views[i], &t[i])) break;
+    unnamed |= views[i]->device_index < 0;
+    kept |= t[i].keep != NULL;
+  }
+  *n_kept = i < n ? i + 1 : kept ? n : 0; /* a failed read may have kept its capsule too */
+  if (i < n) return -1;
+  if (unnamed) fill_devices(views, n);
+  return 0;
+}
+
+int kvjit_door_default_stream(const kvjit_door_tensor *t, int32_t device, void **stream) {
   *stream = t->stream_hint;
   const dl_exchange_api *api = t->exchange_api;
-  if (api != NULL && api->current_work_stream(KVJIT_DL_CUDA, t->buf.view.device_index, stream) != 0) return -1;
+  if (api != NULL && api->current_work_stream(KVJIT_DL_CUDA, device, stream) != 0) return -1;
   return 0;
 }

@@ -11,31 +11,38 @@
 
 #include "dlpack_view.h"
 
-/** One tensor argument as read, with what must outlive the call. */
+/** What must outlive a tensor argument's view, for the call. */
 typedef struct kvjit_door_tensor {
-  kvjit_dl_view_buf buf;
+  kvjit_dl_dims dims;         /**< the view's sizes and strides, unless the producer's own outlive the call */
   PyObject *keep;             /**< a __dlpack__ capsule (its deleter runs at release), or NULL */
   const void *exchange_api;   /**< the producer's DLPack exchange API (torch), or NULL */
   void *stream_hint;          /**< __cuda_array_interface__'s stream */
 } kvjit_door_tensor;
 
 /**
- * Read @p obj (None allowed when @p optional: view.present 0). 0, or -1 with TypeError /
- * ValueError naming @p name set.
+ * Read @p obj into @p view (None allowed when @p optional: view->present 0), keeping in @p out
+ * what the view needs. 0, or -1 with TypeError / ValueError naming @p name set (@p out is then
+ * still to be released).
  */
-int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_door_tensor *out);
+int kvjit_door_read(PyObject *obj, const char *name, int optional, kvjit_tensor_view *view, kvjit_door_tensor *out);
 
 /** Release what kvjit_door_read() kept. */
 void kvjit_door_release(kvjit_door_tensor *t);
 
-/** A CUDA tensor whose protocol names no device (__cuda_array_interface__) is on the others' one. */
-void kvjit_door_fill_devices(kvjit_tensor_view *const *views, int n);
+/**
+ * Read a call's @p n tensors (kvjit_door_read() each, torch's inline), then name the device a
+ * protocol left unnamed (__cuda_array_interface__) after the other CUDA tensors'. *@p n_kept: how
+ * many of @p t to release (each read when one keeps a __dlpack__ capsule, else none). 0, or -1
+ * with an exception set.
+ */
+int kvjit_door_read_all(PyObject *const *objs, const char *const *names, const int *optional, int n,
+                        kvjit_tensor_view *const *views, kvjit_door_tensor *t, int *n_kept);
 
 /**
- * The stream a call on @p t's framework goes to: torch's current stream of its device (the
+ * The stream a call on @p t's framework goes to: torch's current stream of @p device (the
  * capturing one inside torch.cuda.graph), the __cuda_array_interface__ stream, else the legacy
  * default stream (NULL). 0, or -1 with an exception set.
  */
-int kvjit_door_default_stream(const kvjit_door_tensor *t, void **stream);
+int kvjit_door_default_stream(const kvjit_door_tensor *t, int32_t device, void **stream);
 
 #endif

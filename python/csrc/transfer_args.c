@@ -2,7 +2,6 @@
 #include "transfer_args.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #include "view_rules.h"
 
@@ -197,14 +196,12 @@ kvjit_request_error kvjit_transfer_request_args(const kvjit_transfer_request *re
                                                 int32_t *device, char *msg, size_t msg_size) {
   kvjit_request_msg e = {msg, msg_size};
   if (msg_size) msg[0] = '\0';
-  kvjit_transfer_kv_args init = KVJIT_TRANSFER_KV_ARGS_INIT;
-  *args = init;
+  *args = (kvjit_transfer_kv_args)KVJIT_TRANSFER_KV_ARGS_INIT;
   kvjit_request_error r;
   if (!req->src_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "src_k: expected a tensor, got None");
   if (!req->dst_k.present) return refuse(&e, KVJIT_REQUEST_TYPE_ERROR, "dst_k: expected a tensor, got None");
-  side sk, dk, sv, dv;
-  memset(&sv, 0, sizeof sv);
-  memset(&dv, 0, sizeof dv);
+  side sk, dk, sv, dv; /* V's are filled when V is given; without it only its row_bytes (0) is read */
+  sv.row_bytes = 0;
   if ((r = pair_of(&e, "src_k", &req->src_k, "dst_k", &req->dst_k, req->row_elements, "K", &sk, &dk))) return r;
   int64_t src_slots = sk.view.slots, dst_slots = dk.view.slots;
   if (req->src_v.present != req->dst_v.present)

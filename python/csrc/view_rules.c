@@ -39,25 +39,23 @@ int kvjit_tensor_kind_is_raw(kvjit_tensor_kind kind) { return kind == KVJIT_TENS
 #define refuse kvjit_request_refuse
 #define dims kvjit_request_dims
 
-/* Which dims of a cache are its slot dims (outermost first) and which its row dims. */
-typedef struct cache_dims {
-  int slot[3], row[3];
-  int num_slot, num_row;
-} cache_dims;
+/* Which dims of a cache are its slot dims: bit j for dim j. The others are its row dims (every
+ * form splits all of a cache's dims between the two). */
+typedef unsigned slot_mask;
 
-static kvjit_request_error dims_of(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
-                                   int64_t row_bytes, const char *source, kvjit_cache_form form, cache_dims *d) {
+static kvjit_request_error slot_dims_of(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
+                                        int64_t row_bytes, kvjit_cache_form form, slot_mask *out) {
   char a[96];
   const int64_t *s = t->sizes;
   int64_t n = t->ndim;
-  static const cache_dims chunked_k = {{0, 3, 0}, {1, 2, 4}, 2, 3}, paged_v = {{0, 3, 0}, {1, 2, 0}, 2, 2};
+  static const slot_mask blocks_and_block_size = 1u << 0 | 1u << 3; /* vLLM's two paged forms */
   if (form == KVJIT_CACHE_FORM_VLLM_V) {
     if (n != 4)
       return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: layout='vllm_paged' reads it as vLLM's [blocks, H, D, "
                     "block_size], got shape %s", name, dims(a, sizeof a, s, n));
-    *d = paged_v;
+    *out = blocks_and_block_size; /* rows (H, D) */
   } else if (n == 5 && (form == KVJIT_CACHE_FORM_AUTO || form == KVJIT_CACHE_FORM_VLLM_K)) {
-    *d = chunked_k;
+    *out = blocks_and_block_size; /* rows (H, D/x, x) */
   } else if (form == KVJIT_CACHE_FORM_VLLM_K) {
     return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: layout='vllm_paged' reads it as vLLM's [blocks, H, D/x, "
                   "block_size, x], got shape %s", name, dims(a, sizeof a, s, n));
@@ -73,21 +71,27 @@ static kvjit_request_error dims_of(kvjit_request_msg *e, const char *name, const
       elems *= s[i];
       if (elems * t->itemsize >= row_bytes) break;
     }
-    d->num_slot = d->num_row = 0;
-    for (int j = 0; j < i; j++) d->slot[d->num_slot++] = j;
-    for (int j = (int)i; j < n; j++) d->row[d->num_row++] = j;
+    *out = (1u << i) - 1;
   }
-  int64_t elems = 1;
-  for (int j = 0; j < d->num_row; j++) elems *= s[d->row[j]];
-  if (elems * t->itemsize != row_bytes)
-    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: no trailing dims of shape %s (%s) make one row of %lld bytes "
-                  "(one %s row)", name, dims(a, sizeof a, s, n), kvjit_request_dtype(t).text, (long long)row_bytes,
-                  source);
   return KVJIT_REQUEST_OK;
 }
 
 /* The largest stride a layout can hold in bytes (16-byte elements). */
 #define MAX_STRIDE (INT64_MAX / 16)
+
+/* The sizes and strides of @p mask's dims (or, with @p invert, the other dims), outermost first. */
+static int pick_dims(const kvjit_tensor_view *t, slot_mask mask, int invert, int64_t *sizes, int64_t *strides,
+                     int *index) {
+  int k = 0;
+  for (int j = 0; j < t->ndim; j++) {
+    if (((mask >> j) & 1) == (unsigned)invert) continue;
+    if (sizes) sizes[k] = t->sizes[j];
+    if (strides) strides[k] = t->strides[j];
+    if (index) index[k] = j;
+    k++;
+  }
+  return k;
+}
 
 kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *name, const kvjit_tensor_view *t,
                                              int64_t row_bytes, const char *source, kvjit_cache_form form,
@@ -95,67 +99,69 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
   char a[96], b[96];
   const int64_t *s = t->sizes, *st = t->strides;
   int64_t n = t->ndim, eb = t->itemsize;
-  cache_dims d = {{0}, {0}, 0, 0};
-  kvjit_request_error r = dims_of(e, name, t, row_bytes, source, form, &d);
+  slot_mask mask = 0;
+  kvjit_request_error r = slot_dims_of(e, name, t, row_bytes, form, &mask);
   if (r) return r;
-  for (int64_t j = 0; j < n; j++)
-    if (s[j] > 1 && (st[j] <= 0 || st[j] > MAX_STRIDE))
-      return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: dim %lld (size %lld) has stride %lld: a broadcast or reversed "
-                    "view, whose rows would share bytes (shape %s, strides %s)", name, (long long)j, (long long)s[j],
-                    (long long)st[j], dims(a, sizeof a, s, n), dims(b, sizeof b, st, n));
-  out->five_dims = d.num_row == 3 && n == 5;
+  /* One pass, innermost dim first: the row's elements and whether it is packed row-major (dims
+   * of one element aside), the slots and the slot dims of more than one element (innermost
+   * first), and the outermost dim whose stride no view of kvjit's may have. */
+  int64_t row = 1, slots = 1;
+  int contiguous = 1, bad = -1, big[3], num_big = 0;
+  for (int64_t j = n - 1; j >= 0; j--) {
+    if (s[j] > 1 && (st[j] <= 0 || st[j] > MAX_STRIDE)) bad = (int)j;
+    if ((mask >> j) & 1) {
+      slots *= s[j];
+      if (s[j] > 1) big[num_big++] = (int)j;
+    } else {
+      if (s[j] != 1 && st[j] != row) contiguous = 0;
+      row *= s[j];
+    }
+  }
+  if (row * eb != row_bytes)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: no trailing dims of shape %s (%s) make one row of %lld bytes "
+                  "(one %s row)", name, dims(a, sizeof a, s, n), kvjit_request_dtype(t).text, (long long)row_bytes,
+                  source);
+  if (bad >= 0)
+    return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: dim %d (size %lld) has stride %lld: a broadcast or reversed "
+                  "view, whose rows would share bytes (shape %s, strides %s)", name, bad, (long long)s[bad],
+                  (long long)st[bad], dims(a, sizeof a, s, n), dims(b, sizeof b, st, n));
+  out->five_dims = n == 5; /* only the chunked K has five */
   out->strided = 0;
   out->slot_stride = 0;
-  /* Slot dims: flat when those over one element flatten into one index, else (pages, page_size). */
-  int big[3], num_big = 0;
-  int64_t slots = 1;
-  for (int j = 0; j < d.num_slot; j++) {
-    slots *= s[d.slot[j]];
-    if (s[d.slot[j]] > 1) big[num_big++] = d.slot[j];
-  }
   if (slots == 0) return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: no slots (shape %s)", name, dims(a, sizeof a, s, n));
+  /* Slot dims: flat when those over one element flatten into one index, else (pages, page_size). */
   int flat = 1;
-  for (int j = 0; j + 1 < num_big; j++) {
+  for (int k = 0; k + 1 < num_big; k++) {
     int64_t span;
-    if (__builtin_mul_overflow(st[big[j + 1]], s[big[j + 1]], &span) || st[big[j]] != span) flat = 0;
+    if (__builtin_mul_overflow(st[big[k]], s[big[k]], &span) || st[big[k + 1]] != span) flat = 0;
   }
   if (!flat && num_big != 2) {
-    int64_t slot_dims_ext[3], slot_dims_str[3];
-    for (int j = 0; j < d.num_slot; j++) {
-      slot_dims_ext[j] = s[d.slot[j]];
-      slot_dims_str[j] = st[d.slot[j]];
-    }
+    int64_t slot_sizes[3], slot_strides[3];
+    int num_slot = pick_dims(t, mask, 0, slot_sizes, slot_strides, NULL);
     return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: the slot dims %s (strides %s) do not flatten into one slot index "
-                  "nor make (pages, page_size)", name, dims(a, sizeof a, slot_dims_ext, d.num_slot),
-                  dims(b, sizeof b, slot_dims_str, d.num_slot));
+                  "nor make (pages, page_size)", name, dims(a, sizeof a, slot_sizes, num_slot),
+                  dims(b, sizeof b, slot_strides, num_slot));
   }
-  /* Row dims: contiguous when those over one element are row-major with unit innermost stride. */
-  int64_t elems = 1, packed = 1;
-  int contiguous = 1;
-  for (int j = d.num_row - 1; j >= 0; j--) {
-    int64_t k = d.row[j];
-    if (s[k] != 1 && st[k] != packed) contiguous = 0;
-    packed *= s[k];
-    elems *= s[k];
-  }
-  int64_t slot_stride = num_big ? st[big[num_big - 1]] : elems;
+  int64_t slot_stride = num_big ? st[big[0]] : row;
   out->slots = slots;
   if (flat && contiguous) {
-    if (slots > 1 && slot_stride < elems)
+    if (slots > 1 && slot_stride < row)
       return refuse(e, KVJIT_REQUEST_VALUE_ERROR, "%s: slot stride %lld elements is less than a row (%lld); slots "
-                    "may not overlap", name, (long long)slot_stride, (long long)elems);
+                    "may not overlap", name, (long long)slot_stride, (long long)row);
     out->slot_stride = slot_stride * eb;
     return KVJIT_REQUEST_OK;
   }
   /* A strided view: the library checks it (overlap included) and specializes on its static part. */
+  int row_dims[3];
+  int num_row = pick_dims(t, mask, 1, NULL, NULL, row_dims);
   kvjit_layout *l = &out->layout;
   memset(l, 0, sizeof *l); /* the row dims past num_row_dims included */
   l->version = KVJIT_LAYOUT_VERSION;
   l->element_bytes = eb;
-  l->num_row_dims = d.num_row;
+  l->num_row_dims = num_row;
   int64_t inner = eb; /* an extent-1 dim's stride is free in torch: give it the packed one */
-  for (int j = d.num_row - 1; j >= 0; j--) {
-    int64_t k = d.row[j];
+  for (int j = num_row - 1; j >= 0; j--) {
+    int64_t k = row_dims[j];
     l->row_extents[j] = s[k];
     l->row_strides[j] = s[k] > 1 ? st[k] * eb : inner;
     inner = l->row_strides[j] * s[k];
@@ -164,10 +170,10 @@ kvjit_request_error kvjit_request_cache_view(kvjit_request_msg *e, const char *n
     l->page_size = 0;
     l->page_stride = 0;
     l->slot_stride = num_big ? slot_stride * eb : inner;
-  } else {
-    l->page_size = s[big[1]];
-    l->page_stride = st[big[0]] * eb;
-    l->slot_stride = st[big[1]] * eb;
+  } else { /* big[1], big[0]: pages, page_size */
+    l->page_size = s[big[0]];
+    l->page_stride = st[big[1]] * eb;
+    l->slot_stride = st[big[0]] * eb;
   }
   out->strided = 1;
   return KVJIT_REQUEST_OK;
