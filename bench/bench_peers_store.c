@@ -253,7 +253,9 @@ void *store_peer_plain_fp8_prepare(const bench_peer *self, kvjit_context *ctx, c
   (void)self;
   const store_case *sc = c;
   store_peer *p = peer_new(ctx);
-  p->half = (size_t)(sc->batch * sc->k_row / 2) * (size_t)w->sets;
+  /* K's rows at the front of a pool, V's at the front of its second half (bench_fp8's fp8 pool). */
+  const size_t rows = (size_t)(sc->batch * sc->k_row / 2) * (size_t)w->sets;
+  p->half = rows > CHECK_STORE_INPUT_POOL ? rows : CHECK_STORE_INPUT_POOL;
   p->buf[1] = gpu_alloc(2 * p->half);
   const gpu_driver *drv = gpu_current()->drv;
   if (drv->cuMemsetD8(p->buf[1], 0x3c, 2 * p->half) != CUDA_SUCCESS) abort();
@@ -289,7 +291,9 @@ void *store_peer_plain_bf16_prepare(const bench_peer *self, kvjit_context *ctx, 
   kvjit_store_kv_args a;
   check_launch l = {sc->common.pdl, NULL, 0, 1};
   check_store_args(c, w, &l, &a);
-  p->half = (size_t)(a.num_slots * sc->k_row);
+  /* K's cache, then V's: the cell's slots at the front of the benchmarks' cache size. */
+  const size_t rows = (size_t)(a.num_slots * sc->k_row);
+  p->half = rows > CHECK_STORE_CACHE_POOL ? rows : CHECK_STORE_CACHE_POOL;
   p->buf[1] = gpu_alloc(2 * p->half);
   bf16_args(p, c, w, &l, &a);
   return prepared_or_null(p, &a);

@@ -43,6 +43,10 @@ int check_buf_add(check_world *w, const char *name, check_where where, size_t by
   return w->num_bufs++;
 }
 
+void check_buf_pool(check_world *w, int i, size_t bytes) {
+  if (w->timing && i >= 0) w->bufs[i].pool = bytes;
+}
+
 void check_buf_random(check_world *w, int i) {
   check_buf *b = &w->bufs[i];
   if (b->init == NULL) return; /* timing: an output without a host copy */
@@ -94,7 +98,7 @@ static void world_alloc(check_world *w) {
      * benchmarks' pools and caches had them, not the CUDA driver's sub-allocation of small buffers
      * beside their neighbours (which moved the 128 B and 1024 B x 1-token cells by ~1 % on the
      * H200, in opposite directions: where the rows land, not the method). */
-    if (w->timing) bytes = timing_pages(b->bytes + b->offset);
+    if (w->timing) bytes = timing_pages(b->pool > b->bytes + b->offset ? b->pool : b->bytes + b->offset);
     if (b->where == CHECK_HOST) {
       GPU_CU(drv->cuMemHostAlloc(&b->host_alloc, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
       b->alloc = (uint64_t)(uintptr_t)b->host_alloc; /* unified addressing: the same address */

@@ -48,6 +48,7 @@ typedef struct check_buf {
   unsigned offset;    /**< the op's pointer is the allocation + offset (misaligned bases) */
   int64_t row;        /**< row stride for messages (0: none) */
   int output;         /**< the op writes it: compared with want; an input is compared with init */
+  size_t pool;        /**< timing: the allocation is at least this large, its bytes at the front (check_buf_pool()) */
   /* The harness's: */
   uint64_t ptr;       /**< the address the op passes (device, or host under UVA) */
   uint64_t alloc;
@@ -144,6 +145,11 @@ int check_buf_add(check_world *w, const char *name, check_where where, size_t by
                   int output);
 /** The op-side pointer of buffer @p i. */
 static inline void *check_ptr(const check_world *w, int i) { return (void *)(uintptr_t)w->bufs[i].ptr; }
+/** The bench driver's world (w->timing): buffer @p i is allocated at least @p bytes large, the
+ *  bytes the op uses at its front, as the benchmarks of record drew rows from pools and wrote
+ *  caches of their own sizes (where a cell's rows land in DRAM, hence in L2: a cell at the edge of
+ *  L2 moves with it). A check allocates what it uses; @p i < 0 (no such buffer) is ignored. */
+void check_buf_pool(check_world *w, int i, size_t bytes);
 /** Random init for buffer @p i (and want = init for an output): its poison, or its random input.
  *  Timing: outputs are left alone. */
 void check_buf_random(check_world *w, int i);

@@ -140,6 +140,10 @@ static void layout(const void *cv, check_world *w) {
     w->ids[B_KC] = check_buf_add(w, "k_cache", CHECK_DEVICE, (size_t)(slots * kcs), c->kc_off, kcs, 1);
     if (c->v_row > 0) w->ids[B_VC] = check_buf_add(w, "v_cache", CHECK_DEVICE, (size_t)(slots * vcs), c->vc_off, vcs, 1);
   }
+  check_buf_pool(w, w->ids[B_K], CHECK_STORE_INPUT_POOL); /* timing: the benchmarks' pools */
+  check_buf_pool(w, w->ids[B_V], CHECK_STORE_INPUT_POOL);
+  check_buf_pool(w, w->ids[B_KC], CHECK_STORE_CACHE_POOL);
+  check_buf_pool(w, w->ids[B_VC], CHECK_STORE_CACHE_POOL);
   w->ids[B_IDX] =
       check_buf_add(w, "indices", CHECK_DEVICE, (size_t)(items * c->index_stride) * id_bytes(c), c->idx_off, 0, 0);
   if (quantizing(c)) {
@@ -454,10 +458,10 @@ static double bench_bytes(const void *cv) {
   return (double)c->batch * (double)(c->k_row + cache_row(c, c->k_row) + c->v_row + cache_row(c, c->v_row));
 }
 
-/* Inputs rotate through 512 MiB per tensor and ids through 4 Mi slot ids (bench_store's pools). */
+/* Inputs rotate through their pools and ids through 4 Mi slot ids (bench_store's). */
 static int bench_sets(const void *cv, int launches) {
   const store_case *c = cv;
-  int64_t in_fit = (int64_t)((512ull << 20) / (uint64_t)(c->batch * c->k_row));
+  int64_t in_fit = (int64_t)(CHECK_STORE_INPUT_POOL / (uint64_t)(c->batch * c->k_row));
   int64_t ids = num_slots(c) < ((int64_t)4 << 20) ? num_slots(c) : ((int64_t)4 << 20), id_fit = ids / c->batch;
   int64_t sets = in_fit < id_fit ? in_fit : id_fit;
   return sets < 1 ? 1 : sets > launches ? launches : (int)sets;
@@ -466,8 +470,9 @@ static int bench_sets(const void *cv, int launches) {
 /* bench_fp8's cells (flat, quantizing) had at most 256 launches per graph, bench_store's 320. A
  * graph's rows are what one replay leaves in L2 for the next: at 2048 B x 16 tokens, 256 launches
  * read and write 24 MiB, 320 launches 30 MiB, and the 50 MiB L2 of an H200 holds less of them
- * (one run, 2026-12-02: kvjit 0.87 us per launch at 256, 1.04 at 320; its plain bf16 peer 0.76,
- * 0.91). The cell sits on that edge: bench_fp8 itself measured 0.96 at 256. */
+ * (one run, 2026-12-02, buffers sized to the rows: kvjit 0.87 us per launch at 256, 1.04 at 320;
+ * its plain bf16 peer 0.76, 0.91). The cell sits on that edge, where the placement of its rows
+ * moves it too (check_store.h: CHECK_STORE_*_POOL). */
 static int bench_max_launches(const void *cv) {
   const store_case *c = cv;
   return quantizing(c) && !c->layout ? 256 : 320;

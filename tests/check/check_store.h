@@ -58,6 +58,17 @@ float check_store_source_value(kvjit_dtype d, const unsigned char *p);
 /** The public call's arguments for launch @p l of a case in world @p w (set l->step % w->sets). */
 void check_store_args(const void *c, const check_world *w, const check_launch *l, kvjit_store_kv_args *out);
 
+/** The bench driver's pools (check_buf_pool()), the old benches' sizes: each input tensor's rows
+ *  rotate within 512 MiB at the front of a 512 MiB pool (bench_store's pools, 8x the H200's L2),
+ *  each cache is an allocation of 2 GiB (bench_store's; bench_fp8 wrote its fp8 rows at the front
+ *  of 2 GiB caches sized for bf16 ones). For bench_fp8's 2048 B x 16 cell this gave the driver
+ *  bench_fp8's layout of virtual addresses (run R2: caches 2.5 and 4.5 GiB below the K rows, V
+ *  512 MiB from them). That cell, at the edge of L2, still moves up to ~10 % with where its input
+ *  rows land in physical memory, which neither bench controls (bench/BASELINE.md, "The bench
+ *  driver against the benchmarks it replaces"). */
+#define CHECK_STORE_INPUT_POOL ((size_t)512 << 20)
+#define CHECK_STORE_CACHE_POOL ((size_t)2 << 30)
+
 /** The bench driver's cells: rows x batches x index x PDL, plain copies (inputs from DRAM, and
  *  decode cells with L2-hot inputs) and quantizing (check_store_cases.c). */
 size_t store_bench_count(void);
