@@ -12,11 +12,8 @@ static kvjit_arch_memo process_memo;
 static CUresult capability_of(kvjit_arch_memo *memo, const kvjit_driver *drv, CUdevice dev, int *sm) {
   const int slot = dev >= 0 && dev < KVJIT_ARCH_MAX_DEVICES;
   if (slot && (*sm = atomic_load_explicit(&memo->device_sm[dev], memory_order_relaxed)) > 0) return CUDA_SUCCESS;
-  int major = 0, minor = 0;
-  CUresult res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  const CUresult res = kvjit_driver_device_sm(drv, dev, sm);
   if (res != CUDA_SUCCESS) return res;
-  *sm = major * 10 + minor;
   if (slot) atomic_store_explicit(&memo->device_sm[dev], *sm, memory_order_relaxed);
   return CUDA_SUCCESS;
 }

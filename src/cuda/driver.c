@@ -123,6 +123,14 @@ kvjit_status kvjit_cuda_fail(const kvjit_driver *drv, CUresult res, const char *
   return kvjit_fail(st, "%s: %s (%d)", what, name, (int)res);
 }
 
+CUresult kvjit_driver_device_sm(const kvjit_driver *drv, CUdevice dev, int *sm) {
+  int major = 0, minor = 0;
+  CUresult res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+  if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (res == CUDA_SUCCESS) *sm = major * 10 + minor;
+  return res;
+}
+
 kvjit_status kvjit_driver_current_sm(const kvjit_driver *drv, int *sm, CUdevice *device) {
   CUdevice dev = 0;
   CUcontext cur = NULL;
@@ -139,11 +147,8 @@ kvjit_status kvjit_driver_current_sm(const kvjit_driver *drv, int *sm, CUdevice 
     res = drv->cuDeviceGet(&dev, 0);
     if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGet(0)");
   }
-  int major = 0, minor = 0;
-  res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-  if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  res = kvjit_driver_device_sm(drv, dev, sm);
   if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGetAttribute(COMPUTE_CAPABILITY)");
-  *sm = major * 10 + minor;
   if (device) *device = dev;
   return KVJIT_OK;
 }
@@ -181,11 +186,8 @@ kvjit_status kvjit_device_info(int ordinal, char *name, size_t capacity, int *sm
     name[capacity - 1] = '\0';
   }
   if (sm != NULL) {
-    int major = 0, minor = 0;
-    res = drv->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-    if (res == CUDA_SUCCESS) res = drv->cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    res = kvjit_driver_device_sm(drv, dev, sm);
     if (res != CUDA_SUCCESS) return kvjit_cuda_fail(drv, res, "cuDeviceGetAttribute");
-    *sm = major * 10 + minor;
   }
   return KVJIT_OK;
 }

@@ -55,6 +55,9 @@ kvjit_status kvjit_driver_get(const kvjit_driver **out);
 /** Turn a CUresult into a status with a last-error line "what: CUDA_ERROR_X". */
 kvjit_status kvjit_cuda_fail(const kvjit_driver *drv, CUresult res, const char *what);
 
+/** Compute capability (e.g. 90) of device @p dev into @p sm: the driver's answer, unrecorded. */
+CUresult kvjit_driver_device_sm(const kvjit_driver *drv, CUdevice dev, int *sm);
+
 /** Compute capability (e.g. 90) of the current context's device, or device 0 without one. */
 kvjit_status kvjit_driver_current_sm(const kvjit_driver *drv, int *sm, CUdevice *device);
 
