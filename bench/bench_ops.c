@@ -526,10 +526,12 @@ int main(int argc, char **argv) {
   if (dladdr((void *)kvjit_last_error, &lib) && lib.dli_fname) printf("bench_ops: library %s\n", lib.dli_fname);
   bounds b;
   memset(&b, 0, sizeof b);
-  if (!o.host_only) measure_bounds(ctx, o.reps, &b);
-  if (!o.host_only) printf("bounds: memcpy %.3f TB/s, host link %.1f / %.1f GB/s, empty kernel %.3f us (graph) %.3f us (stream)\n",
-         2.0 * (double)DTOD_BYTES / (b.dtod_us.median * 1e6), (double)LINK_BYTES / (b.h2d_us.median * 1e3),
-         (double)LINK_BYTES / (b.d2h_us.median * 1e3), b.empty_us[0][1].median, b.empty_us[0][0].median);
+  if (!o.host_only) {
+    measure_bounds(ctx, o.reps, &b);
+    printf("bounds: memcpy %.3f TB/s, host link %.1f / %.1f GB/s, empty kernel %.3f us (graph) %.3f us (stream)\n",
+           2.0 * (double)DTOD_BYTES / (b.dtod_us.median * 1e6), (double)LINK_BYTES / (b.h2d_us.median * 1e3),
+           (double)LINK_BYTES / (b.d2h_us.median * 1e3), b.empty_us[0][1].median, b.empty_us[0][0].median);
+  }
   int failed = 0;
   for (size_t k = 0; k < check_num_ops; k++)
     if (!o.op || strcmp(o.op, check_ops[k]->name) == 0) failed |= run_op(&o, check_ops[k], ctx, &b);
